@@ -1,0 +1,291 @@
+// engine/wheel.cpp — the hierarchical timing wheel: cancel, advance, cascading, next_deadline.
+//
+// Invariants (checked by assertions in debug builds and by tests/wheel_model_test.cpp outside):
+//   I1  cur_ is the tick being processed. Every timer due before cur_ has run; the ones due at cur_
+//       have run or sit in the batch slot (a pass cut short by its limit, or by a throw).
+//   I2  A node in level-0 slot i has due in (cur_, cur_ + 128) and due % 128 == i. A node in level
+//       L >= 1 has (due >> 6L) - (cur_ >> 6L) in [1, 127], with the slot index that unit % 128.
+//       So level L's slot for the current unit cur_ >> 6L is empty: it was moved down at the
+//       boundary that started the unit.
+//   I3  The due slot holds timers scheduled at or before cur_ (outside advance(), or by callbacks,
+//       which must not run in the pass that scheduled them); the next advance() runs them first.
+//   I4  occupied_ bit s is set iff slot s has a node; count_[s] >= the number of nodes in slot s.
+//   I5  A node is linked (pprev != nullptr) iff it holds a live callable, iff its gen is odd.
+#include "tickwheel/wheel.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace tickwheel {
+namespace {
+
+std::string nanos_text(Nanos n) { return std::to_string(n.count()) + "ns"; }
+
+}  // namespace
+
+TimerId checked(TimerId id) {
+  if (!id) {
+    const Status why = id.status();
+    const std::string message = std::string("tickwheel: schedule failed: ") + std::string(to_string(why));
+    throw ScheduleError(why, message.c_str());
+  }
+  return id;
+}
+
+Wheel::Wheel(WheelOptions opts)
+    : tick_(opts.tick), now_(opts.start), cur_(0), max_tick_(0), max_pending_(opts.max_pending) {
+  if (opts.tick < kMinTick || opts.tick > kMaxTick) {
+    throw std::invalid_argument("tickwheel::Wheel: tick must be between 1us and 1h (" +
+                                nanos_text(kMinTick) + ".." + nanos_text(kMaxTick) + "), got " +
+                                nanos_text(opts.tick));
+  }
+  if (opts.start.count() < 0) {
+    throw std::invalid_argument("tickwheel::Wheel: start must not be negative, got " +
+                                nanos_text(opts.start));
+  }
+  constexpr std::uint64_t kPoolLimit = detail::NodePool::kMaxNodes - 1;
+  if (opts.max_pending > kPoolLimit) {
+    throw std::invalid_argument("tickwheel::Wheel: max_pending must be at most 2^32 - 1 (" +
+                                std::to_string(kPoolLimit) + "), got " +
+                                std::to_string(opts.max_pending));
+  }
+  if (max_pending_ == 0) max_pending_ = kPoolLimit;
+  const auto tick = static_cast<std::uint64_t>(tick_.count());
+  max_tick_ = static_cast<std::uint64_t>(Nanos::max().count()) / tick;
+  cur_ = static_cast<std::uint64_t>(opts.start.count()) / tick;
+  slots_ = std::make_unique<Slot[]>(kAllSlots);  // value-initialised: every head null
+  count_ = std::make_unique<std::uint32_t[]>(kAllSlots);
+}
+
+Wheel::~Wheel() {
+  for (unsigned s = 0; s < kAllSlots; ++s) {
+    for (Node* head : slots_[s].head) {
+      for (Node* node = head; node != nullptr; node = node->next) node->thunk(node->storage, false);
+    }
+  }
+}
+
+bool Wheel::occupied(unsigned slot) const noexcept {
+  return (occupied_[slot / 64] >> (slot % 64)) & 1;
+}
+
+// Unlinks a node from whatever slot holds it. If that emptied the slot, clears its bit (I4). The
+// slot is found from `pprev` only when the node was the last of its sub-list, which is the only
+// case where the slot can have become empty.
+void Wheel::unlink(Node* node) noexcept {
+  Node* next = node->next;
+  Node** pprev = node->pprev;
+  *pprev = next;
+  node->pprev = nullptr;
+  if (next != nullptr) {
+    next->pprev = pprev;
+    return;
+  }
+  const auto offset = reinterpret_cast<std::uintptr_t>(pprev) - reinterpret_cast<std::uintptr_t>(slots_.get());
+  if (offset >= sizeof(Slot) * kAllSlots) return;  // pprev is a node's `next`: the sub-list has more
+  const auto slot = static_cast<unsigned>(offset / sizeof(Slot));
+  const Slot& s = slots_[slot];
+  for (Node* head : s.head) {
+    if (head != nullptr) return;
+  }
+  occupied_[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
+  count_[slot] = 0;
+}
+
+// Takes the head of the first non-empty sub-list of `slot` at or after `way` (round robin), or
+// returns nullptr if the slot is empty. Successive pops visit the sub-lists in turn, so the next
+// node of each sub-list has seven other pops' time to arrive in cache: the write to its `pprev`
+// below is what brings it in.
+Wheel::Node* Wheel::pop(unsigned slot, unsigned& way) noexcept {
+  Slot& s = slots_[slot];
+  for (unsigned i = 0; i < kWays; ++i) {
+    const unsigned w = (way + i) & (kWays - 1);
+    if (Node* node = s.head[w]) {
+      way = w + 1;
+      unlink(node);
+      return node;
+    }
+  }
+  return nullptr;
+}
+
+bool Wheel::cancel(TimerId id) noexcept {
+  Node* node = pool_.find(id.index_);
+  // A live generation is odd (I5), so a failed id (gen 0) or a free node never matches.
+  if (node == nullptr || node->gen != id.gen_ || (id.gen_ & 1) == 0) return false;
+  node->gen += 1;
+  unlink(node);
+  node->thunk(node->storage, false);
+  pool_.release(node);
+  --pending_;
+  ++stats_.cancelled;
+  return true;
+}
+
+// Moves up to `max_nodes` nodes of an upper-level slot to where they belong now. A node due at
+// cur_ goes to level 0's slot for cur_, which the caller fires next. Returns how many moved.
+std::uint64_t Wheel::move_down(unsigned slot, std::uint64_t max_nodes) noexcept {
+  std::uint64_t moved = 0;
+  unsigned way = 0;
+  while (moved < max_nodes) {
+    Node* node = pop(slot, way);
+    if (node == nullptr) break;
+    assert(node->due >= cur_);
+    link(node, node->due == cur_ ? static_cast<unsigned>(cur_ & (kSlots - 1)) : wheel_slot(node->due));
+    ++moved;
+  }
+  count_[slot] -= static_cast<std::uint32_t>(std::min<std::uint64_t>(count_[slot], moved));
+  stats_.moved += moved;
+  return moved;
+}
+
+// Moves all nodes of `slot` into the (empty) batch slot. O(kWays): sub-lists move whole.
+void Wheel::splice_into_batch(unsigned slot) noexcept {
+  if (!occupied(slot)) return;
+  Slot& from = slots_[slot];
+  Slot& batch = slots_[kBatchSlot];
+  for (unsigned w = 0; w < kWays; ++w) {
+    assert(batch.head[w] == nullptr);
+    if (Node* first = from.head[w]) {
+      batch.head[w] = first;
+      first->pprev = &batch.head[w];
+      from.head[w] = nullptr;
+    }
+  }
+  occupied_[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
+  occupied_[kBatchSlot / 64] |= std::uint64_t{1} << (kBatchSlot % 64);
+  count_[slot] = 0;
+}
+
+// Runs batch callbacks until the batch is empty or `budget` have run.
+std::size_t Wheel::fire_batch(std::size_t budget) {
+  std::size_t ran = 0;
+  unsigned way = 0;
+  while (ran < budget) {
+    Node* node = pop(kBatchSlot, way);
+    if (node == nullptr) break;
+    node->gen += 1;  // odd -> even: from here cancel(id) is false, the timer has fired
+    --pending_;
+    ++stats_.fired;
+    ++ran;
+    try {
+      node->thunk(node->storage, true);
+    } catch (...) {
+      pool_.release(node);  // the thunk destroyed the callable on its way out
+      throw;
+    }
+    pool_.release(node);
+  }
+  return ran;
+}
+
+// Paced look-ahead cascade. For each upper level, the slot of the next unit (which must be empty
+// when that unit starts, I2) gets a share of its nodes moved down now, in proportion to the part
+// of the remaining time to that unit's start that this call covers. Called every tick, a slot of
+// n nodes is moved n / (64^L) at a time; called rarely, proportionally more. Moved nodes are due
+// after `target` by construction, so pacing never makes work due in this pass.
+void Wheel::pace(std::uint64_t target) noexcept {
+  if (target <= cur_) return;
+  for (unsigned level = kLevels - 1; level >= 1; --level) {
+    const unsigned shift = kLevelBits * level;
+    const std::uint64_t unit = (cur_ >> shift) + 1;
+    const unsigned slot = level * kSlots + static_cast<unsigned>(unit & (kSlots - 1));
+    if (!occupied(slot)) continue;
+    const std::uint64_t start = unit << shift;
+    if (target >= start) continue;  // the pass crosses the boundary and moves the rest there
+    const double share = static_cast<double>(target - cur_) / static_cast<double>(start - cur_);
+    const auto quota = static_cast<std::uint64_t>(std::ceil(share * count_[slot]));
+    stats_.moved_ahead += move_down(slot, quota);
+  }
+}
+
+// At tick t, every upper-level slot whose unit starts at t moves down in full (I2). Top level
+// first, so that its nodes can drop straight to the lowest level that holds them.
+void Wheel::cascade_at(std::uint64_t t) noexcept {
+  for (unsigned level = kLevels - 1; level >= 1; --level) {
+    const unsigned shift = kLevelBits * level;
+    if ((t & ((std::uint64_t{1} << shift) - 1)) != 0) continue;
+    const unsigned slot = level * kSlots + static_cast<unsigned>((t >> shift) & (kSlots - 1));
+    if (occupied(slot)) move_down(slot, ~std::uint64_t{0});
+  }
+}
+
+// Distance from bit `start` to the first set bit of a 128-bit ring, going up and wrapping; 128 if
+// none is set.
+unsigned Wheel::find_from(const std::uint64_t* words, unsigned start) noexcept {
+  const unsigned i = start / 64;
+  const unsigned j = start % 64;
+  if (const std::uint64_t a = words[i] >> j) return static_cast<unsigned>(std::countr_zero(a));
+  if (const std::uint64_t b = words[i ^ 1]) return 64 - j + static_cast<unsigned>(std::countr_zero(b));
+  const std::uint64_t low = j == 0 ? 0 : words[i] & ((std::uint64_t{1} << j) - 1);
+  if (low != 0) return 128 - j + static_cast<unsigned>(std::countr_zero(low));
+  return kSlots;
+}
+
+// The first tick after cur_ at which something happens: a level-0 slot fires, or an upper-level
+// slot's unit starts. UINT64_MAX if the wheel levels are empty. O(levels).
+std::uint64_t Wheel::next_event_tick() const noexcept {
+  std::uint64_t best = ~std::uint64_t{0};
+  for (unsigned level = 0; level < kLevels; ++level) {
+    const std::uint64_t* words = &occupied_[level * (kSlots / 64)];
+    if ((words[0] | words[1]) == 0) continue;
+    const unsigned shift = kLevelBits * level;
+    const std::uint64_t from = (cur_ >> shift) + 1;
+    const unsigned d = find_from(words, static_cast<unsigned>(from & (kSlots - 1)));
+    assert(d < kSlots);
+    best = std::min(best, (from + d) << shift);
+  }
+  return best;
+}
+
+std::size_t Wheel::advance(Nanos now, std::size_t limit) {
+  if (in_advance_) return 0;
+  struct InAdvance {
+    bool& flag;
+    explicit InAdvance(bool& f) : flag(f) { flag = true; }
+    ~InAdvance() { flag = false; }
+  } in_advance(in_advance_);
+  ++stats_.passes;
+  if (now > now_) now_ = now;
+  const std::uint64_t target =
+      std::min(static_cast<std::uint64_t>(now_.count()) / static_cast<std::uint64_t>(tick_.count()), max_tick_);
+  const std::uint64_t moved_before = stats_.moved;
+
+  // Leftovers of a pass cut short, then what was scheduled at or before cur_ (I1, I3).
+  std::size_t ran = fire_batch(limit);
+  if (ran < limit) {
+    splice_into_batch(kDueSlot);
+    ran += fire_batch(limit - ran);
+  }
+  if (ran < limit) pace(target);
+  while (ran < limit && cur_ < target) {
+    cur_ = std::min(next_event_tick(), target);
+    cascade_at(cur_);
+    splice_into_batch(static_cast<unsigned>(cur_ & (kSlots - 1)));
+    ran += fire_batch(limit - ran);
+  }
+  stats_.max_pass_work = std::max<std::uint64_t>(stats_.max_pass_work, ran + (stats_.moved - moved_before));
+  return ran;
+}
+
+std::optional<Nanos> Wheel::next_deadline() const noexcept {
+  if (pending_ == 0) return std::nullopt;
+  if (occupied(kDueSlot) || occupied(kBatchSlot)) return now_;
+  const std::uint64_t t = next_event_tick();
+  assert(t <= max_tick_);
+  return Nanos(static_cast<Nanos::rep>(t) * tick_.count());
+}
+
+WheelStats Wheel::stats() const noexcept {
+  WheelStats s = stats_;
+  s.pool_nodes = pool_.touched();
+  s.pool_capacity = pool_.capacity();
+  s.pool_segments = pool_.segments();
+  s.bytes = pool_.bytes_touched() + sizeof(Slot) * kAllSlots + sizeof(std::uint32_t) * kAllSlots;
+  return s;
+}
+
+}  // namespace tickwheel

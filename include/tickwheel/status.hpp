@@ -1,0 +1,43 @@
+// tickwheel/status.hpp — why a schedule failed, as a value, and the one throwing convenience.
+//
+// The hot path never throws: a schedule that cannot be honoured returns a TimerId that tests false
+// and carries one of these reasons. Code that prefers exceptions wraps the call in
+// `tickwheel::checked(...)`, which throws ScheduleError with the reason in its message.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string_view>
+
+namespace tickwheel {
+
+// Outcome of a schedule. Every value but `ok` is a failure that left the timer set untouched.
+enum class Status : std::uint8_t {
+  ok = 0,
+  no_timer,             // a default-constructed TimerId: it never named a timer
+  max_pending_reached,  // WheelOptions::max_pending timers are pending; nothing was scheduled
+  out_of_memory,        // the node pool could not grow (address space or the 2^32-node limit)
+};
+
+// A short, stable, human-readable name for a status ("max_pending_reached", ...). Any thread.
+constexpr std::string_view to_string(Status s) noexcept {
+  switch (s) {
+    case Status::ok: return "ok";
+    case Status::no_timer: return "no_timer";
+    case Status::max_pending_reached: return "max_pending_reached";
+    case Status::out_of_memory: return "out_of_memory";
+  }
+  return "unknown";
+}
+
+// Thrown only by the `checked()` convenience, never by the engine's own hot path.
+class ScheduleError : public std::runtime_error {
+ public:
+  ScheduleError(Status status, const char* message) : std::runtime_error(message), status_(status) {}
+  Status status() const noexcept { return status_; }
+
+ private:
+  Status status_;
+};
+
+}  // namespace tickwheel

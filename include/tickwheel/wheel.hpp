@@ -1,0 +1,337 @@
+// tickwheel/wheel.hpp — a single-threaded hierarchical timing wheel, driven by its caller's clock.
+//
+// Reasons you might want this
+//   - O(1) schedule and cancel with millions of timers pending, and no heap allocation per timer:
+//     a pending timer is one 64-byte pooled node with the callback stored inline.
+//   - No idle ticking: occupancy bitmaps find the next non-empty slot with a count-trailing-zeros,
+//     so advance() jumps over empty time for free and next_deadline() tells an event loop exactly
+//     how long it may sleep.
+//   - No cascade bursts: the upper-level slot that comes due next is moved down a little on every
+//     pass, in proportion to the time that passed, instead of all at once when its time comes.
+//   - Time is an integer you pass in. The wheel never reads a clock, so a trading loop can drive it
+//     from its own clock, and tests are deterministic.
+//
+// Reasons not to use it
+//   - It is not thread safe. One thread owns it: every call below is for that thread only (the
+//     multicore tickwheel::Engine wraps one wheel per shard and adds the cross-thread hand-off).
+//   - Resolution is the tick. Deadlines are rounded up to the tick, so a timer fires up to one tick
+//     after its deadline, never before it.
+//   - Callbacks run inside advance(), on the caller's thread, and must be short.
+//
+// Geometry. Time is counted in ticks. There are kLevels = 9 levels; level L has a granularity of
+// 64^L ticks and 128 slots, so it covers two revolutions of its own granularity. A timer lives in
+// the lowest level whose 128 slots reach it. The second half of each level is what makes paced
+// cascading possible: while the wheel is inside one level-L unit, the next unit's timers are moved
+// down into the second half of level L-1, a share per pass. The table is recomputed from the
+// constants by a test (tests/wheel_geometry_test.cpp), so it cannot drift from the code:
+//
+//   level  granularity (ticks)  holds less than (ticks ahead)  at a 1 ms tick    at a 1 us tick
+//   0      1                    128                            128 ms            128 us
+//   1      64                   8192                           8.2 s             8.2 ms
+//   2      4096                 524288                         8.7 min           0.52 s
+//   3      262144               33554432                       9.3 h             33.6 s
+//   4      16777216             2147483648                     24.9 days         35.8 min
+//   5      1073741824           137438953472                   4.4 years         38.2 h
+//   6      68719476736          8796093022208                  279 years         102 days
+//   7      4398046511104        562949953421312                17.8 k years      17.8 years
+//   8      281474976710656      36028797018963968              1.1 M years       1142 years
+//
+// With the smallest legal tick (1 us) the top level reaches past the last nanosecond a Nanos can
+// hold, so every representable deadline is representable in the wheel; the one clamp is at the end
+// of Nanos (see horizon()).
+//
+// Costs (measured figures are in the README and bench/; here only the shape):
+//   schedule    O(1): pop a pooled node, store the callable, link it at a slot head, set one bit.
+//   cancel      O(1): one generation compare, an unlink, a push on the free list.
+//   advance     O(timers fired + timers moved down + non-empty slots crossed); empty time is free.
+//   next_deadline  O(levels): two bit scans per level.
+// Each slot is one cache line holding 8 independent sub-lists, and every walk of a slot round-robins
+// over them with a prefetch of each successor, so firing or moving a slot keeps 8 node misses in
+// flight instead of chasing one pointer chain.
+//
+// Example, a caller-owned loop:
+//
+//   tickwheel::Wheel wheel({.tick = std::chrono::microseconds(100)});
+//   auto id = wheel.schedule_after(std::chrono::milliseconds(5), [&conn] { conn.on_timeout(); });
+//   ...
+//   wheel.cancel(id);                       // the reply came in time
+//   for (;;) {
+//     wait_for_io_until(wheel.next_deadline());
+//     wheel.advance(my_clock_now(), /*limit=*/1000);
+//   }
+#pragma once
+
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "tickwheel/detail/node.hpp"
+#include "tickwheel/detail/pool.hpp"
+#include "tickwheel/status.hpp"
+
+namespace tickwheel {
+
+using Nanos = std::chrono::nanoseconds;
+
+// Identifies one scheduled timer. Eight bytes, trivially copyable: the node's pool index and the
+// (odd) generation of the node's lifetime when the timer was scheduled. Once the timer fires or is
+// cancelled the generation moves on, so an old id cancels nothing, even after its node has been
+// recycled for another timer (a false match would need 2^31 reuses of one node while the old id
+// is still held). A default-constructed id, or one from a failed schedule, tests
+// false; the latter carries the reason in status().
+class TimerId {
+ public:
+  constexpr TimerId() noexcept = default;
+
+  constexpr explicit operator bool() const noexcept { return gen_ != 0; }
+  // Status::ok for an id that named a timer (whether or not it is still pending), otherwise why
+  // the schedule failed (Status::no_timer for a default-constructed id).
+  constexpr Status status() const noexcept {
+    return gen_ != 0 ? Status::ok : (index_ == 0 ? Status::no_timer : static_cast<Status>(index_));
+  }
+  // A single integer for storage in user structures; from_raw(raw()) == *this.
+  constexpr std::uint64_t raw() const noexcept { return (std::uint64_t{gen_} << 32) | index_; }
+  static constexpr TimerId from_raw(std::uint64_t raw) noexcept {
+    return TimerId(static_cast<std::uint32_t>(raw), static_cast<std::uint32_t>(raw >> 32));
+  }
+  friend constexpr bool operator==(TimerId, TimerId) noexcept = default;
+
+ private:
+  friend class Wheel;
+  constexpr TimerId(std::uint32_t index, std::uint32_t gen) noexcept : index_(index), gen_(gen) {}
+  static constexpr TimerId failure(Status why) noexcept {
+    return TimerId(static_cast<std::uint32_t>(why), 0);
+  }
+
+  std::uint32_t index_ = 0;  // node index; the Status when gen_ == 0
+  std::uint32_t gen_ = 0;    // 0 = no timer
+};
+static_assert(sizeof(TimerId) == 8);
+
+// Throwing convenience over a schedule: returns the id, or throws ScheduleError naming the reason.
+// Example: auto id = tickwheel::checked(wheel.schedule_after(5ms, fn));
+TimerId checked(TimerId id);
+
+// Runtime options, validated by the constructor (std::invalid_argument naming the bad value).
+struct WheelOptions {
+  Nanos tick{std::chrono::milliseconds(1)};  // resolution; from 1 us to 1 h
+  Nanos start{0};                            // the wheel's now() at construction; >= 0
+  std::size_t max_pending = 0;               // 0 = unlimited; at most 2^32 - 1 either way
+};
+
+// Counters for tests, benchmarks and the stress report. Cheap to read (a copy of a few fields).
+struct WheelStats {
+  std::uint64_t scheduled = 0;       // successful schedules
+  std::uint64_t rejected = 0;        // schedules refused (max_pending, out of memory)
+  std::uint64_t cancelled = 0;       // cancels that returned true
+  std::uint64_t fired = 0;           // callbacks started
+  std::uint64_t moved = 0;           // node moves from an upper level to a lower one
+  std::uint64_t moved_ahead = 0;     // of those, moves done ahead of time by pacing
+  std::uint64_t passes = 0;          // advance() calls
+  std::uint64_t max_pass_work = 0;   // most fires + moves done by one advance() call
+  std::uint64_t pool_nodes = 0;      // nodes ever handed out by the pool (its high-water mark)
+  std::uint64_t pool_capacity = 0;   // nodes in mapped pool segments
+  std::uint64_t pool_segments = 0;   // pool growth steps (each one a mapping)
+  std::uint64_t bytes = 0;           // pool bytes touched plus the wheel's own slot arrays
+};
+
+class Wheel {
+ public:
+  static constexpr unsigned kLevelBits = 6;                       // each level is 64x coarser
+  static constexpr unsigned kSlotBits = 7;                        // 128 slots per level
+  static constexpr unsigned kSlots = 1u << kSlotBits;
+  static constexpr unsigned kLevels = 9;
+  static constexpr unsigned kWays = 8;                            // sub-lists per slot
+  static constexpr Nanos kMinTick = std::chrono::microseconds(1);
+  static constexpr Nanos kMaxTick = std::chrono::hours(1);
+
+  // Throws std::invalid_argument if tick is outside [kMinTick, kMaxTick], start is negative, or
+  // max_pending exceeds the pool's 2^32 - 1 node limit; the message names the value. Allocates the
+  // slot arrays (about 75 KiB) and nothing per timer; the pool maps its first segment lazily.
+  explicit Wheel(WheelOptions opts = {});
+  // Destroys the callables of all pending timers without running them; unmaps the pool.
+  ~Wheel();
+  Wheel(const Wheel&) = delete;
+  Wheel& operator=(const Wheel&) = delete;
+
+  // Schedules fn() to run in the first advance(now) with now >= deadline rounded up to the tick.
+  // A deadline at or before the current tick (in the past, or a zero or negative delay) fires on the
+  // next advance(). A deadline past horizon() is clamped to it. fn must be callable as fn(), at most
+  // 24 bytes, at most 8-byte aligned, and nothrow to construct from the argument and to destroy:
+  // anything else is a compile error that says what to do. O(1); no allocation once the pool has
+  // grown to the peak population. Fails (a false id whose status() says why, nothing changed) when
+  // max_pending timers are pending or the pool cannot grow.
+  template <class F>
+  [[nodiscard]] TimerId schedule_at(Nanos deadline, F&& fn) noexcept {
+    detail::check_callable<F>();
+    detail::Node* node = acquire_node();
+    if (node == nullptr) return TimerId::failure(acquire_failure());
+    detail::store_callable(node, std::forward<F>(fn));
+    return commit(node, deadline);
+  }
+
+  // schedule_at(now() + delay, fn), with the sum saturating instead of overflowing.
+  template <class F>
+  [[nodiscard]] TimerId schedule_after(Nanos delay, F&& fn) noexcept {
+    return schedule_at(saturating_add(now_, delay), std::forward<F>(fn));
+  }
+
+  // True iff the timer was pending and now never fires; its callable is destroyed and its node
+  // recycled before cancel returns. False, with nothing touched, for a default or failed id, an id
+  // whose timer already fired (or is firing: a callback cancelling itself gets false) or was
+  // cancelled, or an id whose node now holds another timer. O(1). Safe from inside callbacks.
+  bool cancel(TimerId id) noexcept;
+
+  // Moves the wheel's time to `now` (time never goes back: an earlier now is treated as now()) and
+  // runs every due callback, at most `limit` of them. Rules:
+  //   - a timer runs in the first advance(now) with now >= its deadline rounded up to the tick,
+  //     unless `limit` callbacks already ran in that call; then it runs in the next call, before
+  //     anything due later (earliest tick first);
+  //   - ticks are processed in order: every timer of tick T runs before any timer of tick T+1;
+  //     within one tick the order is unspecified;
+  //   - callbacks may schedule and cancel any timer, themselves included; a timer cancelled by an
+  //     earlier callback of the same pass does not run; a timer a callback schedules at a deadline
+  //     not yet reached by the pass runs in this pass when its tick comes, one at or before the
+  //     tick being processed runs in the next call (so a callback re-arming itself at zero delay
+  //     cannot livelock the pass);
+  //   - calling advance() from inside a callback is refused: it returns 0 and does nothing;
+  //   - if a callback throws, its timer counts as fired, the wheel is left consistent (the rest of
+  //     the pass resumes in the next call) and the exception propagates to the caller.
+  // Returns how many callbacks ran. Cost: O(fired + moved + non-empty slots crossed); the timers
+  // moved down ahead of time are a share of the next upper slot in proportion to the time passed
+  // since the last call, so a pass every tick never meets a cascade burst.
+  std::size_t advance(Nanos now, std::size_t limit = std::numeric_limits<std::size_t>::max());
+
+  // The earliest time at which advance() could run a callback: exact for timers in level 0 (the
+  // next 128 ticks), a lower bound (the start of the slot) for timers further out, now() if a timer
+  // is already due, nullopt if nothing is pending. O(levels). An event loop may sleep until then.
+  std::optional<Nanos> next_deadline() const noexcept;
+
+  std::size_t pending() const noexcept { return pending_; }  // scheduled, not yet fired or cancelled
+  Nanos now() const noexcept { return now_; }               // the last advance()'s now, or start
+  Nanos tick() const noexcept { return tick_; }
+  // The latest deadline a timer can have: the last tick that a Nanos can represent.
+  Nanos horizon() const noexcept { return Nanos(static_cast<Nanos::rep>(max_tick_) * tick_.count()); }
+  WheelStats stats() const noexcept;
+
+ private:
+  using Node = detail::Node;
+  static constexpr unsigned kWheelSlots = kLevels * kSlots;
+  static constexpr unsigned kDueSlot = kWheelSlots;        // due at or before cur_, for the next call
+  static constexpr unsigned kBatchSlot = kWheelSlots + 1;  // detached for firing in this call
+  static constexpr unsigned kAllSlots = kWheelSlots + 2;
+  static constexpr unsigned kBitmapWords = (kAllSlots + 63) / 64;
+
+  struct alignas(detail::kCacheLine) Slot {
+    Node* head[kWays];
+  };
+  static_assert(sizeof(Slot) == detail::kCacheLine, "one slot is one cache line of sub-list heads");
+
+  static Nanos saturating_add(Nanos a, Nanos b) noexcept;
+
+  Node* acquire_node() noexcept;
+  Status acquire_failure() const noexcept;
+  TimerId commit(Node* node, Nanos deadline) noexcept;
+  std::uint64_t due_tick(Nanos deadline) const noexcept;
+  unsigned wheel_slot(std::uint64_t due) const noexcept;
+  void link(Node* node, unsigned slot) noexcept;
+  void unlink(Node* node) noexcept;
+  Node* pop(unsigned slot, unsigned& way) noexcept;
+  bool occupied(unsigned slot) const noexcept;
+  std::uint64_t move_down(unsigned slot, std::uint64_t max_nodes) noexcept;
+  void splice_into_batch(unsigned slot) noexcept;
+  std::size_t fire_batch(std::size_t budget);
+  void pace(std::uint64_t target) noexcept;
+  void cascade_at(std::uint64_t t) noexcept;
+  std::uint64_t next_event(std::uint64_t from) const noexcept;
+  std::uint64_t next_event_tick() const noexcept;
+  static unsigned find_from(const std::uint64_t* words, unsigned start) noexcept;
+
+  // All fields: the owning thread only.
+  Nanos tick_;
+  Nanos now_;
+  std::uint64_t cur_;           // the tick being processed; every timer due before it has run
+  std::uint64_t max_tick_;      // horizon() in ticks
+  std::size_t max_pending_;     // the effective limit: WheelOptions::max_pending, or the pool's
+  std::size_t pending_ = 0;
+  unsigned way_ = 0;            // next sub-list for an insertion, round robin
+  bool in_advance_ = false;
+  std::unique_ptr<Slot[]> slots_;                 // kAllSlots heads, one cache line each
+  std::uint64_t occupied_[kBitmapWords] = {};     // bit s set <=> slot s has a node
+  std::unique_ptr<std::uint32_t[]> count_;        // nodes linked into each slot since it was empty,
+                                                  // less those moved out: an upper bound that paces
+                                                  // the look-ahead cascade
+  detail::NodePool pool_;
+  WheelStats stats_;
+};
+
+// ---- The hot path, inline so that a schedule compiles down to straight-line code. ----
+
+inline Nanos Wheel::saturating_add(Nanos a, Nanos b) noexcept {
+  Nanos::rep sum;
+  if (__builtin_add_overflow(a.count(), b.count(), &sum)) {
+    return b.count() > 0 ? Nanos::max() : Nanos::min();
+  }
+  return Nanos(sum);
+}
+
+inline Wheel::Node* Wheel::acquire_node() noexcept {
+  if (pending_ >= max_pending_) [[unlikely]] {
+    ++stats_.rejected;
+    return nullptr;
+  }
+  Node* node = pool_.acquire();
+  if (node == nullptr) [[unlikely]] ++stats_.rejected;
+  return node;
+}
+
+inline Status Wheel::acquire_failure() const noexcept {
+  return pending_ >= max_pending_ ? Status::max_pending_reached : Status::out_of_memory;
+}
+
+// Deadline -> tick, rounded up so that a timer never fires early, clamped to the horizon.
+inline std::uint64_t Wheel::due_tick(Nanos deadline) const noexcept {
+  if (deadline.count() <= 0) return 0;
+  const auto d = static_cast<std::uint64_t>(deadline.count());
+  const auto t = static_cast<std::uint64_t>(tick_.count());
+  const std::uint64_t due = d / t + (d % t != 0 ? 1 : 0);
+  return due < max_tick_ ? due : max_tick_;
+}
+
+// The slot of the lowest level whose 128 slots reach `due`. Precondition: due > cur_.
+inline unsigned Wheel::wheel_slot(std::uint64_t due) const noexcept {
+  const std::uint64_t delta = due - cur_;
+  if (delta < kSlots) return static_cast<unsigned>(due & (kSlots - 1));
+  // delta < 128 * 64^L  <=>  bit_width(delta) <= 7 + 6L; the floor-shift difference can still be
+  // 128 at that level, in which case the next level up holds it.
+  unsigned level = (static_cast<unsigned>(std::bit_width(delta)) - kSlotBits + kLevelBits - 1) / kLevelBits;
+  if ((due >> (kLevelBits * level)) - (cur_ >> (kLevelBits * level)) >= kSlots) ++level;
+  return level * kSlots + static_cast<unsigned>((due >> (kLevelBits * level)) & (kSlots - 1));
+}
+
+inline void Wheel::link(Node* node, unsigned slot) noexcept {
+  Node** head = &slots_[slot].head[way_++ & (kWays - 1)];
+  Node* first = *head;
+  node->next = first;
+  node->pprev = head;
+  if (first != nullptr) first->pprev = &node->next;
+  *head = node;
+  occupied_[slot / 64] |= std::uint64_t{1} << (slot % 64);
+  ++count_[slot];
+}
+
+inline TimerId Wheel::commit(Node* node, Nanos deadline) noexcept {
+  const std::uint64_t due = due_tick(deadline);
+  node->due = due;
+  node->gen += 1;  // even -> odd: the node now holds a pending timer
+  link(node, due <= cur_ ? kDueSlot : wheel_slot(due));
+  ++pending_;
+  ++stats_.scheduled;
+  return TimerId(node->index, node->gen);
+}
+
+}  // namespace tickwheel
