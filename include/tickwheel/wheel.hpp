@@ -240,16 +240,21 @@ class Wheel {
   unsigned wheel_slot(std::uint64_t due) const noexcept;
   void link(Node* node, unsigned slot) noexcept;
   void unlink(Node* node) noexcept;
-  Node* pop(unsigned slot, unsigned& way) noexcept;
+  Node* pop_head(unsigned slot, unsigned way) noexcept;
+  unsigned ways_in_use(unsigned slot) const noexcept;
+  void note_if_empty(unsigned slot) noexcept;
   bool occupied(unsigned slot) const noexcept;
   std::uint64_t move_down(unsigned slot, std::uint64_t max_nodes) noexcept;
   void splice_into_batch(unsigned slot) noexcept;
   std::size_t fire_batch(std::size_t budget);
-  void pace(std::uint64_t target) noexcept;
-  void cascade_at(std::uint64_t t) noexcept;
-  std::uint64_t next_event(std::uint64_t from) const noexcept;
-  std::uint64_t next_event_tick() const noexcept;
+  void pace(std::uint64_t target, unsigned top) noexcept;
+  void cascade_at(std::uint64_t t, unsigned top) noexcept;
+  unsigned top_level() const noexcept;
+  std::uint64_t next_event_tick(unsigned top) const noexcept;
   static unsigned find_from(const std::uint64_t* words, unsigned start) noexcept;
+  template <class Fn>
+  void for_each_upcoming_slot(Fn&& fn) const noexcept;
+  void prefetch_upcoming(bool successors) const noexcept;
 
   // All fields: the owning thread only.
   Nanos tick_;
