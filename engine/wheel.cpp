@@ -340,9 +340,10 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
     splice_into_batch(kDueSlot);
     ran += fire_batch(limit - ran);
   }
-  const unsigned top = top_level();  // moves only go down, so it holds for the whole pass
-  if (ran < limit) pace(target, top);
+  if (ran < limit) pace(target, top_level());
   while (ran < limit && cur_ < target) {
+    // Recomputed each step: a callback may have scheduled a timer above the previous top level.
+    const unsigned top = top_level();
     cur_ = std::min(next_event_tick(top), target);
     cascade_at(cur_, top);
     splice_into_batch(static_cast<unsigned>(cur_ & (kSlots - 1)));
