@@ -2,11 +2,13 @@
 //
 // Invariants (checked by assertions in debug builds and by tests/wheel_model_test.cpp outside):
 //   I1  cur_ is the tick being processed. Every timer due before cur_ has run; the ones due at cur_
-//       have run or sit in the batch slot (a pass cut short by its limit, or by a throw).
-//   I2  A node in level-0 slot i has due in (cur_, cur_ + 128) and due % 128 == i. A node in level
-//       L >= 1 has (due >> 6L) - (cur_ >> 6L) in [1, 127], with the slot index that unit % 128.
-//       So level L's slot for the current unit cur_ >> 6L is empty: it was moved down at the
-//       boundary that started the unit.
+//       have run or sit in the batch slot (a pass cut short by its limit, or by a throw). A pass
+//       that reaches its limit still moves cur_ on to the first tick with callbacks waiting (or to
+//       its target), so cur_ lags behind now only where something is due.
+//   I2  Let S = kSlots and b = kLevelBits. A node in level-0 slot i has due in (cur_, cur_ + S)
+//       and due % S == i. A node in level L >= 1 has (due >> bL) - (cur_ >> bL) in [1, S - 1], in
+//       the slot of that unit % S. So level L's slot for the current unit cur_ >> bL is empty: it
+//       was moved down at the boundary that started the unit.
 //   I3  The due slot holds timers scheduled at or before cur_ (outside advance(), or by callbacks,
 //       which must not run in the pass that scheduled them); the next advance() runs them first.
 //   I4  occupied_ bit s is set iff slot s has a node; count_[s] >= the number of nodes in slot s.
@@ -223,7 +225,7 @@ std::size_t Wheel::fire_batch(std::size_t budget) {
 // Paced look-ahead cascade. For each upper level, the slot of the next unit (which must be empty
 // when that unit starts, I2) gets a share of its nodes moved down now, in proportion to the part
 // of the remaining time to that unit's start that this call covers. Called every tick, a slot of
-// n nodes is moved n / (64^L) at a time; called rarely, proportionally more. Moved nodes are due
+// n nodes is moved n / 256^L at a time; called rarely, proportionally more. Moved nodes are due
 // after `target` by construction, so pacing never makes work due in this pass.
 void Wheel::pace(std::uint64_t target, unsigned top) noexcept {
   if (target <= cur_) return;
@@ -251,22 +253,33 @@ void Wheel::cascade_at(std::uint64_t t, unsigned top) noexcept {
   }
 }
 
-// Distance from bit `start` to the first set bit of a 128-bit ring, going up and wrapping; 128 if
-// none is set.
+// Distance from bit `start` to the first set bit of a kSlots-bit ring (one level's bitmap), going
+// up and wrapping; kSlots if none is set.
 unsigned Wheel::find_from(const std::uint64_t* words, unsigned start) noexcept {
   const unsigned i = start / 64;
   const unsigned j = start % 64;
   if (const std::uint64_t a = words[i] >> j) return static_cast<unsigned>(std::countr_zero(a));
-  if (const std::uint64_t b = words[i ^ 1]) return 64 - j + static_cast<unsigned>(std::countr_zero(b));
+  unsigned distance = 64 - j;
+  for (unsigned k = 1; k < kWordsPerLevel; ++k, distance += 64) {
+    if (const std::uint64_t b = words[(i + k) % kWordsPerLevel]) {
+      return distance + static_cast<unsigned>(std::countr_zero(b));
+    }
+  }
   const std::uint64_t low = j == 0 ? 0 : words[i] & ((std::uint64_t{1} << j) - 1);
-  if (low != 0) return 128 - j + static_cast<unsigned>(std::countr_zero(low));
+  if (low != 0) return distance + static_cast<unsigned>(std::countr_zero(low));
   return kSlots;
+}
+
+bool Wheel::level_empty(unsigned level) const noexcept {
+  std::uint64_t any = 0;
+  for (unsigned k = 0; k < kWordsPerLevel; ++k) any |= occupied_[level * kWordsPerLevel + k];
+  return any == 0;
 }
 
 // The highest level with a timer in it (0 if none): every per-level loop stops there.
 unsigned Wheel::top_level() const noexcept {
   for (unsigned level = kLevels - 1; level > 0; --level) {
-    if ((occupied_[level * 2] | occupied_[level * 2 + 1]) != 0) return level;
+    if (!level_empty(level)) return level;
   }
   return 0;
 }
@@ -276,8 +289,8 @@ unsigned Wheel::top_level() const noexcept {
 std::uint64_t Wheel::next_event_tick(unsigned top) const noexcept {
   std::uint64_t best = ~std::uint64_t{0};
   for (unsigned level = 0; level <= top; ++level) {
-    const std::uint64_t* words = &occupied_[level * (kSlots / 64)];
-    if ((words[0] | words[1]) == 0) continue;
+    if (level_empty(level)) continue;
+    const std::uint64_t* words = &occupied_[level * kWordsPerLevel];
     const unsigned shift = kLevelBits * level;
     const std::uint64_t from = (cur_ >> shift) + 1;
     const unsigned d = find_from(words, static_cast<unsigned>(from & (kSlots - 1)));
@@ -291,10 +304,9 @@ std::uint64_t Wheel::next_event_tick(unsigned top) const noexcept {
 // look-ahead slot of each upper level. Calls fn(slot) for each occupied one.
 template <class Fn>
 void Wheel::for_each_upcoming_slot(Fn&& fn) const noexcept {
-  const std::uint64_t* level0 = &occupied_[0];
-  if ((level0[0] | level0[1]) != 0) {
+  if (!level_empty(0)) {
     const unsigned from = static_cast<unsigned>((cur_ + 1) & (kSlots - 1));
-    fn((from + find_from(level0, from)) & (kSlots - 1));
+    fn((from + find_from(&occupied_[0], from)) & (kSlots - 1));
   }
   for (unsigned level = 1, top = top_level(); level <= top; ++level) {
     const unsigned slot =
@@ -336,12 +348,15 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
 
   // Leftovers of a pass cut short, then what was scheduled at or before cur_ (I1, I3).
   std::size_t ran = fire_batch(limit);
-  if (ran < limit) {
+  if (!occupied(kBatchSlot)) {
     splice_into_batch(kDueSlot);
     ran += fire_batch(limit - ran);
   }
-  if (ran < limit) pace(target, top_level());
-  while (ran < limit && cur_ < target) {
+  if (!occupied(kBatchSlot)) pace(target, top_level());
+  // Step from event to event. Once the limit is reached the steps go on without firing until a
+  // tick with callbacks waiting, which stay in the batch for the next call: cur_ then never lags
+  // behind time that holds nothing due, so placement and next_deadline() stay exact.
+  while (cur_ < target && !occupied(kBatchSlot)) {
     // Recomputed each step: a callback may have scheduled a timer above the previous top level.
     const unsigned top = top_level();
     cur_ = std::min(next_event_tick(top), target);

@@ -18,23 +18,22 @@
 //     after its deadline, never before it.
 //   - Callbacks run inside advance(), on the caller's thread, and must be short.
 //
-// Geometry. Time is counted in ticks. There are kLevels = 9 levels; level L has a granularity of
-// 64^L ticks and 128 slots, so it covers two revolutions of its own granularity. A timer lives in
-// the lowest level whose 128 slots reach it. The second half of each level is what makes paced
+// Geometry. Time is counted in ticks. There are kLevels = 7 levels; level L has a granularity of
+// 256^L ticks and 512 slots, so it covers two revolutions of its own granularity. A timer lives in
+// the lowest level whose 512 slots reach it. The second half of each level is what makes paced
 // cascading possible: while the wheel is inside one level-L unit, the next unit's timers are moved
-// down into the second half of level L-1, a share per pass. The table is recomputed from the
-// constants by a test (tests/wheel_geometry_test.cpp), so it cannot drift from the code:
+// down into the second half of level L-1, a share per pass. The 256x step keeps moves rare: at a
+// 1 ms tick everything up to two minutes out is at most one move from firing. The table is
+// recomputed from the constants by a test (tests/wheel_geometry_test.cpp), so it cannot drift:
 //
 //   level  granularity (ticks)  holds less than (ticks ahead)  at a 1 ms tick    at a 1 us tick
-//   0      1                    128                            128 ms            128 us
-//   1      64                   8192                           8.2 s             8.2 ms
-//   2      4096                 524288                         8.7 min           0.52 s
-//   3      262144               33554432                       9.3 h             33.6 s
-//   4      16777216             2147483648                     24.9 days         35.8 min
-//   5      1073741824           137438953472                   4.4 years         38.2 h
-//   6      68719476736          8796093022208                  279 years         102 days
-//   7      4398046511104        562949953421312                17.8 k years      17.8 years
-//   8      281474976710656      36028797018963968              1.1 M years       1142 years
+//   0      1                    512                            512 ms            512 us
+//   1      256                  131072                         2.2 min           131 ms
+//   2      65536                33554432                       9.3 h             33.6 s
+//   3      16777216             8589934592                     99 days           2.4 h
+//   4      4294967296           2199023255552                  70 years          25 days
+//   5      1099511627776        562949953421312                17.8 k years      17.8 years
+//   6      281474976710656      144115188075855872             4.6 M years       4567 years
 //
 // With the smallest legal tick (1 us) the top level reaches past the last nanosecond a Nanos can
 // hold, so every representable deadline is representable in the wheel; the one clamp is at the end
@@ -141,17 +140,17 @@ struct WheelStats {
 
 class Wheel {
  public:
-  static constexpr unsigned kLevelBits = 6;                       // each level is 64x coarser
-  static constexpr unsigned kSlotBits = 7;                        // 128 slots per level
+  static constexpr unsigned kLevelBits = 8;                       // each level is 256x coarser
+  static constexpr unsigned kSlotBits = kLevelBits + 1;           // 512 slots: two revolutions
   static constexpr unsigned kSlots = 1u << kSlotBits;
-  static constexpr unsigned kLevels = 9;
+  static constexpr unsigned kLevels = 7;
   static constexpr unsigned kWays = 8;                            // sub-lists per slot
   static constexpr Nanos kMinTick = std::chrono::microseconds(1);
   static constexpr Nanos kMaxTick = std::chrono::hours(1);
 
   // Throws std::invalid_argument if tick is outside [kMinTick, kMaxTick], start is negative, or
   // max_pending exceeds the pool's 2^32 - 1 node limit; the message names the value. Allocates the
-  // slot arrays (about 75 KiB) and nothing per timer; the pool maps its first segment lazily.
+  // slot arrays (about 245 KiB) and nothing per timer; the pool maps its first segment lazily.
   explicit Wheel(WheelOptions opts = {});
   // Destroys the callables of all pending timers without running them; unmaps the pool.
   ~Wheel();
@@ -190,7 +189,11 @@ class Wheel {
   // runs every due callback, at most `limit` of them. Rules:
   //   - a timer runs in the first advance(now) with now >= its deadline rounded up to the tick,
   //     unless `limit` callbacks already ran in that call; then it runs in the next call, before
-  //     anything due later (earliest tick first);
+  //     anything due later (earliest tick first). A call that reaches its limit still moves the
+  //     wheel on to the first tick that has callbacks waiting, so what is scheduled afterwards is
+  //     placed, and next_deadline() answered, against the present, not a stale position;
+  //   - a timer scheduled at or before the tick being processed (a past deadline, a zero delay)
+  //     counts as due at that tick, as Netty places a late timeout in the current bucket;
   //   - ticks are processed in order: every timer of tick T runs before any timer of tick T+1;
   //     within one tick the order is unspecified;
   //   - callbacks may schedule and cancel any timer, themselves included; a timer cancelled by an
@@ -207,7 +210,7 @@ class Wheel {
   std::size_t advance(Nanos now, std::size_t limit = std::numeric_limits<std::size_t>::max());
 
   // The earliest time at which advance() could run a callback: exact for timers in level 0 (the
-  // next 128 ticks), a lower bound (the start of the slot) for timers further out, now() if a timer
+  // next 512 ticks), a lower bound (the start of the slot) for timers further out, now() if a timer
   // is already due, nullopt if nothing is pending. O(levels). An event loop may sleep until then.
   std::optional<Nanos> next_deadline() const noexcept;
 
@@ -224,7 +227,12 @@ class Wheel {
   static constexpr unsigned kDueSlot = kWheelSlots;        // due at or before cur_, for the next call
   static constexpr unsigned kBatchSlot = kWheelSlots + 1;  // detached for firing in this call
   static constexpr unsigned kAllSlots = kWheelSlots + 2;
+  static constexpr unsigned kWordsPerLevel = kSlots / 64;
   static constexpr unsigned kBitmapWords = (kAllSlots + 63) / 64;
+  static_assert(kSlots % 64 == 0, "each level's occupancy is a whole number of bitmap words");
+  static_assert(std::uint64_t{kSlots} << (kLevelBits * (kLevels - 1)) >=
+                    (std::uint64_t{1} << 63) / kMinTick.count(),
+                "the top level must reach the last tick a Nanos can hold at the smallest tick");
 
   struct alignas(detail::kCacheLine) Slot {
     Node* head[kWays];
@@ -250,6 +258,7 @@ class Wheel {
   void pace(std::uint64_t target, unsigned top) noexcept;
   void cascade_at(std::uint64_t t, unsigned top) noexcept;
   unsigned top_level() const noexcept;
+  bool level_empty(unsigned level) const noexcept;
   std::uint64_t next_event_tick(unsigned top) const noexcept;
   static unsigned find_from(const std::uint64_t* words, unsigned start) noexcept;
   template <class Fn>
@@ -307,12 +316,12 @@ inline std::uint64_t Wheel::due_tick(Nanos deadline) const noexcept {
   return due < max_tick_ ? due : max_tick_;
 }
 
-// The slot of the lowest level whose 128 slots reach `due`. Precondition: due > cur_.
+// The slot of the lowest level whose kSlots slots reach `due`. Precondition: due > cur_.
 inline unsigned Wheel::wheel_slot(std::uint64_t due) const noexcept {
   const std::uint64_t delta = due - cur_;
   if (delta < kSlots) return static_cast<unsigned>(due & (kSlots - 1));
-  // delta < 128 * 64^L  <=>  bit_width(delta) <= 7 + 6L; the floor-shift difference can still be
-  // 128 at that level, in which case the next level up holds it.
+  // delta < kSlots << (kLevelBits * L)  <=>  bit_width(delta) <= kSlotBits + kLevelBits * L; the
+  // floor-shift difference can still be kSlots at that level, and then the next level holds it.
   unsigned level = (static_cast<unsigned>(std::bit_width(delta)) - kSlotBits + kLevelBits - 1) / kLevelBits;
   if ((due >> (kLevelBits * level)) - (cur_ >> (kLevelBits * level)) >= kSlots) ++level;
   return level * kSlots + static_cast<unsigned>((due >> (kLevelBits * level)) & (kSlots - 1));

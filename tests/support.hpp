@@ -1,0 +1,122 @@
+// tests/support.hpp — helpers shared by the test files: a counting test type that catches a
+// callable destroyed twice or never, tick arithmetic done the slow obvious way, and the seed
+// plumbing of the randomized tiers.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tickwheel/wheel.hpp"
+
+namespace tickwheel::test {
+
+using namespace std::chrono_literals;
+
+// Counts the live copies of a callable's capture. Every constructor adds one and the destructor
+// takes one away, so `live` is the number of objects not yet destroyed: it must come back to
+// exactly 0 (a negative value means something was destroyed twice). 8 bytes, so it fits in a
+// callback beside two more words.
+struct LiveCount {
+  long live = 0;
+  long constructed = 0;
+};
+
+class Counted {
+ public:
+  explicit Counted(LiveCount* c) noexcept : c_(c) { add(); }
+  Counted(const Counted& o) noexcept : c_(o.c_) { add(); }
+  Counted(Counted&& o) noexcept : c_(o.c_) { add(); }
+  Counted& operator=(const Counted&) = delete;
+  Counted& operator=(Counted&&) = delete;
+  ~Counted() { --c_->live; }
+
+ private:
+  void add() noexcept {
+    ++c_->live;
+    ++c_->constructed;
+  }
+  LiveCount* c_;
+};
+static_assert(sizeof(Counted) == 8);
+
+// The wheel's tick of a deadline: ceil(deadline / tick), computed without the wheel. Exact for
+// every int64 deadline, negative ones included; the caller clamps to the horizon.
+inline std::int64_t ceil_ticks(Nanos deadline, Nanos tick) {
+  const std::int64_t d = deadline.count();
+  const std::int64_t t = tick.count();
+  std::int64_t q = d / t;  // truncates toward zero: already the ceiling for d <= 0
+  if (d > 0 && d % t != 0) ++q;
+  return q;
+}
+inline std::int64_t floor_ticks(Nanos now, Nanos tick) {
+  const std::int64_t n = now.count();
+  const std::int64_t t = tick.count();
+  std::int64_t q = n / t;
+  if (n < 0 && n % t != 0) --q;
+  return q;
+}
+// Last tick a Nanos can hold at this tick size: horizon() in ticks.
+inline std::int64_t max_ticks(Nanos tick) { return std::numeric_limits<std::int64_t>::max() / tick.count(); }
+
+inline Nanos saturating_add(Nanos a, Nanos b) {
+  std::int64_t r = 0;
+  if (__builtin_add_overflow(a.count(), b.count(), &r)) {
+    return b.count() > 0 ? Nanos::max() : Nanos::min();
+  }
+  return Nanos(r);
+}
+
+// Geometry, from the wheel's constants (never hard-coded, so the tests follow a change of
+// geometry): level L has a granularity of level_unit(L) ticks and holds timers less than
+// level_reach(L) ticks ahead.
+constexpr std::int64_t level_unit(unsigned level) { return std::int64_t{1} << (Wheel::kLevelBits * level); }
+constexpr std::int64_t level_reach(unsigned level) { return std::int64_t{Wheel::kSlots} * level_unit(level); }
+static_assert(Wheel::kSlots == 2 * level_unit(1), "each level covers two revolutions of its granularity");
+
+// Tick distances at and around every level boundary up to `top_level`: m * unit(L) + {-1, 0, +1}
+// for m in {1, G-1, G, G+1, S-1, S, S+1} (G = units per next-level unit, S = slots per level).
+inline std::vector<std::int64_t> boundary_ticks(unsigned top_level) {
+  std::vector<std::int64_t> out;
+  const std::int64_t g = level_unit(1);
+  const std::int64_t s = Wheel::kSlots;
+  for (unsigned level = 0; level <= top_level && level < Wheel::kLevels; ++level) {
+    for (std::int64_t m : {std::int64_t{1}, g - 1, g, g + 1, s - 1, s, s + 1}) {
+      for (std::int64_t d : {-1, 0, 1}) {
+        const std::int64_t t = m * level_unit(level) + d;
+        if (t >= 1) out.push_back(t);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Seed plumbing of the randomized tiers: TICKWHEEL_SEED replays a run, otherwise a fresh seed.
+inline std::uint64_t seed_from_env_or_random() {
+  if (const char* s = std::getenv("TICKWHEEL_SEED"); s != nullptr && *s != '\0') {
+    return std::strtoull(s, nullptr, 0);
+  }
+  std::random_device rd;
+  return (std::uint64_t{rd()} << 32) ^ rd();
+}
+
+inline std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
+  if (const char* s = std::getenv(name); s != nullptr && *s != '\0') {
+    return std::strtoull(s, nullptr, 0);
+  }
+  return fallback;
+}
+
+inline std::string replay_hint(std::uint64_t seed) {
+  return "seed " + std::to_string(seed) + " (replay: TICKWHEEL_SEED=" + std::to_string(seed) +
+         " ./tickwheel-tests --gtest_filter='<this test>')";
+}
+
+}  // namespace tickwheel::test

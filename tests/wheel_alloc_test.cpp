@@ -1,0 +1,223 @@
+// Tier 1 (resource accounting, own executable): no heap allocation per timer. This file replaces
+// every global operator new / delete (plain, array, sized, aligned, nothrow) with counting versions,
+// which is why it is built as its own executable, tickwheel-alloc-tests. It checks that
+//   - a wheel warmed up to 100k pending timers runs 1M churn operations (cancel a random pending
+//     timer, schedule a new one, advance one tick) with zero operator-new calls and no pool growth;
+//   - scheduling a million timers calls operator new zero times (the pool maps its segments);
+//   - the wheel's memory per pending timer at 1M pending (stats().bytes / pending) is one 64-byte
+//     node plus its share of the slot arrays, with the slot-array size measured, not hard-coded.
+// Counters only; nothing here depends on time.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tickwheel/wheel.hpp"
+
+// ---- counting global allocation functions -------------------------------------------------------
+
+namespace {
+std::atomic<std::uint64_t> g_news{0};   // successful operator new calls, every variant
+std::atomic<std::uint64_t> g_bytes{0};  // bytes those calls asked for
+
+void* counted_alloc(std::size_t size, std::size_t align, bool nothrow) {
+  if (size == 0) size = 1;
+  void* p = nullptr;
+  if (align <= alignof(std::max_align_t)) {
+    p = std::malloc(size);
+  } else if (posix_memalign(&p, align, size) != 0) {
+    p = nullptr;
+  }
+  if (p == nullptr) {
+    if (nothrow) return nullptr;
+    throw std::bad_alloc();
+  }
+  g_news.fetch_add(1, std::memory_order_relaxed);  // relaxed: a plain counter, read by this thread
+  g_bytes.fetch_add(size, std::memory_order_relaxed);
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return counted_alloc(n, 0, false); }
+void* operator new[](std::size_t n) { return counted_alloc(n, 0, false); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n, 0, true); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n, 0, true); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a), false); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a), false); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted_alloc(n, static_cast<std::size_t>(a), true);
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted_alloc(n, static_cast<std::size_t>(a), true);
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+
+namespace tickwheel::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::uint64_t news() { return g_news.load(std::memory_order_relaxed); }
+std::uint64_t bytes() { return g_bytes.load(std::memory_order_relaxed); }
+
+TEST(AllocCounter, SeesEveryVariant) {
+  // Direct calls of the allocation functions: unlike new-expressions, these cannot be elided.
+  const std::uint64_t before = news();
+  const auto a64 = std::align_val_t{64};
+  ::operator delete(::operator new(8));
+  ::operator delete[](::operator new[](8));
+  ::operator delete(::operator new(8, std::nothrow), std::nothrow);
+  ::operator delete[](::operator new[](8, std::nothrow), std::nothrow);
+  ::operator delete(::operator new(64, a64), a64);
+  ::operator delete[](::operator new[](128, a64), a64);
+  ::operator delete(::operator new(64, a64, std::nothrow), a64, std::nothrow);
+  ::operator delete[](::operator new[](64, a64, std::nothrow), a64, std::nothrow);
+  EXPECT_EQ(news() - before, 8u) << "the replacement operators are not the ones in use";
+  std::vector<int> v(100);  // and the library's allocations go through them too
+  EXPECT_EQ(news() - before, 9u);
+}
+
+// Churn state: 100k slots, each holding one pending timer or free. Pre-sized, so the test itself
+// does not allocate during the measured phase.
+struct Churn {
+  struct Slot {
+    tickwheel::TimerId id;
+    bool used = false;
+  };
+  std::vector<Slot> slots;
+  std::vector<std::uint32_t> free_slots;
+  std::uint64_t fired = 0;
+  std::uint64_t cancel_mismatch = 0;
+  std::uint64_t schedule_failed = 0;
+
+  explicit Churn(std::size_t n) : slots(n) {
+    free_slots.reserve(n);
+    for (std::size_t i = n; i-- > 0;) free_slots.push_back(static_cast<std::uint32_t>(i));
+  }
+};
+
+void fill(Wheel& w, Churn& c, std::mt19937_64& rng) {
+  while (!c.free_slots.empty()) {
+    const std::uint32_t i = c.free_slots.back();
+    c.free_slots.pop_back();
+    const Nanos delay = Nanos(1ms) * static_cast<std::int64_t>(1 + rng() % 100000);  // up to level 2
+    const TimerId id = w.schedule_after(delay, [cp = &c, i] {
+      cp->slots[i].used = false;
+      cp->free_slots.push_back(i);
+      ++cp->fired;
+    });
+    if (!id) {
+      ++c.schedule_failed;
+      c.free_slots.push_back(i);
+      return;
+    }
+    c.slots[i] = {id, true};
+  }
+}
+
+void churn(Wheel& w, Churn& c, std::mt19937_64& rng, std::uint64_t ops) {
+  for (std::uint64_t op = 0; op < ops; ++op) {
+    // Cancel a random pending timer.
+    for (int tries = 0; tries < 16; ++tries) {
+      const std::size_t i = rng() % c.slots.size();
+      if (!c.slots[i].used) continue;
+      if (!w.cancel(c.slots[i].id)) ++c.cancel_mismatch;
+      c.slots[i].used = false;
+      c.free_slots.push_back(static_cast<std::uint32_t>(i));
+      break;
+    }
+    // Schedule new ones (the replacement, and one for each timer that fired), advance one tick.
+    fill(w, c, rng);
+    w.advance(w.now() + 1ms);
+  }
+  fill(w, c, rng);  // replace what the last advance fired
+}
+
+TEST(WheelAlloc, SteadyStateChurnAllocatesNothing) {
+  constexpr std::size_t kPending = 100'000;
+  Wheel w({.tick = 1ms});
+  Churn c(kPending);
+  std::mt19937_64 rng(31337);
+  fill(w, c, rng);
+  ASSERT_EQ(w.pending(), kPending);
+  churn(w, c, rng, 300'000);  // warm-up: the pool reaches its high-water mark
+  ASSERT_EQ(w.pending(), kPending);
+
+  const std::uint64_t news_before = news();
+  const WheelStats before = w.stats();
+  churn(w, c, rng, 1'000'000);
+  const std::uint64_t allocations = news() - news_before;
+  const WheelStats after = w.stats();
+
+  EXPECT_EQ(allocations, 0u) << "operator new called during steady-state schedule/cancel/advance";
+  EXPECT_EQ(after.pool_segments, before.pool_segments) << "the pool grew in steady state";
+  EXPECT_EQ(after.pool_capacity, before.pool_capacity);
+  EXPECT_EQ(c.cancel_mismatch, 0u) << "cancel of a pending timer returned false";
+  EXPECT_EQ(c.schedule_failed, 0u);
+  EXPECT_EQ(w.pending(), kPending);
+  EXPECT_GT(after.fired - before.fired, 100'000u) << "the churn is meant to fire timers too";
+  EXPECT_EQ(after.fired - before.fired + (after.cancelled - before.cancelled),
+            after.scheduled - before.scheduled);
+  EXPECT_GT(after.moved, before.moved) << "the churn is meant to cascade";
+  EXPECT_LE(after.pool_nodes, kPending + 64) << "nodes are recycled, not leaked";
+  RecordProperty("pool_nodes", std::to_string(after.pool_nodes));
+}
+
+TEST(WheelAlloc, AMillionPendingCostOneNodeEachPlusTheSlotArrays) {
+  constexpr std::size_t kPending = 1'000'000;
+  const std::uint64_t news_ctor = news();
+  const std::uint64_t bytes_ctor = bytes();
+  Wheel w({.tick = 1ms});
+  // What the constructor took from the heap: the slot arrays (and whatever else it keeps).
+  const std::uint64_t ctor_news = news() - news_ctor;
+  const std::uint64_t ctor_bytes = bytes() - bytes_ctor;
+  const WheelStats empty = w.stats();
+  EXPECT_GT(ctor_news, 0u);
+  // The slot arrays are at least one cache line per slot of every level.
+  EXPECT_GE(ctor_bytes, std::uint64_t{Wheel::kLevels} * Wheel::kSlots * 64);
+  EXPECT_EQ(empty.bytes, ctor_bytes) << "stats().bytes of an empty wheel should be its slot arrays";
+
+  std::mt19937_64 rng(5);
+  const std::uint64_t news_before = news();
+  for (std::size_t i = 0; i < kPending; ++i) {
+    const Nanos delay = Nanos(1us) * static_cast<std::int64_t>(1 + rng() % 3'600'000'000ull);  // up to 1 h
+    ASSERT_TRUE(w.schedule_after(delay, [] {}));
+  }
+  EXPECT_EQ(news() - news_before, 0u) << "schedule allocated from the heap while the pool grew";
+  ASSERT_EQ(w.pending(), kPending);
+
+  const WheelStats s = w.stats();
+  const std::uint64_t slot_arrays = std::max<std::uint64_t>(ctor_bytes, empty.bytes);
+  const double per_pending = static_cast<double>(s.bytes) / static_cast<double>(kPending);
+  const double bound = static_cast<double>(sizeof(detail::Node)) +
+                       static_cast<double>(slot_arrays) / static_cast<double>(kPending);
+  RecordProperty("bytes_per_pending", std::to_string(per_pending));
+  RecordProperty("slot_array_bytes", std::to_string(slot_arrays));
+  std::printf("[ memory   ] %.2f bytes per pending timer at 1M pending (slot arrays %llu bytes)\n", per_pending,
+              static_cast<unsigned long long>(slot_arrays));
+  EXPECT_LE(per_pending, bound);
+  EXPECT_GE(s.bytes, kPending * sizeof(detail::Node)) << "stats().bytes must count every node";
+  EXPECT_GE(s.pool_capacity, kPending);
+  EXPECT_EQ(s.pool_nodes, kPending);
+}
+
+}  // namespace
+}  // namespace tickwheel::test
