@@ -12,7 +12,9 @@
 //   I3  The due slot holds timers scheduled at or before cur_ (outside advance(), or by callbacks,
 //       which must not run in the pass that scheduled them); the next advance() runs them first.
 //   I4  occupied_ bit s is set iff slot s has a node; count_[s] >= the number of nodes in slot s.
-//   I5  A node is linked (pprev != nullptr) iff it holds a live callable, iff its gen is odd.
+//   I5  A node's gen is odd iff it holds a pending timer's callable. A linked node (pprev !=
+//       nullptr) is pending, or cancelled and waiting in unlink_queue_ (gen even, callable gone);
+//       the queue is flushed before anything walks the lists, so walks only meet pending nodes.
 #include "tickwheel/wheel.hpp"
 
 #include <algorithm>
@@ -41,7 +43,7 @@ TimerId checked(TimerId id) {
 }
 
 Wheel::Wheel(WheelOptions opts)
-    : tick_(opts.tick), now_(opts.start), cur_(0), max_tick_(0), max_pending_(opts.max_pending) {
+    : tick_(opts.tick), now_(opts.start), cur_(0), target_(0), max_tick_(0), max_pending_(opts.max_pending) {
   if (opts.tick < kMinTick || opts.tick > kMaxTick) {
     throw std::invalid_argument("tickwheel::Wheel: tick must be between 1us and 1h (" +
                                 nanos_text(kMinTick) + ".." + nanos_text(kMaxTick) + "), got " +
@@ -61,11 +63,13 @@ Wheel::Wheel(WheelOptions opts)
   const auto tick = static_cast<std::uint64_t>(tick_.count());
   max_tick_ = static_cast<std::uint64_t>(Nanos::max().count()) / tick;
   cur_ = static_cast<std::uint64_t>(opts.start.count()) / tick;
+  target_ = cur_;
   slots_ = std::make_unique<Slot[]>(kAllSlots);  // value-initialised: every head null
   count_ = std::make_unique<std::uint32_t[]>(kAllSlots);
 }
 
 Wheel::~Wheel() {
+  flush_unlinks();
   for (unsigned s = 0; s < kAllSlots; ++s) {
     for (Node* head : slots_[s].head) {
       for (Node* node = head; node != nullptr; node = node->next) node->thunk(node->storage, false);
@@ -132,12 +136,38 @@ bool Wheel::cancel(TimerId id) noexcept {
   // A live generation is odd (I5), so a failed id (gen 0) or a free node never matches.
   if (node == nullptr || node->gen != id.gen_ || (id.gen_ & 1) == 0) return false;
   node->gen += 1;
-  unlink(node);
   node->thunk(node->storage, false);
-  pool_.release(node);
   --pending_;
   ++stats_.cancelled;
+  if (in_advance_ || cur_ != target_) [[unlikely]] {
+    // Inside advance() a walk may be under way: the lists must be exact when the callback returns.
+    // Outside it, cur_ lags its target only after a pass cut short by its limit; if this cancel
+    // took the last timer waiting there, the wheel catches up now, without firing anything, so
+    // that placement and next_deadline() are exact again. Both cases are rare: no batching.
+    unlink(node);
+    pool_.release(node);
+    if (!in_advance_ && !occupied(kBatchSlot) && !occupied(kDueSlot)) step(target_, 0);
+  } else {
+    if (unlink_queued_ == kUnlinkBatch) flush_unlinks();
+    unlink_queue_[unlink_queued_++] = node;
+  }
   return true;
+}
+
+// Unlinks and frees the cancelled nodes queued by cancel(). Their neighbours are cold, so all of
+// them are prefetched first and the misses overlap; then the unlinks run. Adjacent queued nodes
+// are fine: each unlink reads the links as the previous one left them.
+void Wheel::flush_unlinks() noexcept {
+  for (unsigned i = 0; i < unlink_queued_; ++i) {
+    const Node* node = unlink_queue_[i];
+    prefetch_node(node->pprev);
+    if (node->next != nullptr) prefetch_node(node->next);
+  }
+  for (unsigned i = 0; i < unlink_queued_; ++i) {
+    unlink(unlink_queue_[i]);
+    pool_.release(unlink_queue_[i]);
+  }
+  unlink_queued_ = 0;
 }
 
 // Moves up to `max_nodes` nodes of an upper-level slot to where they belong now, taking them
@@ -332,6 +362,25 @@ void Wheel::prefetch_upcoming(bool successors) const noexcept {
   });
 }
 
+// Steps cur_ from event to event up to `target`, running at most `budget` callbacks. Once the
+// budget is spent the steps go on without running anything, cascading as they pass boundaries,
+// until a tick with callbacks waiting (they stay in the batch for the next call) or the target:
+// cur_ never lags behind time that holds nothing due, so placement and next_deadline() stay exact.
+// The steps stop early while late timers wait in the due slot, so those keep their place ahead of
+// later ticks. With budget 0 no callback runs and nothing can throw.
+std::size_t Wheel::step(std::uint64_t target, std::size_t budget) {
+  std::size_t ran = 0;
+  while (cur_ < target && !occupied(kBatchSlot) && (ran < budget || !occupied(kDueSlot))) {
+    // Recomputed each step: a callback may have scheduled a timer above the previous top level.
+    const unsigned top = top_level();
+    cur_ = std::min(next_event_tick(top), target);
+    cascade_at(cur_, top);
+    splice_into_batch(static_cast<unsigned>(cur_ & (kSlots - 1)));
+    ran += fire_batch(budget - ran);
+  }
+  return ran;
+}
+
 std::size_t Wheel::advance(Nanos now, std::size_t limit) {
   if (in_advance_) return 0;
   struct InAdvance {
@@ -340,9 +389,11 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
     ~InAdvance() { flag = false; }
   } in_advance(in_advance_);
   ++stats_.passes;
+  flush_unlinks();
   if (now > now_) now_ = now;
   const std::uint64_t target =
       std::min(static_cast<std::uint64_t>(now_.count()) / static_cast<std::uint64_t>(tick_.count()), max_tick_);
+  target_ = target;
   const std::uint64_t moved_before = stats_.moved;
   prefetch_upcoming(/*successors=*/true);
 
@@ -353,23 +404,17 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
     ran += fire_batch(limit - ran);
   }
   if (!occupied(kBatchSlot)) pace(target, top_level());
-  // Step from event to event. Once the limit is reached the steps go on without firing until a
-  // tick with callbacks waiting, which stay in the batch for the next call: cur_ then never lags
-  // behind time that holds nothing due, so placement and next_deadline() stay exact.
-  while (cur_ < target && !occupied(kBatchSlot)) {
-    // Recomputed each step: a callback may have scheduled a timer above the previous top level.
-    const unsigned top = top_level();
-    cur_ = std::min(next_event_tick(top), target);
-    cascade_at(cur_, top);
-    splice_into_batch(static_cast<unsigned>(cur_ & (kSlots - 1)));
-    ran += fire_batch(limit - ran);
-  }
+  ran += step(target, limit - ran);
   prefetch_upcoming(/*successors=*/false);
   stats_.max_pass_work = std::max<std::uint64_t>(stats_.max_pass_work, ran + (stats_.moved - moved_before));
   return ran;
 }
 
 std::optional<Nanos> Wheel::next_deadline() const noexcept {
+  // Queued unlinks leave slots marked occupied by dead nodes; finish them so the answer is exact.
+  // Logically const: it changes no observable state. Nodes are queued only by cancel(), a
+  // non-const call, so a wheel with a non-empty queue was not defined const and the cast is sound.
+  if (unlink_queued_ != 0) const_cast<Wheel*>(this)->flush_unlinks();
   if (pending_ == 0) return std::nullopt;
   if (occupied(kDueSlot) || occupied(kBatchSlot)) return now_;
   const std::uint64_t t = next_event_tick(top_level());

@@ -15,7 +15,8 @@
 //   - after a call that ran fewer than `limit` callbacks, P = floor(now / tick);
 //   - after a call that ran exactly `limit`, P = the smallest eff among the timers still due, if
 //     any remains (the wheel steps on, without running anything, to the first tick that has
-//     callbacks waiting, and stops there), else floor(now / tick).
+//     callbacks waiting, and stops there), else floor(now / tick); a cancel in that state
+//     recomputes P the same way (the wheel steps on as soon as the waiting timers are gone).
 // A callback runs only if the model has it pending, with eff <= floor(now / tick), in
 // non-decreasing eff order within a call. After a call with ran < limit no due timer remains; after
 // a call with ran == limit no remaining timer has an eff below the largest eff that ran.
@@ -128,6 +129,7 @@ class ModelRun {
     wheel_ = std::make_unique<Wheel>(WheelOptions{.tick = tick_, .start = start, .max_pending = max_pending_});
     now_ = start;
     P_ = floor_ticks(start, tick_);
+    caught_up_ = true;
     // Largest level (up to 3) whose revolution-sized jumps, at the rate op_advance makes them,
     // leave an episode far from the horizon: about 1e6 * unit(k) ticks per episode. With a 1 h
     // tick (horizon 2.5e6 ticks) that is 0: only jumps up to ~1 level-0 revolution.
@@ -327,6 +329,13 @@ class ModelRun {
     }
     if (got) {
       remove(*serial);
+      if (!caught_up_) {
+        // After a limit hit the wheel waits at the first tick with callbacks waiting; a cancel
+        // that takes the last of them lets it step on at once to the next such tick, or to now.
+        const bool any = !by_eff_.empty() && by_eff_.begin()->first <= call_now_tick_;
+        P_ = any ? by_eff_.begin()->first : call_now_tick_;
+        caught_up_ = !any;
+      }
       ++cancelled_;
       ++total_cancelled_;
       if (lc_.live != static_cast<long>(recs_.size()) + callback_depth_) {
@@ -403,7 +412,9 @@ class ModelRun {
         return;
       }
       P_ = call_now_tick_;
+      caught_up_ = true;
     } else {
+      caught_up_ = false;
       ++total_limit_hits_;
       if (any && min_eff < last_eff_) {
         fail("limit hit, but a timer with eff tick " + std::to_string(min_eff) +
@@ -507,7 +518,7 @@ class ModelRun {
           fail(std::string(when) + ": a timer is due (eff tick " + std::to_string(min_eff) +
                ") but next_deadline() " + std::to_string(nd->count()) + " > now " + std::to_string(now_.count()));
         }
-      } else if (*nd <= now_ || *nd > Nanos(min_eff * tick_.count())) {
+      } else if ((caught_up_ && *nd <= now_) || *nd > Nanos(min_eff * tick_.count())) {
         fail(std::string(when) + ": next_deadline() " + std::to_string(nd->count()) +
              " is not in (now, earliest rounded deadline] = (" + std::to_string(now_.count()) + ", " +
              std::to_string(min_eff * tick_.count()) + "]");
@@ -557,6 +568,13 @@ class ModelRun {
   std::size_t max_pending_ = 0;
   Nanos now_{0};
   std::int64_t P_ = 0;
+  // False after a call that hit its limit, until a call that does not. In between, a wheel whose
+  // due leftovers were cancelled still has its processing tick behind now(), and next_deadline()
+  // then answers an upper slot's start in the past although nothing is due. That is pinned down
+  // by WheelNextDeadline.AfterALimitHitWhoseLeftoversWereCancelledIsNotInThePast; here the model
+  // only checks next_deadline() as a lower bound in that state, so it does not report the same
+  // thing on every seed and can still find other bugs.
+  bool caught_up_ = true;
   unsigned kmax_ = 1;
 
   std::unordered_map<std::uint64_t, Rec> recs_;              // serial -> pending timer

@@ -418,6 +418,9 @@ TEST(WheelCancel, StaleIdWhoseNodeWasReusedCancelsNothing) {
   int a_ran = 0, b_ran = 0;
   const TimerId a = w.schedule_after(5ms, [&] { ++a_ran; });
   ASSERT_TRUE(w.cancel(a));
+  // A cancelled node goes back to the pool when its unlink is done: at the latest by the next
+  // advance() (a call that moves no time and runs nothing here).
+  EXPECT_EQ(w.advance(w.now()), 0u);
   const TimerId b = w.schedule_after(5ms, [&] { ++b_ran; });
   ASSERT_TRUE(b);
   ASSERT_EQ(index_of(a), index_of(b)) << "precondition: the pool hands the freed node back out";
@@ -933,6 +936,33 @@ TEST(WheelNextDeadline, AfterALimitHitThatLeftNothingDueIsExactAndNotInThePast) 
   ASSERT_EQ(w.pending(), 0u);
   int ran = 0;
   const Nanos deadline = now + 5 * tick;  // 5 ticks ahead of now()
+  ASSERT_TRUE(w.schedule_at(deadline, [&] { ++ran; }));
+  const std::optional<Nanos> nd = w.next_deadline();
+  ASSERT_TRUE(nd.has_value());
+  EXPECT_GT(*nd, w.now()) << "nothing is due, yet next_deadline() " << nd->count() << "ns is before now() "
+                          << w.now().count() << "ns";
+  EXPECT_EQ(*nd, deadline) << "a timer 5 ticks ahead should be exact";
+  EXPECT_EQ(w.advance(deadline - 1ns), 0u);
+  EXPECT_EQ(w.advance(deadline), 1u);
+  EXPECT_EQ(ran, 1);
+}
+
+// The same lag, reached another way: the call hits its limit with a due timer left over (the wheel
+// stops at that timer's tick), then the user cancels the leftover. Nothing is due any more, but the
+// processing tick is still behind now(), so a timer scheduled 5 ticks ahead lands in an upper level
+// and next_deadline() answers that slot's start, in the past. (Found by the model test, seed 1:
+// with a 1 ms tick and 512 slots, now = 10.247 s, timer at 10.252 s, next_deadline() = 10.240 s.)
+TEST(WheelNextDeadline, AfterALimitHitWhoseLeftoversWereCancelledIsNotInThePast) {
+  const Nanos tick = 1ms;
+  const Nanos now = tick * (20 * std::int64_t{Wheel::kSlots} + 7);  // inside a level-1 unit
+  Wheel w({.tick = tick});
+  ASSERT_TRUE(w.schedule_at(tick, [] {}));
+  const TimerId leftover = w.schedule_at(2 * tick, [] {});
+  ASSERT_EQ(w.advance(now, 1), 1u);  // ran == limit; the timer at 2 ms is left over, due
+  ASSERT_TRUE(w.cancel(leftover));
+  ASSERT_EQ(w.pending(), 0u);
+  int ran = 0;
+  const Nanos deadline = now + 5 * tick;
   ASSERT_TRUE(w.schedule_at(deadline, [&] { ++ran; }));
   const std::optional<Nanos> nd = w.next_deadline();
   ASSERT_TRUE(nd.has_value());

@@ -179,8 +179,10 @@ class Wheel {
     return schedule_at(saturating_add(now_, delay), std::forward<F>(fn));
   }
 
-  // True iff the timer was pending and now never fires; its callable is destroyed and its node
-  // recycled before cancel returns. False, with nothing touched, for a default or failed id, an id
+  // True iff the timer was pending and now never fires; its callable is destroyed before cancel
+  // returns. The node is unlinked from its slot in batches (32 cancels, or the next advance()),
+  // with the neighbours of the whole batch prefetched together, so a cancel touches one cache
+  // line synchronously instead of three. False, with nothing touched, for a default or failed id, an id
   // whose timer already fired (or is firing: a callback cancelling itself gets false) or was
   // cancelled, or an id whose node now holds another timer. O(1). Safe from inside callbacks.
   bool cancel(TimerId id) noexcept;
@@ -227,6 +229,7 @@ class Wheel {
   static constexpr unsigned kDueSlot = kWheelSlots;        // due at or before cur_, for the next call
   static constexpr unsigned kBatchSlot = kWheelSlots + 1;  // detached for firing in this call
   static constexpr unsigned kAllSlots = kWheelSlots + 2;
+  static constexpr unsigned kUnlinkBatch = 32;
   static constexpr unsigned kWordsPerLevel = kSlots / 64;
   static constexpr unsigned kBitmapWords = (kAllSlots + 63) / 64;
   static_assert(kSlots % 64 == 0, "each level's occupancy is a whole number of bitmap words");
@@ -254,7 +257,9 @@ class Wheel {
   bool occupied(unsigned slot) const noexcept;
   std::uint64_t move_down(unsigned slot, std::uint64_t max_nodes) noexcept;
   void splice_into_batch(unsigned slot) noexcept;
+  void flush_unlinks() noexcept;
   std::size_t fire_batch(std::size_t budget);
+  std::size_t step(std::uint64_t target, std::size_t budget);
   void pace(std::uint64_t target, unsigned top) noexcept;
   void cascade_at(std::uint64_t t, unsigned top) noexcept;
   unsigned top_level() const noexcept;
@@ -269,6 +274,7 @@ class Wheel {
   Nanos tick_;
   Nanos now_;
   std::uint64_t cur_;           // the tick being processed; every timer due before it has run
+  std::uint64_t target_;        // the tick of the last advance()'s now: cur_ <= target_
   std::uint64_t max_tick_;      // horizon() in ticks
   std::size_t max_pending_;     // the effective limit: WheelOptions::max_pending, or the pool's
   std::size_t pending_ = 0;
@@ -281,6 +287,8 @@ class Wheel {
                                                   // the look-ahead cascade
   detail::NodePool pool_;
   WheelStats stats_;
+  unsigned unlink_queued_ = 0;
+  Node* unlink_queue_[kUnlinkBatch];   // cancelled nodes still linked, see flush_unlinks()
 };
 
 // ---- The hot path, inline so that a schedule compiles down to straight-line code. ----
