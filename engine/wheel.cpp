@@ -10,7 +10,8 @@
 //       the slot of that unit % S. So level L's slot for the current unit cur_ >> bL is empty: it
 //       was moved down at the boundary that started the unit.
 //   I3  The due slot holds timers scheduled at or before cur_ (outside advance(), or by callbacks,
-//       which must not run in the pass that scheduled them); the next advance() runs them first.
+//       which must not run in the pass that scheduled them). The next advance() moves them to the
+//       late slot (when that is empty) and runs the late slot first, then the batch.
 //   I4  occupied_ bit s is set iff slot s has a node; count_[s] >= the number of nodes in slot s.
 //   I5  A node's gen is odd iff it holds a pending timer's callable. A linked node (pprev !=
 //       nullptr) is pending, or cancelled and waiting in unlink_queue_ (gen even, callable gone);
@@ -81,6 +82,16 @@ bool Wheel::occupied(unsigned slot) const noexcept {
   return (occupied_[slot / 64] >> (slot % 64)) & 1;
 }
 
+// Byte offset of a list link from the start of the slot array; a link inside a node (its `next`)
+// gives an offset past the array, as unsigned arithmetic wraps.
+std::uintptr_t Wheel::head_offset(Node* const* link) const noexcept {
+  return reinterpret_cast<std::uintptr_t>(link) - reinterpret_cast<std::uintptr_t>(slots_.get());
+}
+
+bool Wheel::is_slot_head(Node* const* link) const noexcept {
+  return head_offset(link) < sizeof(Slot) * kAllSlots;
+}
+
 // Clears slot's bit (and its count) if it has no node left (I4).
 void Wheel::note_if_empty(unsigned slot) noexcept {
   std::uintptr_t any = 0;
@@ -109,9 +120,8 @@ void Wheel::unlink(Node* node) noexcept {
     next->pprev = pprev;
     return;
   }
-  const auto offset = reinterpret_cast<std::uintptr_t>(pprev) - reinterpret_cast<std::uintptr_t>(slots_.get());
-  if (offset >= sizeof(Slot) * kAllSlots) return;  // pprev is a node's `next`: the sub-list has more
-  note_if_empty(static_cast<unsigned>(offset / sizeof(Slot)));
+  if (!is_slot_head(pprev)) return;  // pprev is a node's `next`: the sub-list has more nodes
+  note_if_empty(static_cast<unsigned>(head_offset(pprev) / sizeof(Slot)));
 }
 
 // Takes the first node of sub-list `way` of `slot`. Precondition: that sub-list is non-empty.
@@ -139,14 +149,16 @@ bool Wheel::cancel(TimerId id) noexcept {
   node->thunk(node->storage, false);
   --pending_;
   ++stats_.cancelled;
-  if (in_advance_ || cur_ != target_) [[unlikely]] {
-    // Inside advance() a walk may be under way: the lists must be exact when the callback returns.
-    // Outside it, cur_ lags its target only after a pass cut short by its limit; if this cancel
-    // took the last timer waiting there, the wheel catches up now, without firing anything, so
-    // that placement and next_deadline() are exact again. Both cases are rare: no batching.
+  const bool lagging = cur_ != target_ && !in_advance_;
+  if (in_advance_ || lagging || is_slot_head(node->pprev)) {
+    // Unlinked at once when: a walk may be under way (inside advance(), the lists must be exact
+    // when the callback returns); the wheel waits at the leftovers of a pass cut short by its
+    // limit (rare; if this cancel took the last timer waiting there, the wheel catches up now,
+    // without firing, so placement and next_deadline() are exact again); or the node is first
+    // in its sub-list, i.e. recently scheduled, with warm neighbours that batching would not help.
     unlink(node);
     pool_.release(node);
-    if (!in_advance_ && !occupied(kBatchSlot) && !occupied(kDueSlot)) step(target_, 0);
+    if (lagging && !occupied(kBatchSlot) && !occupied(kLateSlot) && !occupied(kDueSlot)) step(target_, 0);
   } else {
     if (unlink_queued_ == kUnlinkBatch) flush_unlinks();
     unlink_queue_[unlink_queued_++] = node;
@@ -204,38 +216,39 @@ std::uint64_t Wheel::move_down(unsigned slot, std::uint64_t max_nodes) noexcept 
   return moved;
 }
 
-// Moves all nodes of `slot` into the (empty) batch slot. O(kWays): sub-lists move whole.
-void Wheel::splice_into_batch(unsigned slot) noexcept {
-  if (!occupied(slot)) return;
-  Slot& from = slots_[slot];
-  Slot& batch = slots_[kBatchSlot];
+// Moves all nodes of `from` into the empty slot `to`. O(kWays): sub-lists move whole.
+void Wheel::splice(unsigned from, unsigned to) noexcept {
+  if (!occupied(from)) return;
+  Slot& src = slots_[from];
+  Slot& dst = slots_[to];
   for (unsigned w = 0; w < kWays; ++w) {
-    assert(batch.head[w] == nullptr);
-    if (Node* first = from.head[w]) {
-      batch.head[w] = first;
-      first->pprev = &batch.head[w];
-      from.head[w] = nullptr;
+    assert(dst.head[w] == nullptr);
+    if (Node* first = src.head[w]) {
+      dst.head[w] = first;
+      first->pprev = &dst.head[w];
+      src.head[w] = nullptr;
     }
   }
-  occupied_[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
-  occupied_[kBatchSlot / 64] |= std::uint64_t{1} << (kBatchSlot % 64);
-  count_[slot] = 0;
+  occupied_[from / 64] &= ~(std::uint64_t{1} << (from % 64));
+  occupied_[to / 64] |= std::uint64_t{1} << (to % 64);
+  count_[from] = 0;
 }
 
-// Runs batch callbacks, round robin over its sub-lists, until the batch is empty or `budget` have
-// run. A callback may cancel batch nodes, so each head is re-read before it is taken.
-std::size_t Wheel::fire_batch(std::size_t budget) {
+// Runs the callbacks of a firing slot (late or batch), round robin over its sub-lists, until it is
+// empty or `budget` have run. A callback may cancel nodes of the slot, so each head is re-read
+// before it is taken; it cannot add to it (what it schedules goes to a wheel slot or the due slot).
+std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
   std::size_t ran = 0;
-  if (!occupied(kBatchSlot)) return ran;
-  unsigned ways = ways_in_use(kBatchSlot);
+  if (!occupied(slot)) return ran;
+  unsigned ways = ways_in_use(slot);
   while (ways != 0 && ran < budget) {
     for (unsigned round = ways; round != 0 && ran < budget; round &= round - 1) {
       const auto way = static_cast<unsigned>(std::countr_zero(round));
-      if (slots_[kBatchSlot].head[way] == nullptr) {
+      if (slots_[slot].head[way] == nullptr) {
         ways &= ~(1u << way);
         continue;
       }
-      Node* node = pop_head(kBatchSlot, way);
+      Node* node = pop_head(slot, way);
       node->gen += 1;  // odd -> even: from here cancel(id) is false, the timer has fired
       --pending_;
       ++stats_.fired;
@@ -370,13 +383,14 @@ void Wheel::prefetch_upcoming(bool successors) const noexcept {
 // later ticks. With budget 0 no callback runs and nothing can throw.
 std::size_t Wheel::step(std::uint64_t target, std::size_t budget) {
   std::size_t ran = 0;
-  while (cur_ < target && !occupied(kBatchSlot) && (ran < budget || !occupied(kDueSlot))) {
+  while (cur_ < target && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
+         (ran < budget || !occupied(kDueSlot))) {
     // Recomputed each step: a callback may have scheduled a timer above the previous top level.
     const unsigned top = top_level();
     cur_ = std::min(next_event_tick(top), target);
     cascade_at(cur_, top);
-    splice_into_batch(static_cast<unsigned>(cur_ & (kSlots - 1)));
-    ran += fire_batch(budget - ran);
+    splice(static_cast<unsigned>(cur_ & (kSlots - 1)), kBatchSlot);
+    ran += fire(kBatchSlot, budget - ran);
   }
   return ran;
 }
@@ -397,14 +411,25 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
   const std::uint64_t moved_before = stats_.moved;
   prefetch_upcoming(/*successors=*/true);
 
-  // Leftovers of a pass cut short, then what was scheduled at or before cur_ (I1, I3).
-  std::size_t ran = fire_batch(limit);
-  if (!occupied(kBatchSlot)) {
-    splice_into_batch(kDueSlot);
-    ran += fire_batch(limit - ran);
+  std::size_t ran = 0;
+  try {
+    // First what is due at or before cur_: late timers (I3; those a cut-short call left, then
+    // those scheduled since) ahead of the leftovers of a pass cut short (I1). Then the ticks.
+    ran = fire(kLateSlot, limit);
+    if (!occupied(kLateSlot)) {
+      splice(kDueSlot, kLateSlot);
+      ran += fire(kLateSlot, limit - ran);
+    }
+    if (!occupied(kLateSlot)) ran += fire(kBatchSlot, limit - ran);
+    if (!occupied(kLateSlot) && !occupied(kBatchSlot)) pace(target, top_level());
+    ran += step(target, limit - ran);
+  } catch (...) {
+    // The callback that threw counts as fired and the rest resume in the next call. As after a
+    // pass cut short by its limit, step on without firing so that cur_ does not lag behind time
+    // that holds nothing due.
+    step(target, 0);
+    throw;
   }
-  if (!occupied(kBatchSlot)) pace(target, top_level());
-  ran += step(target, limit - ran);
   prefetch_upcoming(/*successors=*/false);
   stats_.max_pass_work = std::max<std::uint64_t>(stats_.max_pass_work, ran + (stats_.moved - moved_before));
   return ran;
@@ -416,7 +441,7 @@ std::optional<Nanos> Wheel::next_deadline() const noexcept {
   // non-const call, so a wheel with a non-empty queue was not defined const and the cast is sound.
   if (unlink_queued_ != 0) const_cast<Wheel*>(this)->flush_unlinks();
   if (pending_ == 0) return std::nullopt;
-  if (occupied(kDueSlot) || occupied(kBatchSlot)) return now_;
+  if (occupied(kDueSlot) || occupied(kLateSlot) || occupied(kBatchSlot)) return now_;
   const std::uint64_t t = next_event_tick(top_level());
   assert(t <= max_tick_);
   return Nanos(static_cast<Nanos::rep>(t) * tick_.count());

@@ -1,8 +1,8 @@
 // Tier 2: seeded model-based randomized test. Millions of random operations (schedule at every
 // scale from negative delays to past the horizon, cancel of live / fired / cancelled / stale /
 // garbage ids, advance with jumps from zero to many revolutions of the upper levels and to the
-// horizon, random expiry limits, and callbacks that themselves schedule, cancel and try to advance)
-// run against tickwheel::Wheel and against a plain reference model (std::set keyed by effective
+// horizon, random expiry limits, and callbacks that themselves schedule, cancel, try to advance and
+// now and then throw) run against tickwheel::Wheel and against a plain reference model (std::set keyed by effective
 // tick + maps id -> state). After every step the wheel must agree with the model.
 //
 // The seed comes from TICKWHEEL_SEED if set, else from std::random_device; it is printed with every
@@ -85,12 +85,16 @@ class ModelRun {
     std::ostringstream os;
     os << op_ << " ops, " << episode_ << " wheels, " << total_fired_ << " fired, " << total_cancelled_
        << " cancelled, " << total_rejected_ << " refused, " << total_limit_hits_ << " limit hits, "
-       << total_nested_ << " nested schedules, " << total_moved_ << " moves (" << total_moved_ahead_
+       << total_nested_ << " nested schedules, " << total_throws_ << " throws, " << total_moved_ << " moves (" << total_moved_ahead_
        << " ahead), " << horizon_wheels_ << " wheels ran to the horizon";
     return os.str();
   }
 
   // The callable a model timer carries: 24 bytes, with a counting member.
+  // What a model callback throws, now and then: advance() must let it through, count the timer as
+  // fired, stay consistent and resume the pass in the next call.
+  struct ModelThrow {};
+
   struct Fire {
     ModelRun* m;
     std::uint64_t serial;
@@ -388,11 +392,27 @@ class ModelRun {
     last_eff_ = kI64Min;
     in_advance_ = true;
     trace("advance(", target.count(), ", ", limit, ") now tick ", call_now_tick_);
-    const std::size_t got = wheel_->advance(target, limit);
+    std::size_t got = 0;
+    bool threw = false;
+    try {
+      got = wheel_->advance(target, limit);
+    } catch (const ModelThrow&) {
+      threw = true;
+    }
     in_advance_ = false;
-    trace("  -> ran ", got);
+    trace("  -> ran ", got, threw ? " and threw" : "");
     ++calls_;
     if (!failure_.empty()) return;
+    if (threw) {
+      // The thrower counts as fired (on_fire recorded it); the rest of the pass resumes in the next
+      // call. As after a limit hit, the wheel steps on to the first tick with callbacks waiting
+      // (or to now), so P is the smallest eff still due.
+      if (wheel_->now() != now_) fail("now() after a throwing advance differs from the model's");
+      const bool waiting = !by_eff_.empty() && by_eff_.begin()->first <= call_now_tick_;
+      P_ = waiting ? by_eff_.begin()->first : call_now_tick_;
+      caught_up_ = !waiting;
+      return;
+    }
     if (got != ran_) {
       fail("advance returned " + std::to_string(got) + " but " + std::to_string(ran_) + " callbacks ran");
       return;
@@ -464,6 +484,11 @@ class ModelRun {
     ++callback_depth_;
     nested(rec);
     --callback_depth_;
+    if (rng_() % 300 == 0) {
+      ++total_throws_;
+      trace("  throw");
+      throw ModelThrow{};
+    }
   }
 
   // Re-entrant operations from inside a callback.
@@ -568,12 +593,11 @@ class ModelRun {
   std::size_t max_pending_ = 0;
   Nanos now_{0};
   std::int64_t P_ = 0;
-  // False after a call that hit its limit, until a call that does not. In between, a wheel whose
-  // due leftovers were cancelled still has its processing tick behind now(), and next_deadline()
-  // then answers an upper slot's start in the past although nothing is due. That is pinned down
-  // by WheelNextDeadline.AfterALimitHitWhoseLeftoversWereCancelledIsNotInThePast; here the model
-  // only checks next_deadline() as a lower bound in that state, so it does not report the same
-  // thing on every seed and can still find other bugs.
+  // False while the wheel waits, after a call that hit its limit, at a tick with callbacks still
+  // due (so its processing tick is behind now()); true once nothing due is left, whether a later
+  // call ran them or cancels took them. While false a timer is due, so next_deadline() must be at
+  // or before now(); while true and nothing is due it must be after now() (the lag this guards
+  // against is pinned down by the two WheelNextDeadline.AfterALimitHit* unit tests).
   bool caught_up_ = true;
   unsigned kmax_ = 1;
 
@@ -599,6 +623,7 @@ class ModelRun {
   std::uint64_t scheduled_ = 0, rejected_ = 0, cancelled_ = 0, fired_ = 0, calls_ = 0;
   std::uint64_t total_fired_ = 0, total_cancelled_ = 0, total_limit_hits_ = 0, total_nested_ = 0;
   std::uint64_t total_moved_ = 0, total_moved_ahead_ = 0, total_rejected_ = 0, horizon_wheels_ = 0;
+  std::uint64_t total_throws_ = 0;
 };
 static_assert(sizeof(ModelRun::Fire) == 24);
 
@@ -620,7 +645,7 @@ void run_model(std::uint64_t seed, std::uint64_t ops) {
 }
 
 // The default is what runs in about two seconds in a Release build; TICKWHEEL_MODEL_OPS scales it.
-constexpr std::uint64_t kDefaultOps = 4'000'000;
+constexpr std::uint64_t kDefaultOps = 6'000'000;
 
 TEST(WheelModel, RandomSeed) {
   const std::uint64_t seed = seed_from_env_or_random();

@@ -718,6 +718,30 @@ TEST(WheelLimit, PastDueTimerScheduledAfterALimitHitRunsBeforeLaterTicks) {
   EXPECT_EQ(std::vector<int>(order.begin() + 4, order.end()), (std::vector<int>{4, 5, 6}));
 }
 
+// A timer a callback schedules at or before the tick being processed "counts as due at that tick"
+// and runs in the next call. When that first call also hits its limit at a later tick, the next
+// call must still go earliest tick first: the deferred timer (tick 5) before the leftover of
+// tick 7. The wheel runs the leftover batch before the due slot, so tick 7 runs before tick 5.
+// Inputs: tick 1 ms; A at 5 ms schedules D at 5 ms; B, C at 7 ms; E at 8 ms;
+// advance(10ms, 2) runs A, B; advance(10ms, 1) must run D (it runs C); advance(10ms) runs the rest.
+TEST(WheelLimit, TimerDeferredByACallbackRunsBeforeLaterLeftoversInTheNextCall) {
+  Wheel w({.tick = 1ms});
+  std::vector<int> order;
+  ASSERT_TRUE(w.schedule_at(5ms, [&] {
+    order.push_back(5);
+    EXPECT_TRUE(w.schedule_at(5ms, [&] { order.push_back(-5); }));  // deferred: counts as due at 5
+  }));
+  ASSERT_TRUE(w.schedule_at(7ms, [&order] { order.push_back(7); }));
+  ASSERT_TRUE(w.schedule_at(7ms, [&order] { order.push_back(7); }));
+  ASSERT_TRUE(w.schedule_at(8ms, [&order] { order.push_back(8); }));
+  EXPECT_EQ(w.advance(10ms, 2), 2u);
+  EXPECT_EQ(order, (std::vector<int>{5, 7}));
+  EXPECT_EQ(w.advance(10ms, 1), 1u);
+  EXPECT_EQ(order, (std::vector<int>{5, 7, -5})) << "tick 5's deferred timer must run before tick 7's leftover";
+  EXPECT_EQ(w.advance(10ms), 2u);
+  EXPECT_EQ(order.size(), 5u);
+}
+
 TEST(WheelLimit, OneBigJumpRunsCallbacksInNonDecreasingTickOrder) {
   Wheel w({.tick = 1ms});
   std::mt19937_64 rng(7);
@@ -974,6 +998,31 @@ TEST(WheelNextDeadline, AfterALimitHitWhoseLeftoversWereCancelledIsNotInThePast)
   EXPECT_EQ(ran, 1);
 }
 
+// The same lag, reached through a throwing callback: the pass stops at the thrower's tick and the
+// exception propagates; if nothing else is due, the processing tick stays behind now() until the
+// next call, so a timer scheduled 5 ticks ahead lands in an upper level and next_deadline()
+// answers that slot's start, in the past. (1 ms tick, 512 slots: now = 10.247 s, timer at
+// 10.252 s, next_deadline() = 10.240 s.)
+TEST(WheelNextDeadline, AfterAThrowingCallbackIsExactAndNotInThePast) {
+  const Nanos tick = 1ms;
+  const Nanos now = tick * (20 * std::int64_t{Wheel::kSlots} + 7);  // inside a level-1 unit
+  Wheel w({.tick = tick});
+  ASSERT_TRUE(w.schedule_at(tick, [] { throw std::runtime_error("boom"); }));
+  EXPECT_THROW(w.advance(now), std::runtime_error);
+  ASSERT_EQ(w.pending(), 0u);
+  int ran = 0;
+  const Nanos deadline = now + 5 * tick;
+  ASSERT_TRUE(w.schedule_at(deadline, [&] { ++ran; }));
+  const std::optional<Nanos> nd = w.next_deadline();
+  ASSERT_TRUE(nd.has_value());
+  EXPECT_GT(*nd, w.now()) << "nothing is due, yet next_deadline() " << nd->count() << "ns is before now() "
+                          << w.now().count() << "ns";
+  EXPECT_EQ(*nd, deadline) << "a timer 5 ticks ahead should be exact";
+  EXPECT_EQ(w.advance(deadline - 1ns), 0u);
+  EXPECT_EQ(w.advance(deadline), 1u);
+  EXPECT_EQ(ran, 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Empty time is free
 
@@ -1083,6 +1132,34 @@ TEST(WheelLifetime, WheelDestructorDestroysDueAndLeftoverTimersToo) {
   EXPECT_EQ(ran, 3);
 }
 
+TEST(WheelLifetime, CancelledTimersAreNotDestroyedAgainByTheWheel) {
+  // cancel() destroys the callable at once; the wheel may finish the unlink later (in batches). A
+  // wheel destroyed, or advanced, with such cancels outstanding must not destroy them again.
+  for (int cancels : {1, 5, 31, 32, 33, 100}) {
+    LiveCount lc;
+    auto token = std::make_shared<int>(0);
+    {
+      Wheel w({.tick = 1ms});
+      std::vector<TimerId> ids;
+      for (int i = 0; i < 200; ++i) {
+        ids.push_back(w.schedule_after(Nanos(1ms) * (1 + i % 50), [token, c = Counted(&lc)] { ++*token; }));
+        ASSERT_TRUE(ids.back());
+      }
+      for (int i = 0; i < cancels; ++i) ASSERT_TRUE(w.cancel(ids[static_cast<std::size_t>(i * 2)]));
+      EXPECT_EQ(lc.live, 200 - cancels) << cancels;
+      EXPECT_EQ(token.use_count(), 1 + 200 - cancels);
+      if (cancels % 2 == 1) {
+        // Half of the cases advance before the wheel goes: no cancelled timer may run.
+        const std::size_t ran = w.advance(10ms);
+        EXPECT_EQ(static_cast<long>(ran), *token);
+        EXPECT_EQ(lc.live, 200 - cancels - *token);
+      }
+    }
+    EXPECT_EQ(lc.live, 0) << "after " << cancels << " cancels: a callable destroyed twice or never";
+    EXPECT_EQ(token.use_count(), 1);
+  }
+}
+
 TEST(WheelLifetime, SharedPtrCaptureAcrossEveryExit) {
   auto token = std::make_shared<int>(0);
   Wheel w({.tick = 1ms});
@@ -1149,3 +1226,19 @@ TEST(WheelStatsTest, CountersAgreeWithWhatHappened) {
 
 }  // namespace
 }  // namespace tickwheel::test
+
+// Regression: a callback that schedules above the highest level in use when the pass began. The
+// pass must see the new level, both to fire the timer within its range and to keep moving that
+// level's slots down at their boundaries.
+TEST(WheelCallbacks, ScheduleAboveThePassesStartingTopLevelRunsInTheSamePass) {
+  Wheel w({.tick = 1ms});
+  Nanos fired_at{-1};
+  ASSERT_TRUE(w.schedule_at(10ms, [&w, &fired_at] {
+    const Nanos far = Nanos(std::int64_t{Wheel::kSlots} << Wheel::kLevelBits) * 1'000'000 * 2;  // level 2
+    ASSERT_TRUE(w.schedule_at(far, [&w, &fired_at] { fired_at = w.now(); }));
+  }));
+  const Nanos end = Nanos(std::int64_t{Wheel::kSlots} << Wheel::kLevelBits) * 1'000'000 * 3;
+  EXPECT_EQ(w.advance(end), 2u);
+  EXPECT_EQ(fired_at, end);
+  EXPECT_EQ(w.pending(), 0u);
+}

@@ -180,9 +180,9 @@ class Wheel {
   }
 
   // True iff the timer was pending and now never fires; its callable is destroyed before cancel
-  // returns. The node is unlinked from its slot in batches (32 cancels, or the next advance()),
-  // with the neighbours of the whole batch prefetched together, so a cancel touches one cache
-  // line synchronously instead of three. False, with nothing touched, for a default or failed id, an id
+  // returns. A node deep in its slot's list (its neighbours cold) is unlinked in a batch (of 32
+  // cancels, or at the next advance()) with the neighbours of the whole batch prefetched together,
+  // so such a cancel touches one cache line synchronously instead of three. False, with nothing touched, for a default or failed id, an id
   // whose timer already fired (or is firing: a callback cancelling itself gets false) or was
   // cancelled, or an id whose node now holds another timer. O(1). Safe from inside callbacks.
   bool cancel(TimerId id) noexcept;
@@ -195,7 +195,8 @@ class Wheel {
   //     wheel on to the first tick that has callbacks waiting, so what is scheduled afterwards is
   //     placed, and next_deadline() answered, against the present, not a stale position;
   //   - a timer scheduled at or before the tick being processed (a past deadline, a zero delay)
-  //     counts as due at that tick, as Netty places a late timeout in the current bucket;
+  //     counts as due at that tick, as Netty places a late timeout in the current bucket, and
+  //     runs at the start of the next call, before anything that call finds due;
   //   - ticks are processed in order: every timer of tick T runs before any timer of tick T+1;
   //     within one tick the order is unspecified;
   //   - callbacks may schedule and cancel any timer, themselves included; a timer cancelled by an
@@ -226,9 +227,10 @@ class Wheel {
  private:
   using Node = detail::Node;
   static constexpr unsigned kWheelSlots = kLevels * kSlots;
-  static constexpr unsigned kDueSlot = kWheelSlots;        // due at or before cur_, for the next call
-  static constexpr unsigned kBatchSlot = kWheelSlots + 1;  // detached for firing in this call
-  static constexpr unsigned kAllSlots = kWheelSlots + 2;
+  static constexpr unsigned kDueSlot = kWheelSlots;        // scheduled at or before cur_, for the next call
+  static constexpr unsigned kLateSlot = kWheelSlots + 1;   // due slot contents being run, ahead of the batch
+  static constexpr unsigned kBatchSlot = kWheelSlots + 2;  // the timers of tick cur_ being run
+  static constexpr unsigned kAllSlots = kWheelSlots + 3;
   static constexpr unsigned kUnlinkBatch = 32;
   static constexpr unsigned kWordsPerLevel = kSlots / 64;
   static constexpr unsigned kBitmapWords = (kAllSlots + 63) / 64;
@@ -254,11 +256,13 @@ class Wheel {
   Node* pop_head(unsigned slot, unsigned way) noexcept;
   unsigned ways_in_use(unsigned slot) const noexcept;
   void note_if_empty(unsigned slot) noexcept;
+  std::uintptr_t head_offset(Node* const* link) const noexcept;
+  bool is_slot_head(Node* const* link) const noexcept;
   bool occupied(unsigned slot) const noexcept;
   std::uint64_t move_down(unsigned slot, std::uint64_t max_nodes) noexcept;
-  void splice_into_batch(unsigned slot) noexcept;
+  void splice(unsigned from, unsigned to) noexcept;
   void flush_unlinks() noexcept;
-  std::size_t fire_batch(std::size_t budget);
+  std::size_t fire(unsigned slot, std::size_t budget);
   std::size_t step(std::uint64_t target, std::size_t budget);
   void pace(std::uint64_t target, unsigned top) noexcept;
   void cascade_at(std::uint64_t t, unsigned top) noexcept;
