@@ -1224,9 +1224,6 @@ TEST(WheelStatsTest, CountersAgreeWithWhatHappened) {
   EXPECT_GT(fired, 0u);
 }
 
-}  // namespace
-}  // namespace tickwheel::test
-
 // Regression: a callback that schedules above the highest level in use when the pass began. The
 // pass must see the new level, both to fire the timer within its range and to keep moving that
 // level's slots down at their boundaries.
@@ -1242,3 +1239,6 @@ TEST(WheelCallbacks, ScheduleAboveThePassesStartingTopLevelRunsInTheSamePass) {
   EXPECT_EQ(fired_at, end);
   EXPECT_EQ(w.pending(), 0u);
 }
+
+}  // namespace
+}  // namespace tickwheel::test
