@@ -1,0 +1,67 @@
+// stress/clock.cpp — the absolute sleep and the measurements behind Clock.
+#include "clock.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+namespace tickwheel::stress {
+
+namespace {
+
+constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
+
+std::int64_t since_epoch_ns(std::chrono::steady_clock::time_point t) noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+std::int64_t monotonic_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * kNanosPerSecond + ts.tv_nsec;
+}
+
+}  // namespace
+
+void Clock::sleep_until(std::int64_t t) const noexcept {
+  const std::int64_t abs = since_epoch_ns(origin_) + t;
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(abs / kNanosPerSecond);
+  ts.tv_nsec = static_cast<long>(abs % kNanosPerSecond);
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+std::int64_t Clock::monotonic_offset_ns() const noexcept {
+  std::int64_t best = -1;
+  for (int i = 0; i < 16; ++i) {
+    const std::int64_t a = since_epoch_ns(std::chrono::steady_clock::now());
+    const std::int64_t m = monotonic_ns();
+    const std::int64_t b = since_epoch_ns(std::chrono::steady_clock::now());
+    // m was read between a and b on the same clock iff a <= m <= b; otherwise the distance to
+    // that interval is the offset (plus at most one read).
+    const std::int64_t off = m < a ? a - m : (m > b ? m - b : 0);
+    if (best < 0 || off < best) best = off;
+  }
+  return best;
+}
+
+double Clock::measure_read_cost(unsigned rounds, unsigned reads) noexcept {
+  using std::chrono::steady_clock;
+  std::vector<double> per_read;
+  per_read.reserve(rounds);
+  std::int64_t sink = 0;
+  for (unsigned r = 0; r < rounds; ++r) {
+    const auto t0 = steady_clock::now();
+    for (unsigned i = 0; i < reads; ++i) sink += steady_clock::now().time_since_epoch().count();
+    const auto t1 = steady_clock::now();
+    per_read.push_back(static_cast<double>((t1 - t0).count()) / reads);
+  }
+  // Keep the reads observable so the loop cannot be dropped.
+  volatile std::int64_t keep = sink;
+  (void)keep;
+  std::sort(per_read.begin(), per_read.end());
+  return per_read.empty() ? 0.0 : per_read[per_read.size() / 2];
+}
+
+}  // namespace tickwheel::stress

@@ -1,0 +1,97 @@
+// stress/histogram.hpp — a fixed-size, log-linear (HDR-style) histogram of nanosecond values.
+//
+// What it is for: lateness, tick lag and wake-up figures recorded on a hot path and read as
+// percentiles at the end. record() is a bit-width, a shift, an add and four updates of plain
+// fields: no branch on the bucket layout, no allocation, no lock. The object is a plain value (an
+// array of counters and five scalars), so the multicore harness can keep one per shard on its
+// worker thread and merge() them after the workers have joined; nothing in it is global or shared.
+//
+// Layout and precision. Values below 2 * kSubBuckets (256 ns) each have their own bucket and are
+// exact. Above that, every power-of-two range [2^e, 2^(e+1)) is split into kSubBuckets = 128 linear
+// sub-buckets of width 2^(e-7), so a bucket's width is at most 1/128 of any value in it: a
+// percentile is reported as the highest value its bucket can hold, which is never below the true
+// value and at most 0.78 % above it (clamped to the exact max()). The whole uint64 range is
+// covered, in kBuckets = 7424 counters (58 KiB): no value is ever clamped or dropped.
+//
+// What it is not: it does not keep the values, so a percentile is a bucket bound, not a sample;
+// min(), max(), count() and mean() are exact (the sum wraps only past 2^64 ns, 584 years in total).
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace tickwheel::stress {
+
+class Histogram {
+ public:
+  static constexpr unsigned kSubBucketBits = 7;
+  static constexpr std::uint64_t kSubBuckets = std::uint64_t{1} << kSubBucketBits;  // 128
+  // Indices [0, 2 * kSubBuckets) are exact values; each further power of two adds kSubBuckets.
+  static constexpr std::size_t kBuckets = (64 - kSubBucketBits - 1 + 2) * kSubBuckets;  // 7424
+
+  // Records one value. O(1), no allocation, no branch on the layout.
+  void record(std::uint64_t ns) noexcept {
+    ++counts_[index_of(ns)];
+    ++count_;
+    sum_ += ns;
+    min_ = ns < min_ ? ns : min_;
+    max_ = ns > max_ ? ns : max_;
+  }
+
+  // Adds every value recorded in `other` to this one. Exact: the layouts are identical.
+  void merge(const Histogram& other) noexcept;
+
+  // The smallest recorded value v such that at least p % of the values are <= v, rounded up to the
+  // top of its bucket (so never below the true percentile, at most 1/128 above it) and clamped to
+  // [min(), max()]. p is clamped to [0, 100]; percentile(100) == max(). 0 when empty.
+  std::uint64_t percentile(double p) const noexcept;
+
+  std::uint64_t count() const noexcept { return count_; }
+  std::uint64_t min() const noexcept { return count_ == 0 ? 0 : min_; }
+  std::uint64_t max() const noexcept { return max_; }
+  double mean() const noexcept {
+    return count_ == 0 ? 0.0 : static_cast<double>(sum_) / static_cast<double>(count_);
+  }
+
+  // Layout, public for the self-test: the bucket a value goes to, and the range a bucket holds.
+  static constexpr std::size_t index_of(std::uint64_t v) noexcept {
+    // shift = 0 for v < 256, else bit_width(v) - 8, so (v >> shift) is in [128, 256).
+    const unsigned width = static_cast<unsigned>(std::bit_width(v));
+    const unsigned shift = (width > kSubBucketBits + 1 ? width : kSubBucketBits + 1) -
+                           (kSubBucketBits + 1);
+    return (std::size_t{shift} << kSubBucketBits) + static_cast<std::size_t>(v >> shift);
+  }
+  static constexpr std::uint64_t bucket_low(std::size_t index) noexcept {
+    const unsigned shift = bucket_shift(index);
+    return static_cast<std::uint64_t>(index - (std::size_t{shift} << kSubBucketBits)) << shift;
+  }
+  static constexpr std::uint64_t bucket_high(std::size_t index) noexcept {
+    return bucket_low(index) + ((std::uint64_t{1} << bucket_shift(index)) - 1);
+  }
+
+ private:
+  static constexpr unsigned bucket_shift(std::size_t index) noexcept {
+    const std::size_t top = index >> kSubBucketBits;
+    return static_cast<unsigned>(top > 0 ? top - 1 : 0);
+  }
+
+  std::array<std::uint64_t, kBuckets> counts_{};
+  std::uint64_t count_ = 0;
+  std::uint64_t sum_ = 0;
+  std::uint64_t min_ = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t max_ = 0;
+};
+
+static_assert(Histogram::index_of(0) == 0 && Histogram::index_of(255) == 255);
+static_assert(Histogram::index_of(256) == 256 && Histogram::index_of(257) == 256);
+static_assert(Histogram::index_of(std::numeric_limits<std::uint64_t>::max()) ==
+              Histogram::kBuckets - 1);
+static_assert(Histogram::bucket_high(Histogram::kBuckets - 1) ==
+              std::numeric_limits<std::uint64_t>::max());
+static_assert(Histogram::bucket_low(Histogram::index_of(1000)) <= 1000 &&
+              Histogram::bucket_high(Histogram::index_of(1000)) >= 1000);
+
+}  // namespace tickwheel::stress
