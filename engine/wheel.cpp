@@ -249,6 +249,7 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
         continue;
       }
       Node* node = pop_head(slot, way);
+      assert((node->gen & 1) == 1 && node->due <= cur_);
       node->gen += 1;  // odd -> even: from here cancel(id) is false, the timer has fired
       --pending_;
       ++stats_.fired;
@@ -317,6 +318,15 @@ bool Wheel::level_empty(unsigned level) const noexcept {
   std::uint64_t any = 0;
   for (unsigned k = 0; k < kWordsPerLevel; ++k) any |= occupied_[level * kWordsPerLevel + k];
   return any == 0;
+}
+
+// I2's consequence, for debug assertions: no upper level holds a node in its current unit's slot.
+bool Wheel::current_units_empty(unsigned top) const noexcept {
+  for (unsigned level = 1; level <= top; ++level) {
+    const auto unit = static_cast<unsigned>((cur_ >> (kLevelBits * level)) & (kSlots - 1));
+    if (occupied(level * kSlots + unit)) return false;
+  }
+  return true;
 }
 
 // The highest level with a timer in it (0 if none): every per-level loop stops there.
@@ -389,6 +399,7 @@ std::size_t Wheel::step(std::uint64_t target, std::size_t budget) {
     const unsigned top = top_level();
     cur_ = std::min(next_event_tick(top), target);
     cascade_at(cur_, top);
+    assert(current_units_empty(top));
     splice(static_cast<unsigned>(cur_ & (kSlots - 1)), kBatchSlot);
     ran += fire(kBatchSlot, budget - ran);
   }

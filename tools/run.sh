@@ -11,7 +11,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$root/build"
-packages=(cmake ninja-build g++ pkg-config libgtest-dev libbenchmark-dev libconcurrentqueue-dev
+packages=(cmake ninja-build g++ pkg-config python3 libgtest-dev libbenchmark-dev libconcurrentqueue-dev
           libjemalloc-dev libhwloc-dev libcli11-dev)
 
 install_missing() {

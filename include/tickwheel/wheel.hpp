@@ -268,6 +268,7 @@ class Wheel {
   void cascade_at(std::uint64_t t, unsigned top) noexcept;
   unsigned top_level() const noexcept;
   bool level_empty(unsigned level) const noexcept;
+  bool current_units_empty(unsigned top) const noexcept;
   std::uint64_t next_event_tick(unsigned top) const noexcept;
   static unsigned find_from(const std::uint64_t* words, unsigned start) noexcept;
   template <class Fn>
