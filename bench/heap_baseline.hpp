@@ -26,8 +26,6 @@
 // Not thread safe; benchmark use only.
 #pragma once
 
-#include <sys/mman.h>
-
 #include <array>
 #include <bit>
 #include <chrono>
@@ -37,28 +35,22 @@
 #include <type_traits>
 #include <utility>
 
+#include "tickwheel/detail/memory.hpp"
+
 namespace tickwheel_bench {
 
 // Memory for the baseline's arrays: below 2 MiB plain aligned operator new; from 2 MiB a private
-// anonymous mapping aligned to 2 MiB and advised MADV_HUGEPAGE (the wheel's pool does the same).
+// anonymous mapping aligned to 2 MiB and advised MADV_HUGEPAGE, from the same function the
+// wheel's pool uses (tickwheel/detail/memory.hpp).
 class HugePageMemory {
  public:
-  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  static constexpr std::size_t kHugePage = tickwheel::detail::kHugePage;
 
   static void* allocate(std::size_t bytes) {
     if (bytes < kHugePage) return ::operator new(bytes, std::align_val_t{64});
-    const std::size_t request = bytes + kHugePage;
-    void* raw =
-        ::mmap(nullptr, request, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) throw std::bad_alloc();
-    const auto start = reinterpret_cast<std::uintptr_t>(raw);
-    const std::uintptr_t aligned = (start + kHugePage - 1) & ~(std::uintptr_t{kHugePage} - 1);
-    const std::size_t head = aligned - start;
-    const std::size_t tail = request - head - bytes;
-    if (head != 0) ::munmap(raw, head);
-    if (tail != 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
-    ::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
-    return reinterpret_cast<void*>(aligned);
+    void* p = tickwheel::detail::map_memory(bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return p;
   }
 
   static void deallocate(void* p, std::size_t bytes) noexcept {
@@ -66,7 +58,7 @@ class HugePageMemory {
     if (bytes < kHugePage) {
       ::operator delete(p, std::align_val_t{64});
     } else {
-      ::munmap(p, bytes);
+      tickwheel::detail::unmap_memory(p, bytes);
     }
   }
 };
