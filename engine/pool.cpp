@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <new>
 
 namespace tickwheel::detail {
 
@@ -27,10 +28,7 @@ Node* NodePool::acquire_fresh() noexcept {
     mapped_ += segment_nodes(seg);
     ++segments_;
   }
-  Node* node = at(touched_);
-  node->next = nullptr;
-  node->pprev = nullptr;
-  node->gen = 0;
+  Node* node = ::new (static_cast<void*>(at(touched_))) Node{};  // first touch: gen 0, links null
   node->index = touched_;
   ++touched_;
   return node;

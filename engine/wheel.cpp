@@ -13,9 +13,10 @@
 //       which must not run in the pass that scheduled them). The next advance() moves them to the
 //       late slot (when that is empty) and runs the late slot first, then the batch.
 //   I4  occupied_ bit s is set iff slot s has a node; count_[s] >= the number of nodes in slot s.
-//   I5  A node's gen is odd iff it holds a pending timer's callable. A linked node (pprev !=
-//       nullptr) is pending, or cancelled and waiting in unlink_queue_ (gen even, callable gone);
-//       the queue is flushed before anything walks the lists, so walks only meet pending nodes.
+//   I5  A linked node (pprev != nullptr) holds a live callable and is pending, except: a node
+//       cancelled by Wheel::cancel() waiting in unlink_queue_ (callable gone; the queue is flushed
+//       before anything walks the lists), and, in an Engine, a node another thread cancelled
+//       (state kCancelled, callable alive) until its shard retires it or a walk meets it.
 #include "tickwheel/wheel.hpp"
 
 #include <algorithm>
@@ -143,9 +144,12 @@ Wheel::Node* Wheel::pop_head(unsigned slot, unsigned way) noexcept {
 
 bool Wheel::cancel(TimerId id) noexcept {
   Node* node = pool_.find(id.index_);
-  // A live generation is odd (I5), so a failed id (gen 0) or a free node never matches.
-  if (node == nullptr || node->gen != id.gen_ || (id.gen_ & 1) == 0) return false;
-  node->gen += 1;
+  // Only a pending generation matches (I5), so a failed id (gen 0) or a free node never does.
+  if (node == nullptr || (id.gen_ & 3) != detail::kPending ||
+      node->gen.load(std::memory_order_relaxed) != id.gen_) {
+    return false;
+  }
+  node->gen.store(id.gen_ - detail::kPending + detail::kCancelled, std::memory_order_relaxed);
   node->thunk(node->storage, false);
   --pending_;
   ++stats_.cancelled;
@@ -164,6 +168,23 @@ bool Wheel::cancel(TimerId id) noexcept {
     unlink_queue_[unlink_queued_++] = node;
   }
   return true;
+}
+
+// Takes a due node from pending to fired. A standalone wheel owns its nodes outright; a wheel
+// inside an Engine races cancel() on other threads, and exactly one compare-and-swap wins.
+bool Wheel::claim(Node* node) noexcept {
+  const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+  if (!shared_) {
+    assert((gen & 3) == detail::kPending);
+    node->gen.store(gen + 1, std::memory_order_relaxed);
+    return true;
+  }
+  std::uint32_t expected = gen;
+  // acq_rel: pairs with the canceller's compare-and-swap, so the loser of the race sees the
+  // winner's state. The callable itself was published to this thread by the hand-off queue.
+  return (gen & 3) == detail::kPending &&
+         node->gen.compare_exchange_strong(expected, gen + 1, std::memory_order_acq_rel,
+                                           std::memory_order_relaxed);
 }
 
 // Unlinks and frees the cancelled nodes queued by cancel(). Their neighbours are cold, so all of
@@ -249,9 +270,16 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
         continue;
       }
       Node* node = pop_head(slot, way);
-      assert((node->gen & 1) == 1 && node->due <= cur_);
-      node->gen += 1;  // odd -> even: from here cancel(id) is false, the timer has fired
+      assert(node->due <= cur_);
       --pending_;
+      if (!claim(node)) {
+        // Cancelled from another thread after it was linked: the canceller's claim won, so it
+        // never runs; recycled here, and the queued cancel record will find it gone.
+        node->thunk(node->storage, false);
+        pool_.release(node);
+        ++stats_.cancelled;
+        continue;
+      }
       ++stats_.fired;
       ++ran;
       try {
@@ -465,6 +493,46 @@ WheelStats Wheel::stats() const noexcept {
   s.pool_segments = pool_.segments();
   s.bytes = pool_.bytes_touched() + sizeof(Slot) * kAllSlots + sizeof(std::uint32_t) * kAllSlots;
   return s;
+}
+
+}  // namespace tickwheel
+
+namespace tickwheel {
+
+// ---- Hooks for the Engine's shard (friend); all on the shard's worker thread. ----
+
+void Wheel::adopt(Node* node) noexcept {
+  if ((node->gen.load(std::memory_order_acquire) & 3) != detail::kPending) {
+    // Cancelled while in the hand-off queue: its cancel record finds it unlinked and skips it.
+    node->thunk(node->storage, false);
+    pool_.release(node);
+    ++stats_.cancelled;
+    return;
+  }
+  link(node, node->due <= cur_ ? kDueSlot : wheel_slot(node->due));
+  ++pending_;
+  ++stats_.scheduled;
+}
+
+bool Wheel::retire(Node* node, std::uint32_t cancelled_gen) noexcept {
+  // Still that lifetime, still linked: ours to unlink. Otherwise a walk or adopt() recycled it.
+  if (node->pprev == nullptr || node->gen.load(std::memory_order_relaxed) != cancelled_gen) return false;
+  unlink(node);
+  node->thunk(node->storage, false);
+  pool_.release(node);
+  --pending_;
+  ++stats_.cancelled;
+  return true;
+}
+
+std::size_t Wheel::take_free_nodes(Node** out, std::size_t n) noexcept {
+  std::size_t got = 0;
+  while (got < n) {
+    Node* node = pool_.acquire();
+    if (node == nullptr) break;
+    out[got++] = node;
+  }
+  return got;
 }
 
 }  // namespace tickwheel

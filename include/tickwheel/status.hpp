@@ -17,6 +17,8 @@ enum class Status : std::uint8_t {
   no_timer,             // a default-constructed TimerId: it never named a timer
   max_pending_reached,  // WheelOptions::max_pending timers are pending; nothing was scheduled
   out_of_memory,        // the node pool could not grow (address space or the 2^32-node limit)
+  stopped,              // Engine: stop() was called; nothing is scheduled any more
+  no_such_shard,        // Engine: schedule_on() named a shard >= shard_count()
 };
 
 // A short, stable, human-readable name for a status ("max_pending_reached", ...). Any thread.
@@ -26,6 +28,8 @@ constexpr std::string_view to_string(Status s) noexcept {
     case Status::no_timer: return "no_timer";
     case Status::max_pending_reached: return "max_pending_reached";
     case Status::out_of_memory: return "out_of_memory";
+    case Status::stopped: return "stopped";
+    case Status::no_such_shard: return "no_such_shard";
   }
   return "unknown";
 }

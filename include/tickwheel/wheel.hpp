@@ -68,18 +68,22 @@
 #include <memory>
 #include <optional>
 
+#include "tickwheel/detail/arith.hpp"
 #include "tickwheel/detail/node.hpp"
 #include "tickwheel/detail/pool.hpp"
 #include "tickwheel/status.hpp"
 
 namespace tickwheel {
+namespace detail {
+class Shard;
+}  // namespace detail
 
 using Nanos = std::chrono::nanoseconds;
 
 // Identifies one scheduled timer. Eight bytes, trivially copyable: the node's pool index and the
-// (odd) generation of the node's lifetime when the timer was scheduled. Once the timer fires or is
+// generation of the node's lifetime when the timer was scheduled. Once the timer fires or is
 // cancelled the generation moves on, so an old id cancels nothing, even after its node has been
-// recycled for another timer (a false match would need 2^31 reuses of one node while the old id
+// recycled for another timer (a false match would need 2^30 reuses of one node while the old id
 // is still held). A default-constructed id, or one from a failed schedule, tests
 // false; the latter carries the reason in status().
 class TimerId {
@@ -176,7 +180,7 @@ class Wheel {
   // schedule_at(now() + delay, fn), with the sum saturating instead of overflowing.
   template <class F>
   [[nodiscard]] TimerId schedule_after(Nanos delay, F&& fn) noexcept {
-    return schedule_at(saturating_add(now_, delay), std::forward<F>(fn));
+    return schedule_at(detail::saturating_add(now_, delay), std::forward<F>(fn));
   }
 
   // True iff the timer was pending and now never fires; its callable is destroyed before cancel
@@ -225,7 +229,34 @@ class Wheel {
   WheelStats stats() const noexcept;
 
  private:
+  friend class detail::Shard;
   using Node = detail::Node;
+
+  // Engine hooks (detail::Shard, on its worker thread). A shared wheel claims each due node by
+  // compare-and-swap, since other threads may cancel it.
+  void share() noexcept { shared_ = true; }
+  // Links a node a producer prepared (callable, due, pending gen) and handed over; recycles it
+  // instead if it was cancelled in transit.
+  void adopt(Node* node) noexcept;
+  // Unlinks and recycles a node another thread cancelled, if it is still that lifetime and still
+  // linked; returns whether it did.
+  bool retire(Node* node, std::uint32_t cancelled_gen) noexcept;
+  // Hands out up to n nodes from the pool for producers to prepare (growing it if need be).
+  std::size_t take_free_nodes(Node** out, std::size_t n) noexcept;
+  // Calls fn(node) for every node that holds a pending timer. O(pending).
+  template <class Fn>
+  void for_each_pending(Fn&& fn) const noexcept {
+    for (unsigned s = 0; s < kAllSlots; ++s) {
+      for (Node* node : slots_[s].head) {
+        for (; node != nullptr; node = node->next) {
+          if ((node->gen.load(std::memory_order_relaxed) & 3) == detail::kPending) fn(node);
+        }
+      }
+    }
+  }
+  void release_node(Node* node) noexcept { pool_.release(node); }
+  bool claim(Node* node) noexcept;
+
   static constexpr unsigned kWheelSlots = kLevels * kSlots;
   static constexpr unsigned kDueSlot = kWheelSlots;        // scheduled at or before cur_, for the next call
   static constexpr unsigned kLateSlot = kWheelSlots + 1;   // due slot contents being run, ahead of the batch
@@ -244,7 +275,6 @@ class Wheel {
   };
   static_assert(sizeof(Slot) == detail::kCacheLine, "one slot is one cache line of sub-list heads");
 
-  static Nanos saturating_add(Nanos a, Nanos b) noexcept;
 
   Node* acquire_node() noexcept;
   Status acquire_failure() const noexcept;
@@ -285,6 +315,7 @@ class Wheel {
   std::size_t pending_ = 0;
   unsigned way_ = 0;            // next sub-list for an insertion, round robin
   bool in_advance_ = false;
+  bool shared_ = false;         // inside an Engine: fires claim nodes by compare-and-swap
   std::unique_ptr<Slot[]> slots_;                 // kAllSlots heads, one cache line each
   std::uint64_t occupied_[kBitmapWords] = {};     // bit s set <=> slot s has a node
   std::unique_ptr<std::uint32_t[]> count_;        // nodes linked into each slot since it was empty,
@@ -297,14 +328,6 @@ class Wheel {
 };
 
 // ---- The hot path, inline so that a schedule compiles down to straight-line code. ----
-
-inline Nanos Wheel::saturating_add(Nanos a, Nanos b) noexcept {
-  Nanos::rep sum;
-  if (__builtin_add_overflow(a.count(), b.count(), &sum)) {
-    return b.count() > 0 ? Nanos::max() : Nanos::min();
-  }
-  return Nanos(sum);
-}
 
 inline Wheel::Node* Wheel::acquire_node() noexcept {
   if (pending_ >= max_pending_) [[unlikely]] {
@@ -356,9 +379,11 @@ inline TimerId Wheel::commit(Node* node, Nanos deadline) noexcept {
   // The id is built from registers: re-reading gen and index right after storing gen makes the
   // compiler merge them into one 8-byte load that the 4-byte store cannot forward to (a stall
   // that cost the schedule-then-cancel pair 40% of its time).
-  const std::uint32_t gen = node->gen + 1;  // even -> odd: the node now holds a pending timer
+  const std::uint32_t gen = detail::next_lifetime(node->gen.load(std::memory_order_relaxed));
   const std::uint32_t index = node->index;
-  node->gen = gen;
+  // Relaxed: in a standalone wheel only this thread reads it; an Engine publishes the node to
+  // other threads only through its own synchronisation (the hand-off queue, or the caller's).
+  node->gen.store(gen, std::memory_order_relaxed);
   node->due = due;
   link(node, due <= cur_ ? kDueSlot : wheel_slot(due));
   ++pending_;

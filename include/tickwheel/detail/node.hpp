@@ -5,6 +5,7 @@
 // fire each touch this one line of the node (plus, for list surgery, the neighbours' links).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -29,18 +30,29 @@ struct alignas(kCacheLine) Node {
   Node* next;
   Node** pprev;
   std::uint64_t due;   // deadline in ticks, rounded up to the tick
-  // Generation: odd while the node holds a pending timer, even otherwise. It is bumped when a
-  // timer is committed (even -> odd) and when it fires or is cancelled (odd -> even), so every
-  // lifetime has its own odd value, a TimerId matches only while its timer is pending, and 0 (the
-  // value of a fresh node and of a failed id) never matches. Wrap-around keeps the parity.
-  std::uint32_t gen;
+  // Generation and state of the node's current lifetime, in one word, so that a cancel and a
+  // fire racing on different threads are decided by one compare-and-swap. A lifetime uses four
+  // values: 4k+1 pending, 4k+2 fired (claimed to run), 4k+3 cancelled; the next lifetime starts
+  // at 4(k+1)+1. A TimerId holds the pending value, so it matches only while its timer is pending,
+  // and 0 (a fresh node, a failed id) never matches; a stale id could match again only after 2^30
+  // lifetimes of one node. Memory order: see each use (a standalone Wheel uses relaxed throughout,
+  // one thread touches it; the Engine's cross-thread uses name their pairings).
+  std::atomic<std::uint32_t> gen;
   std::uint32_t index; // the node's position in its pool; fixed once the node is first handed out
   Thunk thunk;
   alignas(8) std::byte storage[kInlineCallableBytes];
 };
 static_assert(sizeof(Node) == kCacheLine, "a pending timer must cost exactly one cache line");
-static_assert(std::is_trivially_copyable_v<Node> && std::is_trivially_destructible_v<Node>,
-              "nodes live in raw mapped memory and are never constructed or destroyed one by one");
+static_assert(std::is_trivially_destructible_v<Node>,
+              "nodes live in mapped memory that is unmapped whole, never destroyed one by one");
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+// The states of a lifetime (gen & 3), and the first generation of the next lifetime.
+inline constexpr std::uint32_t kPending = 1;
+inline constexpr std::uint32_t kFired = 2;
+inline constexpr std::uint32_t kCancelled = 3;
+constexpr std::uint32_t next_lifetime(std::uint32_t gen) noexcept { return ((gen + 3) & ~3u) + kPending; }
+static_assert(next_lifetime(0) == 1 && next_lifetime(2) == 5 && next_lifetime(3) == 5);
 
 template <class F>
 void thunk_for(void* storage, bool invoke) {

@@ -1,0 +1,322 @@
+// engine/engine.cpp — Engine and Timer: validation, the producer registry, schedule (acquire and
+// commit), cancel, lazy start, stop, stats.
+#include "tickwheel/engine.hpp"
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "clock.hpp"
+#include "engine_core.hpp"
+#include "tickwheel/detail/arith.hpp"
+
+namespace tickwheel {
+namespace detail {
+namespace {
+
+constexpr std::size_t kMaxShards = 4096;
+
+std::atomic<std::uint64_t> g_next_engine_uid{1};
+
+struct TlsEntry {
+  std::uint64_t uid = 0;
+  ProducerState* state = nullptr;
+};
+thread_local std::array<TlsEntry, 4> t_producers;
+thread_local unsigned t_next_victim = 0;
+
+EngineOptions validated(EngineOptions opts) {
+  if (opts.tick < Wheel::kMinTick || opts.tick > Wheel::kMaxTick) {
+    throw std::invalid_argument("tickwheel::Engine: tick must be between 1us and 1h, got " +
+                                std::to_string(opts.tick.count()) + "ns");
+  }
+  if (opts.transfer_cap == 0) {
+    throw std::invalid_argument("tickwheel::Engine: transfer_cap must be at least 1, got 0");
+  }
+  if (opts.shards > kMaxShards) {
+    throw std::invalid_argument("tickwheel::Engine: shards must be at most " + std::to_string(kMaxShards) +
+                                ", got " + std::to_string(opts.shards));
+  }
+  if (opts.hybrid_spin.count() < 0) {
+    throw std::invalid_argument("tickwheel::Engine: hybrid_spin must not be negative, got " +
+                                std::to_string(opts.hybrid_spin.count()) + "ns");
+  }
+  if (!opts.log) opts.log = [](std::string_view line) { std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data()); };
+  return opts;
+}
+
+}  // namespace
+
+ProducerState::ProducerState(std::thread::id id, std::vector<std::unique_ptr<Shard>>& all, std::size_t home_shard)
+    : owner(id), home(home_shard), shards(std::make_unique<PerShard[]>(all.size())) {
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    shards[i].transfer = std::make_unique<moodycamel::ProducerToken>(all[i]->transfers());
+    shards[i].cancel = std::make_unique<moodycamel::ProducerToken>(all[i]->cancels());
+  }
+}
+
+EngineCore::EngineCore(EngineOptions opts)
+    : opts_(validated(std::move(opts))), uid_(g_next_engine_uid.fetch_add(1, std::memory_order_relaxed)) {
+  const std::size_t cores = topology_.core_pus().size();
+  const std::size_t n = opts_.shards != 0 ? opts_.shards : cores;
+  const Nanos start = monotonic_now();
+  shards_.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) shards_.push_back(std::make_unique<Shard>(*this, i, opts_, start));
+  if (opts_.pin_workers && opts_.cpus.empty() && n > cores) {
+    note_once(Notice::more_shards_than_cores,
+              "tickwheel: " + std::to_string(n) + " shards on " + std::to_string(cores) +
+                  " physical cores: some workers share a core");
+  }
+}
+
+EngineCore::~EngineCore() {
+  stop();
+  for (auto& shard : shards_) shard->drain_cancels();  // cancels of timers stop() returned
+  for (auto& p : producers_) {  // producer tokens must go before the queues they point into
+    for (std::size_t i = 0; i < shards_.size(); ++i) {
+      p->shards[i].transfer.reset();
+      p->shards[i].cancel.reset();
+    }
+  }
+  shards_.clear();  // the wheels destroy the callables of timers never run
+}
+
+unsigned EngineCore::cpu_for(std::size_t shard) const noexcept {
+  if (!opts_.cpus.empty()) return opts_.cpus[shard % opts_.cpus.size()];
+  return topology_.core_pus()[shard % topology_.core_pus().size()];
+}
+
+void EngineCore::note_once(Notice kind, const std::string& message) {
+  if (noticed_[static_cast<std::size_t>(kind)].exchange(true, std::memory_order_relaxed)) return;
+  opts_.log(message);
+}
+
+bool EngineCore::is_own_worker(const Shard* shard) const noexcept {
+  return shard != nullptr && shard == current_shard();
+}
+
+ProducerState* EngineCore::producer() noexcept {
+  for (const TlsEntry& e : t_producers) {
+    if (e.uid == uid_) return e.state;
+  }
+  return register_producer();
+}
+
+ProducerState* EngineCore::register_producer() noexcept {
+  try {
+    std::lock_guard lock(registry_mutex_);
+    const std::thread::id me = std::this_thread::get_id();
+    ProducerState* state = nullptr;
+    for (auto& p : producers_) {
+      if (p->owner == me) state = p.get();
+    }
+    if (state == nullptr) {
+      const std::size_t home = next_home_.fetch_add(1, std::memory_order_relaxed) % shards_.size();
+      producers_.push_back(std::make_unique<ProducerState>(me, shards_, home));
+      state = producers_.back().get();
+    }
+    t_producers[t_next_victim++ % t_producers.size()] = TlsEntry{uid_, state};
+    return state;
+  } catch (...) {
+    return nullptr;  // out of memory on a thread's first use: the schedule fails with out_of_memory
+  }
+}
+
+Status EngineCore::acquire(std::size_t index, Node*& node, Shard*& target) noexcept {
+  if (stopped_.load(std::memory_order_relaxed)) return Status::stopped;
+  if (!started_.load(std::memory_order_acquire)) {
+    try {
+      start();
+    } catch (...) {
+      return Status::out_of_memory;  // the worker threads could not be created
+    }
+    if (stopped_.load(std::memory_order_relaxed)) return Status::stopped;
+  }
+  Shard* own = current_shard();
+  if (own != nullptr && &own->core() != this) own = nullptr;
+  ProducerState* state = nullptr;
+  if (index == Engine::any_shard) {
+    if (own != nullptr) {
+      index = own->index();
+    } else {
+      state = producer();
+      if (state == nullptr) return Status::out_of_memory;
+      index = state->home;
+    }
+  } else if (index >= shards_.size()) {
+    return Status::no_such_shard;
+  }
+  Shard& shard = *shards_[index];
+  if (!shard.admit()) return Status::max_pending_reached;
+  target = &shard;
+  if (own == &shard) {
+    node = shard.own_node();
+  } else {
+    if (state == nullptr) state = producer();
+    if (state != nullptr) {
+      ProducerState::PerShard& mine = state->shards[index];
+      if (mine.cached == 0) mine.cached = shard.take_nodes(mine.cache.data(), mine.cache.size());
+      node = mine.cached != 0 ? mine.cache[--mine.cached] : state->overflow.acquire();
+    }
+  }
+  if (node == nullptr) {
+    shard.unadmit();
+    shard.count_rejected();
+    return Status::out_of_memory;
+  }
+  return Status::ok;
+}
+
+Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) noexcept {
+  const Nanos deadline = relative ? saturating_add(monotonic_now(), when) : when;
+  node->due = shard->due_tick(deadline);
+  const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
+  // Relaxed: the node reaches the worker through the hand-off queue (release/acquire), and other
+  // threads through the Timer this returns, which the caller must pass on with its own ordering.
+  node->gen.store(gen, std::memory_order_relaxed);
+  if (is_own_worker(shard)) {
+    shard->link_direct(node);  // a callback scheduling on its own shard: no queue
+    return Timer(shard, node, gen);
+  }
+  ProducerState* state = producer();  // registered by acquire(): a table hit
+  state->busy.store(true, std::memory_order_relaxed);
+  // Dekker with stop(): this fence orders `busy` before the load of stopped_, stop()'s orders
+  // stopped_ before its loads of every `busy`. So either this hand-off sees stopped_ and backs
+  // out, or stop() sees `busy` and waits for the hand-off to be in the queue before draining it.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (stopped_.load(std::memory_order_relaxed)) {
+    state->busy.store(false, std::memory_order_release);
+    node->thunk(node->storage, false);
+    ProducerState::PerShard& mine = state->shards[shard->index()];
+    if (mine.cached < mine.cache.size()) {
+      mine.cache[mine.cached++] = node;
+    } else {
+      state->overflow.release(node);
+    }
+    shard->unadmit();
+    shard->count_rejected();
+    return Timer(Status::stopped);
+  }
+  shard->hand_over(*state->shards[shard->index()].transfer, node);
+  // Release: stop() acquires `busy`; seeing false, it also sees the hand-off in the queue.
+  state->busy.store(false, std::memory_order_release);
+  return Timer(shard, node, gen);
+}
+
+void EngineCore::post_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen) noexcept {
+  ProducerState* state = producer();
+  if (state != nullptr) {
+    shard.post_cancel(*state->shards[shard.index()].cancel, node, cancelled_gen);
+  }
+  // With no state (out of memory on this thread's first use) the record is not posted; the node
+  // stays linked, harmless, until its time comes: the worker's claim then fails and recycles it.
+}
+
+void EngineCore::start() {
+  if (Shard* own = current_shard(); own != nullptr && &own->core() == this) return;  // running
+  std::lock_guard lock(lifecycle_mutex_);
+  if (started_.load(std::memory_order_relaxed) || stopped_.load(std::memory_order_relaxed)) return;
+  for (auto& shard : shards_) shard->start_worker();
+  for (auto& shard : shards_) {
+    while (!shard->ready()) std::this_thread::yield();
+  }
+  started_.store(true, std::memory_order_release);
+}
+
+std::vector<Timer> EngineCore::stop() {
+  if (Shard* own = current_shard(); own != nullptr && &own->core() == this) {
+    throw std::logic_error(
+        "tickwheel::Engine::stop() called from inside one of its timer callbacks: it would join the "
+        "thread it runs on; call it from another thread");
+  }
+  std::lock_guard lock(lifecycle_mutex_);
+  if (stopped_.load(std::memory_order_relaxed)) return {};
+  stopped_.store(true, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with commit(): see there
+  {
+    std::lock_guard registry(registry_mutex_);
+    for (auto& p : producers_) {
+      while (p->busy.load(std::memory_order_acquire)) std::this_thread::yield();
+    }
+  }
+  for (auto& shard : shards_) shard->request_stop();
+  for (auto& shard : shards_) shard->join();
+  std::vector<Timer> unprocessed;
+  for (auto& shard : shards_) {
+    Shard* s = shard.get();
+    s->drain_stopped([&](Node* node, std::uint32_t gen) { unprocessed.push_back(Timer(s, node, gen)); });
+  }
+  return unprocessed;
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats total;
+  total.shards.reserve(shards_.size());
+  for (const auto& shard : shards_) {
+    ShardStats s = shard->stats();
+    total.scheduled += s.scheduled;
+    total.fired += s.fired;
+    total.cancelled += s.cancelled;
+    total.rejected += s.rejected;
+    total.pending += s.pending;
+    total.queue_depth += s.queue_depth;
+    total.transfer_cap_hits += s.transfer_cap_hits;
+    total.passes += s.passes;
+    total.wakeups += s.wakeups;
+    total.callback_errors += s.callback_errors;
+    total.max_tick_lag_ns = std::max(total.max_tick_lag_ns, s.max_tick_lag_ns);
+    total.shards.push_back(std::move(s));
+  }
+  return total;
+}
+
+}  // namespace detail
+
+// ---- Engine ----
+
+Engine::Engine(EngineOptions opts) : core_(std::make_unique<detail::EngineCore>(std::move(opts))) {}
+Engine::~Engine() = default;
+
+Status Engine::acquire(std::size_t shard, detail::Node*& node, detail::Shard*& target) noexcept {
+  return core_->acquire(shard, node, target);
+}
+
+Timer Engine::commit(detail::Shard* target, detail::Node* node, Nanos when, bool relative) noexcept {
+  return core_->commit(target, node, when, relative);
+}
+
+void Engine::start() { core_->start(); }
+std::vector<Timer> Engine::stop() { return core_->stop(); }
+EngineStats Engine::stats() const { return core_->stats(); }
+std::size_t Engine::shard_count() const noexcept { return core_->shard_count(); }
+Nanos Engine::tick() const noexcept { return core_->tick(); }
+
+// ---- Timer ----
+
+bool Timer::cancel() noexcept {
+  if (node_ == nullptr) return false;
+  std::uint32_t expected = gen_;
+  // acq_rel: pairs with the worker's claim (Wheel::claim) on the same word: exactly one of the two
+  // compare-and-swaps succeeds, and the loser sees the winner's state.
+  if (!node_->gen.compare_exchange_strong(expected, gen_ - detail::kPending + detail::kCancelled,
+                                          std::memory_order_acq_rel, std::memory_order_relaxed)) {
+    return false;
+  }
+  shard_->core().post_cancel(*shard_, node_, gen_ - detail::kPending + detail::kCancelled);
+  return true;
+}
+
+bool Timer::cancelled() const noexcept {
+  // Acquire: pairs with the winning compare-and-swap.
+  return node_ != nullptr &&
+         node_->gen.load(std::memory_order_acquire) == gen_ - detail::kPending + detail::kCancelled;
+}
+
+bool Timer::expired() const noexcept {
+  return node_ != nullptr &&
+         node_->gen.load(std::memory_order_acquire) == gen_ - detail::kPending + detail::kFired;
+}
+
+std::size_t Timer::shard() const noexcept { return shard_ != nullptr ? shard_->index() : 0; }
+
+}  // namespace tickwheel

@@ -1,0 +1,97 @@
+// engine/engine_core.hpp — what an Engine is made of: the topology, the shards, the registry of
+// producer threads, and the lifecycle (lazy start, stop).
+//
+// Producer threads. A thread's first schedule or cancel on an engine registers it: under a mutex,
+// once, it gets a ProducerState holding a moodycamel producer token per shard for each of the two
+// queues, a small node cache per shard, and an overflow pool. Afterwards the thread finds its state
+// in a 4-entry thread-local table keyed by the engine's unique id (never reused, so an entry left
+// by a destroyed engine never matches), with no lock. A state belongs to the engine and lives until
+// it is destroyed; a new thread that gets an exited thread's id takes over its state.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shard.hpp"
+#include "tickwheel/detail/pool.hpp"
+#include "tickwheel/engine.hpp"
+#include "topology.hpp"
+
+namespace tickwheel::detail {
+
+struct ProducerState {
+  static constexpr std::size_t kCache = 64;  // nodes per shard taken from its reserve at a time
+
+  struct PerShard {
+    std::unique_ptr<moodycamel::ProducerToken> transfer;
+    std::unique_ptr<moodycamel::ProducerToken> cancel;
+    std::array<Node*, kCache> cache{};
+    std::size_t cached = 0;
+  };
+
+  ProducerState(std::thread::id id, std::vector<std::unique_ptr<Shard>>& shards, std::size_t home_shard);
+
+  std::thread::id owner;
+  std::size_t home;  // the shard its schedule_after/schedule_at go to
+  // Set around a hand-off, so that stop() can wait out hand-offs in flight (see EngineCore::stop).
+  std::atomic<bool> busy{false};
+  // Nodes of last resort, used when a shard's reserve is empty (a burst, or a worker held up by a
+  // long callback): a producer never waits for a worker. Its nodes join the shards' free lists
+  // once used, and its memory lives as long as the engine.
+  NodePool overflow;
+  std::unique_ptr<PerShard[]> shards;
+};
+
+class EngineCore {
+ public:
+  enum class Notice : unsigned { binding_refused, callback_threw, more_shards_than_cores, count };
+
+  explicit EngineCore(EngineOptions opts);
+  ~EngineCore();
+
+  const Topology& topology() const noexcept { return topology_; }
+  unsigned cpu_for(std::size_t shard) const noexcept;
+  void note_once(Notice kind, const std::string& message);
+
+  Status acquire(std::size_t shard, Node*& node, Shard*& target) noexcept;
+  Timer commit(Shard* target, Node* node, Nanos when, bool relative) noexcept;
+  void post_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen) noexcept;
+
+  void start();
+  std::vector<Timer> stop();
+  EngineStats stats() const;
+  std::size_t shard_count() const noexcept { return shards_.size(); }
+  Nanos tick() const noexcept { return opts_.tick; }
+
+ private:
+  ProducerState* producer() noexcept;
+  ProducerState* register_producer() noexcept;
+  bool is_own_worker(const Shard* shard) const noexcept;
+
+  EngineOptions opts_;
+  const std::uint64_t uid_;
+  Topology topology_;
+
+  // Declared before the shards: their overflow pools hold nodes the wheels still link at teardown.
+  // (Their tokens must die before the shards' queues: the destructor drops them first.)
+  mutable std::mutex registry_mutex_;  // a thread's first use of the engine, and stop()
+  std::vector<std::unique_ptr<ProducerState>> producers_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+
+  std::mutex lifecycle_mutex_;  // start() and stop(), never the hot path
+  // started_: acquire on the schedule path, release in start(), so a producer that sees it also
+  // sees the workers' reserves. stopped_: see the Dekker pairing in commit() and stop().
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopped_{false};
+  std::atomic<std::size_t> next_home_{0};
+  std::array<std::atomic<bool>, static_cast<std::size_t>(Notice::count)> noticed_{};
+};
+
+}  // namespace tickwheel::detail

@@ -1,0 +1,275 @@
+// engine/shard.cpp — the worker loop, the wake protocol, transfers, cancels and the node reserve.
+#include "shard.hpp"
+
+#include <linux/futex.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <limits>
+
+#include "clock.hpp"
+#include "engine_core.hpp"
+
+namespace tickwheel::detail {
+namespace {
+
+thread_local Shard* t_current_shard = nullptr;
+
+// The reserve of free nodes a worker keeps for producers: refilled to kReserveTarget whenever a
+// pass finds it below kReserveLow. 16 Ki nodes is 1 MiB of node memory per shard.
+constexpr std::size_t kReserveLow = std::size_t{8} << 10;
+constexpr std::size_t kReserveTarget = std::size_t{16} << 10;
+constexpr std::size_t kBulk = 1024;  // nodes, hand-offs or cancel records moved per queue call
+
+void futex_wake(std::atomic<std::uint32_t>* word) noexcept {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr,
+            nullptr, 0);
+}
+
+// Blocks while *word == expected, until an absolute CLOCK_MONOTONIC time (or forever).
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                const std::optional<Nanos>& until) noexcept {
+  timespec ts{};
+  if (until) {
+    ts.tv_sec = static_cast<time_t>(until->count() / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(until->count() % 1'000'000'000);
+  }
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT_BITSET_PRIVATE, expected,
+            until ? &ts : nullptr, nullptr, FUTEX_BITSET_MATCH_ANY);
+}
+
+inline void cpu_relax() noexcept { __builtin_ia32_pause(); }
+
+}  // namespace
+
+static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t),
+              "the futex word is used through its address");
+
+Shard* current_shard() noexcept { return t_current_shard; }
+
+Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nanos start)
+    : core_(core),
+      index_(index),
+      wait_strategy_(opts.wait),
+      transfer_cap_(opts.transfer_cap),
+      max_pending_(opts.max_pending_per_shard),
+      hybrid_spin_(opts.hybrid_spin),
+      pin_(opts.pin_workers),
+      cpu_(core.cpu_for(index)),
+      wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0}) {
+  wheel_.share();
+}
+
+Shard::~Shard() { delete reserve_token_; }
+
+// ---- Any thread ----
+
+void Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
+  const std::uint64_t due = node->due;
+  // The enqueue publishes the node (release; the worker's dequeue acquires it). It allocates only
+  // when the producer's block list must grow, which stops once it covers the peak backlog.
+  transfers_.enqueue(token, node);
+  // Dekker with sleep_until(): this fence orders the enqueue before the load of the worker's plan,
+  // the worker's fence orders its plan before its look at the queue. So either the worker sees the
+  // node before it sleeps, or this load sees the plan and wakes it if the node is due earlier.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (due < planned_wake_tick_.load(std::memory_order_relaxed)) {
+    // Release: pairs with the worker's acquire load of the futex word before it plans a sleep.
+    futex_.fetch_add(1, std::memory_order_release);
+    futex_wake(&futex_);
+  }
+}
+
+void Shard::post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept {
+  // Never wakes the worker: most timers are cancelled, and the node is harmless until the next
+  // pass (if its time comes first, the worker's claim fails and it recycles the node then).
+  cancels_.enqueue(token, CancelRecord{node, cancelled_gen});
+}
+
+std::size_t Shard::take_nodes(Node** out, std::size_t n) noexcept {
+  return free_nodes_.try_dequeue_bulk(out, n);
+}
+
+bool Shard::admit() noexcept {
+  if (max_pending_ == 0) return true;
+  // Pending = admitted - (fired + cancelled), the latter as the worker last published them: an
+  // overestimate by what fired since, so the limit is never exceeded, only reached a little early.
+  const std::uint64_t done = fired_.load(std::memory_order_relaxed) + cancelled_.load(std::memory_order_relaxed);
+  const std::uint64_t before = admitted_.fetch_add(1, std::memory_order_relaxed);
+  if (before - std::min(before, done) < max_pending_) return true;
+  admitted_.fetch_sub(1, std::memory_order_relaxed);
+  count_rejected();
+  return false;
+}
+
+ShardStats Shard::stats() const {
+  ShardStats s;
+  s.scheduled = scheduled_.load(std::memory_order_relaxed);
+  s.fired = fired_.load(std::memory_order_relaxed);
+  s.cancelled = cancelled_.load(std::memory_order_relaxed);
+  s.rejected = rejected_.load(std::memory_order_relaxed);
+  s.pending = s.scheduled - std::min(s.scheduled, s.fired + s.cancelled);
+  s.queue_depth = transfers_.size_approx();
+  s.transfer_cap_hits = cap_hits_.load(std::memory_order_relaxed);
+  s.passes = passes_.load(std::memory_order_relaxed);
+  s.wakeups = wakeups_.load(std::memory_order_relaxed);
+  s.callback_errors = callback_errors_.load(std::memory_order_relaxed);
+  s.max_tick_lag_ns = max_lag_ns_.load(std::memory_order_relaxed);
+  s.bound_cpu = bound_cpu_.load(std::memory_order_relaxed);
+  if (ready()) s.binding = binding_;  // acquire in ready() pairs with the worker's release
+  return s;
+}
+
+// ---- The worker thread ----
+
+void Shard::start_worker() { thread_ = std::thread([this] { run(); }); }
+
+void Shard::request_stop() noexcept {
+  stopping_.store(true, std::memory_order_release);
+  futex_.fetch_add(1, std::memory_order_release);
+  futex_wake(&futex_);
+}
+
+void Shard::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Shard::link_direct(Node* node) noexcept { wheel_.adopt(node); }
+
+void Shard::run() {
+  t_current_shard = this;
+  if (!pin_) {
+    binding_ = "not pinned (pin_workers = false)";
+  } else if (std::string why = core_.topology().bind_this_thread(cpu_); why.empty()) {
+    binding_ = "bound to PU " + std::to_string(cpu_);
+    bound_cpu_.store(static_cast<int>(cpu_), std::memory_order_relaxed);
+  } else {
+    binding_ = "not bound: " + why;
+    core_.note_once(EngineCore::Notice::binding_refused,
+                    "tickwheel: shard " + std::to_string(index_) + " runs unpinned: " + why);
+  }
+  // The kernel's timer slack (50 us by default) would make every timed wake that much late.
+  ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  reserve_token_ = new moodycamel::ProducerToken(free_nodes_);
+  refill();  // first touch of the node memory happens here, on the pinned worker
+  ready_.store(true, std::memory_order_release);
+
+  while (!stopping_.load(std::memory_order_acquire)) {
+    pass();
+    if (!cap_hit_) wait();
+  }
+  t_current_shard = nullptr;
+}
+
+void Shard::pass() {
+  passes_.fetch_add(1, std::memory_order_relaxed);
+  const Nanos now = monotonic_now();
+  if (planned_ns_ && now > *planned_ns_) {
+    const std::int64_t lag = (now - *planned_ns_).count();
+    if (lag > max_lag_ns_.load(std::memory_order_relaxed)) max_lag_ns_.store(lag, std::memory_order_relaxed);
+  }
+  // Netty's order: cancels first (their nodes must not be transferred into the wheel as live
+  // timers only to be unlinked again), then at most transfer_cap hand-offs, then what is due.
+  drain_cancels();
+  const std::size_t moved = transfer(transfer_cap_);
+  cap_hit_ = moved == transfer_cap_ && transfers_.size_approx() != 0;
+  if (cap_hit_) cap_hits_.fetch_add(1, std::memory_order_relaxed);
+  for (;;) {
+    try {
+      wheel_.advance(now);
+      break;
+    } catch (...) {
+      // The callback counts as fired; the wheel resumes the rest of the pass on the next call.
+      callback_errors_.fetch_add(1, std::memory_order_relaxed);
+      core_.note_once(EngineCore::Notice::callback_threw,
+                      "tickwheel: a timer callback threw; the exception was dropped (counted in "
+                      "stats().callback_errors)");
+    }
+  }
+  refill();
+  publish_stats();
+}
+
+void Shard::drain_cancels() noexcept {
+  CancelRecord records[kBulk];
+  std::size_t n;
+  while ((n = cancels_.try_dequeue_bulk(records, kBulk)) != 0) {
+    for (std::size_t i = 0; i < n; ++i) wheel_.retire(records[i].node, records[i].gen);
+  }
+}
+
+std::size_t Shard::transfer(std::size_t cap) noexcept {
+  Node* nodes[kBulk];
+  std::size_t moved = 0;
+  while (moved < cap) {
+    const std::size_t n = transfers_.try_dequeue_bulk(nodes, std::min(kBulk, cap - moved));
+    if (n == 0) break;
+    for (std::size_t i = 0; i < n; ++i) wheel_.adopt(nodes[i]);
+    moved += n;
+  }
+  return moved;
+}
+
+void Shard::refill() noexcept {
+  const std::size_t have = free_nodes_.size_approx();
+  if (have >= kReserveLow) return;
+  Node* nodes[kBulk];
+  for (std::size_t want = kReserveTarget - have; want != 0;) {
+    const std::size_t n = wheel_.take_free_nodes(nodes, std::min(kBulk, want));
+    if (n == 0) break;
+    free_nodes_.enqueue_bulk(*reserve_token_, nodes, n);
+    want -= n;
+  }
+}
+
+void Shard::publish_stats() noexcept {
+  const WheelStats w = wheel_.stats();
+  scheduled_.store(w.scheduled, std::memory_order_relaxed);
+  fired_.store(w.fired, std::memory_order_relaxed);
+  cancelled_.store(w.cancelled, std::memory_order_relaxed);
+}
+
+void Shard::wait() {
+  switch (wait_strategy_) {
+    case WaitStrategy::spin:
+      cpu_relax();
+      return;
+    case WaitStrategy::hybrid: {
+      const Nanos spin_end = monotonic_now() + hybrid_spin_;
+      const std::optional<Nanos> next = wheel_.next_deadline();
+      for (;;) {
+        const Nanos now = monotonic_now();
+        if ((next && now >= *next) || transfers_.size_approx() != 0 || stopping_.load(std::memory_order_acquire)) return;
+        if (now >= spin_end) break;
+        cpu_relax();
+      }
+      sleep_until(next);
+      return;
+    }
+    case WaitStrategy::sleep:
+      sleep_until(wheel_.next_deadline());
+      return;
+  }
+}
+
+void Shard::sleep_until(std::optional<Nanos> deadline) {
+  planned_ns_ = deadline;
+  if (deadline && *deadline <= monotonic_now()) return;
+  const std::uint32_t seq = futex_.load(std::memory_order_acquire);
+  const std::uint64_t plan =
+      deadline ? wheel_.due_tick(*deadline) : std::numeric_limits<std::uint64_t>::max();
+  planned_wake_tick_.store(plan, std::memory_order_relaxed);
+  // Dekker with hand_over(): see the fence there.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (transfers_.size_approx() == 0 && !stopping_.load(std::memory_order_acquire)) {
+    futex_wait(&futex_, seq, deadline);
+    wakeups_.fetch_add(1, std::memory_order_relaxed);
+  }
+  planned_wake_tick_.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace tickwheel::detail

@@ -1,0 +1,149 @@
+// engine/shard.hpp — one shard of the Engine: a Wheel, the worker thread that owns it, and the
+// lock-free queues through which other threads hand it timers, cancels and take free nodes.
+//
+// Data flow of a timer scheduled from another thread:
+//   producer: node from its cache (refilled in bulk from free_nodes_, or from its own overflow
+//             pool when the reserve is empty) -> callable stored -> transfers_.enqueue (its token)
+//   worker:   each pass drains cancels_, moves at most transfer_cap nodes from transfers_ into the
+//             wheel (Wheel::adopt), advances the wheel to now (callbacks run, claiming each node
+//             by compare-and-swap), tops free_nodes_ back up from the wheel's pool, then waits.
+//   cancel:   any thread wins the compare-and-swap on the node's generation, then posts
+//             {node, cancelled generation} on cancels_; the worker unlinks and recycles the node
+//             if it is still that lifetime and still linked (else whoever met it first did).
+// Only the worker ever links, unlinks or recycles a node, so the wheel stays single-threaded.
+#pragma once
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "tickwheel/engine.hpp"
+#include "tickwheel/wheel.hpp"
+
+namespace tickwheel::detail {
+
+class EngineCore;
+
+struct CancelRecord {
+  Node* node;
+  std::uint32_t gen;  // the node's generation after the winning cancel (state kCancelled)
+};
+
+class Shard {
+ public:
+  Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nanos start);
+  ~Shard();
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  std::size_t index() const noexcept { return index_; }
+  EngineCore& core() const noexcept { return core_; }
+  std::uint64_t due_tick(Nanos deadline) const noexcept { return wheel_.due_tick(deadline); }
+
+  // ---- Any thread. ----
+  // Hands a prepared node to the worker; wakes it iff the node is due before its planned wake-up.
+  void hand_over(moodycamel::ProducerToken& token, Node* node) noexcept;
+  void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
+  // Up to n free nodes from the reserve the worker keeps; 0 if it is empty right now.
+  std::size_t take_nodes(Node** out, std::size_t n) noexcept;
+  moodycamel::ConcurrentQueue<Node*>& transfers() noexcept { return transfers_; }
+  moodycamel::ConcurrentQueue<CancelRecord>& cancels() noexcept { return cancels_; }
+  // Admission for max_pending_per_shard: false (and counted as rejected) if the shard is full.
+  bool admit() noexcept;
+  void unadmit() noexcept {
+    if (max_pending_ != 0) admitted_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  void count_rejected() noexcept { rejected_.fetch_add(1, std::memory_order_relaxed); }
+  ShardStats stats() const;
+
+  // ---- The worker thread. ----
+  void start_worker();            // creates the thread; it binds, fills the reserve, then runs
+  bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
+  void request_stop() noexcept;   // the worker finishes its pass and returns
+  void join();
+  // A node for, and the linking of, a timer a callback schedules on its own shard: no queue.
+  Node* own_node() noexcept {
+    Node* node = nullptr;
+    wheel_.take_free_nodes(&node, 1);
+    return node;
+  }
+  void link_direct(Node* node) noexcept;
+
+  // ---- After join() (the stopping thread, which now owns the shard). ----
+  // Retires posted cancels, adopts what is still in the hand-off queue, and calls fn(node, gen)
+  // for every timer still pending.
+  template <class Fn>
+  void drain_stopped(Fn&& fn) {
+    drain_cancels();
+    while (transfer(~std::size_t{0}) != 0) {
+    }
+    wheel_.for_each_pending([&](Node* node) { fn(node, node->gen.load(std::memory_order_relaxed)); });
+    publish_stats();
+  }
+  void drain_cancels() noexcept;  // also used by the engine's destructor, after stop()
+
+ private:
+  void run();
+  void pass();
+  std::size_t transfer(std::size_t cap) noexcept;
+  void refill() noexcept;
+  void wait();
+  void sleep_until(std::optional<Nanos> deadline);
+  void publish_stats() noexcept;
+
+  EngineCore& core_;
+  const std::size_t index_;
+  const WaitStrategy wait_strategy_;
+  const std::size_t transfer_cap_;
+  const std::size_t max_pending_;
+  const Nanos hybrid_spin_;
+  const bool pin_;
+  const unsigned cpu_;
+
+  // Worker only (and the stopping thread after join).
+  Wheel wheel_;
+  std::thread thread_;
+  std::optional<Nanos> planned_ns_;  // the deadline the last wait aimed at, for the tick lag
+  bool cap_hit_ = false;
+  moodycamel::ProducerToken* reserve_token_ = nullptr;  // the worker is free_nodes_' only producer
+
+  // Written by the worker, read by any thread (stats(), admit()): relaxed counters, each a
+  // snapshot; nothing is ordered by them.
+  alignas(kCacheLine) std::atomic<std::uint64_t> scheduled_{0};
+  std::atomic<std::uint64_t> fired_{0};
+  std::atomic<std::uint64_t> cancelled_{0};
+  std::atomic<std::uint64_t> passes_{0};
+  std::atomic<std::uint64_t> wakeups_{0};
+  std::atomic<std::uint64_t> cap_hits_{0};
+  std::atomic<std::uint64_t> callback_errors_{0};
+  std::atomic<std::int64_t> max_lag_ns_{0};
+  std::atomic<int> bound_cpu_{-1};
+  std::atomic<bool> ready_{false};
+  std::string binding_;  // written by the worker before ready_ (release), read after it (acquire)
+
+  // Written by producers (admission, rejections); its own line so it does not bounce the above.
+  alignas(kCacheLine) std::atomic<std::uint64_t> admitted_{0};
+  std::atomic<std::uint64_t> rejected_{0};
+
+  // The wake protocol. planned_wake_tick_: 0 while the worker is awake (it will look at the queue
+  // before it sleeps), else the tick it will wake at (UINT64_MAX: not before it is woken). Read by
+  // every producer on every hand-off, written by the worker only around a sleep.
+  alignas(kCacheLine) std::atomic<std::uint64_t> planned_wake_tick_{0};
+  // The futex word: bumped by a producer that wakes the worker, waited on by the worker.
+  alignas(kCacheLine) std::atomic<std::uint32_t> futex_{0};
+  std::atomic<bool> stopping_{false};
+
+  moodycamel::ConcurrentQueue<Node*> transfers_;
+  moodycamel::ConcurrentQueue<CancelRecord> cancels_;
+  moodycamel::ConcurrentQueue<Node*> free_nodes_;
+};
+
+// The shard whose worker is the calling thread, or nullptr.
+Shard* current_shard() noexcept;
+
+}  // namespace tickwheel::detail

@@ -1,0 +1,43 @@
+// engine/topology.cpp — hwloc discovery of physical cores and thread binding.
+#include "topology.hpp"
+
+#include <hwloc.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tickwheel::detail {
+
+Topology::Topology() {
+  hwloc_topology_t topology = nullptr;
+  if (hwloc_topology_init(&topology) == 0 && hwloc_topology_load(topology) == 0) {
+    topology_ = topology;
+    const int cores = hwloc_get_nbobjs_by_type(topology, HWLOC_OBJ_CORE);
+    for (int i = 0; i < cores; ++i) {
+      hwloc_obj_t core = hwloc_get_obj_by_type(topology, HWLOC_OBJ_CORE, static_cast<unsigned>(i));
+      hwloc_obj_t pu = hwloc_get_obj_inside_cpuset_by_type(topology, core->cpuset, HWLOC_OBJ_PU, 0);
+      if (pu != nullptr) core_pus_.push_back(pu->os_index);
+    }
+  } else if (topology != nullptr) {
+    hwloc_topology_destroy(topology);
+  }
+  if (core_pus_.empty()) core_pus_.push_back(0);
+}
+
+Topology::~Topology() {
+  if (topology_ != nullptr) hwloc_topology_destroy(topology_);
+}
+
+std::string Topology::bind_this_thread(unsigned os_index) const {
+  if (topology_ == nullptr) return "hwloc could not load the topology";
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  if (set == nullptr) return "hwloc_bitmap_alloc failed";
+  hwloc_bitmap_only(set, os_index);
+  const int rc = hwloc_set_cpubind(topology_, set, HWLOC_CPUBIND_THREAD);
+  const int error = errno;
+  hwloc_bitmap_free(set);
+  if (rc == 0) return {};
+  return "binding to PU " + std::to_string(os_index) + " refused: " + std::strerror(error);
+}
+
+}  // namespace tickwheel::detail

@@ -1,0 +1,17 @@
+// tickwheel/detail/arith.hpp — time arithmetic that clamps instead of overflowing. Not public API.
+#pragma once
+
+#include <chrono>
+
+namespace tickwheel::detail {
+
+// a + b, saturating at the ends of std::chrono::nanoseconds instead of wrapping.
+inline std::chrono::nanoseconds saturating_add(std::chrono::nanoseconds a, std::chrono::nanoseconds b) noexcept {
+  std::chrono::nanoseconds::rep sum;
+  if (__builtin_add_overflow(a.count(), b.count(), &sum)) {
+    return b.count() > 0 ? std::chrono::nanoseconds::max() : std::chrono::nanoseconds::min();
+  }
+  return std::chrono::nanoseconds(sum);
+}
+
+}  // namespace tickwheel::detail

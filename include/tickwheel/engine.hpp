@@ -1,0 +1,210 @@
+// tickwheel/engine.hpp — the multicore timer engine: one hierarchical wheel per shard, each driven
+// by its own worker thread pinned to a core, with lock-free cross-thread schedule and cancel.
+//
+// Reasons you might want this
+//   - Schedule and cancel from any thread in O(1), without a lock and, in steady state, without a
+//     heap allocation: a producer takes a pooled node from a thread-local cache, stores the
+//     callable in it and hands it to the owning shard through a moodycamel ConcurrentQueue with a
+//     per-thread producer token. A cancel is one compare-and-swap on the node's generation word,
+//     plus a record on a second queue; it never wakes the worker.
+//   - Throughput that grows with cores: shards share nothing on the hot path; each worker is
+//     bound (hwloc) to one physical core and first-touches its own node memory.
+//   - Bounded work per pass: at most `transfer_cap` hand-offs move into a wheel per pass (100,000
+//     by default, as in Netty), so a flood cannot stall the firing of what is due.
+//   - No idle ticking: in `sleep` mode a worker blocks until its wheel's next deadline and is woken
+//     early only by a producer whose deadline is earlier than that.
+//
+// Reasons not to use it
+//   - Callbacks run on the shard's worker thread and must be short: a long callback delays every
+//     timer of its shard (a pluggable executor is planned, not here yet).
+//   - Each engine costs one thread per shard. Create one per process, not one per connection.
+//   - A Timer handle tells fired from cancelled only until its node is reused for a later timer;
+//     after that both cancelled() and expired() return false (see Timer).
+//
+// Memory-ordering guarantees, at the API level
+//   - Whatever a thread did before schedule*() is visible to the callback when it runs (the node
+//     is published through the hand-off queue: release on enqueue, acquire on dequeue).
+//   - cancel() and the worker's decision to run a timer are one compare-and-swap each on the same
+//     word: exactly one wins, and cancel() returns true iff the callback will never start.
+//   - stop() returns after every worker has joined: every callback that started has finished,
+//     and its effects are visible to the thread that called stop().
+//
+// Threads: every member of Engine and Timer may be called from any thread, except that stop() is
+// refused from inside a timer callback (it would join the thread it runs on).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tickwheel/detail/node.hpp"
+#include "tickwheel/status.hpp"
+#include "tickwheel/wheel.hpp"
+
+namespace tickwheel {
+namespace detail {
+class Shard;
+class EngineCore;
+}  // namespace detail
+
+// How a worker waits between passes.
+enum class WaitStrategy {
+  sleep,   // block until the wheel's next deadline (futex, timer slack 1 ns); wakes early only for an
+           // earlier hand-off. Idle costs nothing; wake-up latency is the kernel's (tens of us).
+  spin,    // busy-poll: lowest latency, one core at 100% per shard. For isolated cores.
+  hybrid,  // spin for EngineOptions::hybrid_spin after each pass, then sleep.
+};
+
+// Runtime options, validated by the constructor (std::invalid_argument naming the bad value).
+struct EngineOptions {
+  std::size_t shards = 0;                          // 0 = one per physical core (hwloc)
+  Nanos tick{std::chrono::milliseconds(1)};        // each shard's wheel tick, 1 us .. 1 h
+  std::size_t transfer_cap = 100'000;              // hand-offs moved into a wheel per pass, >= 1
+  std::size_t max_pending_per_shard = 0;           // 0 = unlimited; past it schedule fails
+  WaitStrategy wait = WaitStrategy::sleep;
+  bool pin_workers = true;                         // bind each worker to its core (hwloc)
+  // Processing units (OS indexes) for the workers, shard i on cpus[i % size]; empty = the first
+  // PU of each physical core in turn. Naming a PU that does not exist is not an error: binding
+  // fails, the engine runs unpinned, and stats and the log say so.
+  std::vector<unsigned> cpus;
+  Nanos hybrid_spin{std::chrono::microseconds(50)};  // spin time before sleeping in hybrid mode
+  // One-line notices (binding refused, ...), at most once per kind per engine, never on the hot
+  // path. Default: standard error.
+  std::function<void(std::string_view)> log;
+};
+
+// A copyable handle to one scheduled timer (24 bytes). A default-constructed Timer, or one from a
+// failed schedule, tests false; status() says why the schedule failed.
+class Timer {
+ public:
+  Timer() = default;
+
+  // True iff the timer was pending and now will never run: one compare-and-swap, then a record
+  // on the shard's cancel queue (the worker unlinks and recycles the node on its next pass; the
+  // worker is not woken). False for a failed or default handle, or a timer that fired, started
+  // firing, or was cancelled before. O(1), lock-free, any thread, including callbacks.
+  bool cancel() noexcept;
+  // Whether cancel() won / the worker started the callback. Exact until the node is reused for a
+  // later timer (only after this one fired or was cancelled and its node was recycled); after
+  // that both return false. Any thread; one atomic load.
+  bool cancelled() const noexcept;
+  bool expired() const noexcept;
+
+  explicit operator bool() const noexcept { return node_ != nullptr; }
+  Status status() const noexcept { return status_; }
+  std::size_t shard() const noexcept;  // the shard that owns the timer; 0 for a false handle
+
+ private:
+  friend class Engine;
+  friend class detail::EngineCore;
+  friend class detail::Shard;
+  Timer(detail::Shard* shard, detail::Node* node, std::uint32_t gen) noexcept
+      : shard_(shard), node_(node), gen_(gen), status_(Status::ok) {}
+  explicit Timer(Status why) noexcept : status_(why) {}
+
+  detail::Shard* shard_ = nullptr;
+  detail::Node* node_ = nullptr;
+  std::uint32_t gen_ = 0;  // the pending generation of the node's lifetime for this timer
+  Status status_ = Status::no_timer;
+};
+
+struct ShardStats {
+  std::uint64_t scheduled = 0;          // timers that reached the wheel (handed over or direct)
+  std::uint64_t fired = 0;              // callbacks started
+  std::uint64_t cancelled = 0;          // timers whose cancel won and that the worker recycled
+  std::uint64_t rejected = 0;           // schedules refused (max_pending_per_shard, stopped, ...)
+  std::uint64_t pending = 0;            // in the wheel now
+  std::uint64_t queue_depth = 0;        // hand-offs waiting in the queue (approximate)
+  std::uint64_t transfer_cap_hits = 0;  // passes that moved transfer_cap hand-offs and left more
+  std::uint64_t passes = 0;             // worker passes
+  std::uint64_t wakeups = 0;            // returns from a blocking wait
+  std::uint64_t callback_errors = 0;    // callbacks that threw (caught; the worker goes on)
+  std::int64_t max_tick_lag_ns = 0;     // worst lateness of a pass's start against its planned wake
+  int bound_cpu = -1;                   // OS index of the PU the worker is bound to, -1 if not bound
+  std::string binding;                  // "bound to PU n", "not pinned (pin_workers = false)", or why binding failed
+};
+
+struct EngineStats {
+  std::uint64_t scheduled = 0, fired = 0, cancelled = 0, rejected = 0, pending = 0, queue_depth = 0,
+                transfer_cap_hits = 0, passes = 0, wakeups = 0, callback_errors = 0;
+  std::int64_t max_tick_lag_ns = 0;
+  std::vector<ShardStats> shards;
+};
+
+class Engine {
+ public:
+  // Validates the options, discovers the topology and builds the shards; starts no thread (see
+  // start()). Throws std::invalid_argument for a bad option, naming it and its value.
+  explicit Engine(EngineOptions opts = {});
+  // Stops (as stop(), discarding its result) and destroys the callables of timers never run.
+  // Must not run inside one of this engine's callbacks.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Schedules fn() to run on a worker at or after deadline (rounded up to the tick), exactly once
+  // unless cancelled. The shard is the calling thread's: a worker's own shard inside a callback
+  // (inserted straight into its wheel, no queue), otherwise a shard assigned round robin to the
+  // thread on its first schedule and kept (so one thread's timers stay on one shard, in order, with
+  // one producer token; threads that need another shard use schedule_on). Starts the workers on
+  // first use. The callable rules are the Wheel's (at most 24 bytes, nothrow to construct and
+  // destroy: a compile error otherwise). Fails, with nothing scheduled, when the engine is stopped
+  // (Status::stopped), the shard holds max_pending_per_shard timers (Status::max_pending_reached),
+  // or no node could be had (Status::out_of_memory). Lock-free; no allocation in steady state
+  // (a thread's first schedule on a shard allocates its producer token and node cache).
+  template <class F>
+  [[nodiscard]] Timer schedule_after(Nanos delay, F&& fn) noexcept {
+    return schedule_on(any_shard, delay, std::forward<F>(fn));
+  }
+  template <class F>
+  [[nodiscard]] Timer schedule_at(std::chrono::steady_clock::time_point deadline, F&& fn) noexcept {
+    return submit(any_shard, deadline.time_since_epoch(), /*relative=*/false, std::forward<F>(fn));
+  }
+  // As schedule_after, on the given shard; shard >= shard_count() fails with Status::no_such_shard.
+  template <class F>
+  [[nodiscard]] Timer schedule_on(std::size_t shard, Nanos delay, F&& fn) noexcept {
+    return submit(shard, delay, /*relative=*/true, std::forward<F>(fn));
+  }
+
+  // Starts the workers, if not started: each binds to its core, maps its first node memory and
+  // fills its free-node reserve before this returns. Idempotent; any thread but a callback.
+  void start();
+  // Stops the engine: later schedules fail with Status::stopped, the workers finish the pass they
+  // are in and are joined, and every timer that neither fired nor was cancelled (hand-offs not yet
+  // transferred included) is returned, still pending: cancel() on one returns true and destroys
+  // its callable. Idempotent (a second call returns nothing). Throws std::logic_error if called
+  // from inside a timer callback of this engine.
+  std::vector<Timer> stop();
+
+  EngineStats stats() const;         // totals and per shard; any thread; reads relaxed counters
+  std::size_t shard_count() const noexcept;
+  Nanos tick() const noexcept;
+
+  static constexpr std::size_t any_shard = static_cast<std::size_t>(-1);
+
+ private:
+  template <class F>
+  Timer submit(std::size_t shard, Nanos when, bool relative, F&& fn) noexcept {
+    detail::check_callable<F>();
+    detail::Node* node = nullptr;
+    detail::Shard* target = nullptr;
+    const Status why = acquire(shard, node, target);
+    if (why != Status::ok) return Timer(why);
+    detail::store_callable(node, std::forward<F>(fn));
+    return commit(target, node, when, relative);
+  }
+  // Out of line: picks the shard, checks admission, takes a node. On failure node is null.
+  Status acquire(std::size_t shard, detail::Node*& node, detail::Shard*& target) noexcept;
+  // Out of line: sets the deadline and generation, hands the node over (or links it directly).
+  Timer commit(detail::Shard* target, detail::Node* node, Nanos when, bool relative) noexcept;
+
+  std::unique_ptr<detail::EngineCore> core_;
+};
+
+}  // namespace tickwheel
