@@ -25,6 +25,15 @@ struct TlsEntry {
 thread_local std::array<TlsEntry, 4> t_producers;
 thread_local unsigned t_next_victim = 0;
 
+// A number unique to each thread that ever registers, unlike std::thread::id, which the system
+// reuses once a thread is joined: it tells a new thread taking over an exited thread's state from
+// the same thread coming back after its table entry was evicted.
+std::atomic<std::uint64_t> g_next_thread_serial{1};
+std::uint64_t thread_serial() noexcept {
+  thread_local const std::uint64_t serial = g_next_thread_serial.fetch_add(1, std::memory_order_relaxed);
+  return serial;
+}
+
 EngineOptions validated(EngineOptions opts) {
   if (opts.tick < Wheel::kMinTick || opts.tick > Wheel::kMaxTick) {
     throw std::invalid_argument("tickwheel::Engine: tick must be between 1us and 1h, got " +
@@ -106,6 +115,7 @@ ProducerState* EngineCore::register_producer() noexcept {
   try {
     std::lock_guard lock(registry_mutex_);
     const std::thread::id me = std::this_thread::get_id();
+    const std::uint64_t serial = thread_serial();
     ProducerState* state = nullptr;
     for (auto& p : producers_) {
       if (p->owner == me) state = p.get();
@@ -114,7 +124,12 @@ ProducerState* EngineCore::register_producer() noexcept {
       const std::size_t home = next_home_.fetch_add(1, std::memory_order_relaxed) % shards_.size();
       producers_.push_back(std::make_unique<ProducerState>(me, shards_, home));
       state = producers_.back().get();
+    } else if (state->serial != serial) {
+      // A new thread with an exited thread's id takes over its tokens and cached nodes, and gets
+      // a shard of its own, round robin, as any new thread does.
+      state->home = next_home_.fetch_add(1, std::memory_order_relaxed) % shards_.size();
     }
+    state->serial = serial;
     t_producers[t_next_victim++ % t_producers.size()] = TlsEntry{uid_, state};
     return state;
   } catch (...) {
@@ -123,14 +138,12 @@ ProducerState* EngineCore::register_producer() noexcept {
 }
 
 Status EngineCore::acquire(std::size_t index, Node*& node, Shard*& target) noexcept {
-  if (stopped_.load(std::memory_order_relaxed)) return Status::stopped;
-  if (!started_.load(std::memory_order_acquire)) {
+  if (!started_.load(std::memory_order_acquire) && !stopped_.load(std::memory_order_relaxed)) {
     try {
       start();
     } catch (...) {
       return Status::out_of_memory;  // the worker threads could not be created
     }
-    if (stopped_.load(std::memory_order_relaxed)) return Status::stopped;
   }
   Shard* own = current_shard();
   if (own != nullptr && &own->core() != this) own = nullptr;
@@ -147,6 +160,10 @@ Status EngineCore::acquire(std::size_t index, Node*& node, Shard*& target) noexc
     return Status::no_such_shard;
   }
   Shard& shard = *shards_[index];
+  if (stopped_.load(std::memory_order_relaxed)) {
+    shard.count_rejected();
+    return Status::stopped;  // (one racing stop() is caught in commit())
+  }
   if (!shard.admit()) return Status::max_pending_reached;
   target = &shard;
   if (own == &shard) {
@@ -204,6 +221,16 @@ Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) no
 }
 
 void EngineCore::post_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen) noexcept {
+  if (stopped_.load(std::memory_order_acquire)) {
+    // No worker will drain the queue any more. stop() holds this mutex until it has drained it,
+    // so once we hold it the shard is ours: retire the node here, destroying its callable now.
+    // (A handle stop() returned reaches this thread after stop() did, so it sees stopped_.)
+    std::lock_guard lock(lifecycle_mutex_);
+    if (joined_) {
+      shard.retire_now(node, cancelled_gen);
+      return;
+    }
+  }
   ProducerState* state = producer();
   if (state != nullptr) {
     shard.post_cancel(*state->shards[shard.index()].cancel, node, cancelled_gen);
@@ -246,6 +273,7 @@ std::vector<Timer> EngineCore::stop() {
     Shard* s = shard.get();
     s->drain_stopped([&](Node* node, std::uint32_t gen) { unprocessed.push_back(Timer(s, node, gen)); });
   }
+  joined_ = true;  // from here cancels retire their nodes directly (post_cancel, under this mutex)
   return unprocessed;
 }
 

@@ -6,7 +6,8 @@
 // queues, a small node cache per shard, and an overflow pool. Afterwards the thread finds its state
 // in a 4-entry thread-local table keyed by the engine's unique id (never reused, so an entry left
 // by a destroyed engine never matches), with no lock. A state belongs to the engine and lives until
-// it is destroyed; a new thread that gets an exited thread's id takes over its state.
+// it is destroyed; a new thread that gets an exited thread's id takes over its state (its tokens
+// and cached nodes) and is given a home shard of its own.
 #pragma once
 
 #include <array>
@@ -39,7 +40,8 @@ struct ProducerState {
   ProducerState(std::thread::id id, std::vector<std::unique_ptr<Shard>>& shards, std::size_t home_shard);
 
   std::thread::id owner;
-  std::size_t home;  // the shard its schedule_after/schedule_at go to
+  std::uint64_t serial = 0;  // the owning thread's serial (see thread_serial() in engine.cpp)
+  std::size_t home;          // the shard its schedule_after/schedule_at go to
   // Set around a hand-off, so that stop() can wait out hand-offs in flight (see EngineCore::stop).
   std::atomic<bool> busy{false};
   // Nodes of last resort, used when a shard's reserve is empty (a burst, or a worker held up by a
@@ -85,7 +87,8 @@ class EngineCore {
   std::vector<std::unique_ptr<ProducerState>> producers_;
   std::vector<std::unique_ptr<Shard>> shards_;
 
-  std::mutex lifecycle_mutex_;  // start() and stop(), never the hot path
+  std::mutex lifecycle_mutex_;  // start(), stop(), and cancels after stop(): never the hot path
+  bool joined_ = false;         // stop() has joined and drained the shards; under lifecycle_mutex_
   // started_: acquire on the schedule path, release in start(), so a producer that sees it also
   // sees the workers' reserves. stopped_: see the Dekker pairing in commit() and stop().
   std::atomic<bool> started_{false};

@@ -86,6 +86,11 @@ class Shard {
     publish_stats();
   }
   void drain_cancels() noexcept;  // also used by the engine's destructor, after stop()
+  // A cancel that comes after stop() (the caller holds the engine's lifecycle mutex).
+  void retire_now(Node* node, std::uint32_t cancelled_gen) noexcept {
+    wheel_.retire(node, cancelled_gen);
+    publish_stats();
+  }
 
  private:
   void run();

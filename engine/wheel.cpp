@@ -502,6 +502,7 @@ namespace tickwheel {
 // ---- Hooks for the Engine's shard (friend); all on the shard's worker thread. ----
 
 void Wheel::adopt(Node* node) noexcept {
+  ++stats_.scheduled;  // it was scheduled, whether or not it is still pending
   if ((node->gen.load(std::memory_order_acquire) & 3) != detail::kPending) {
     // Cancelled while in the hand-off queue: its cancel record finds it unlinked and skips it.
     node->thunk(node->storage, false);
@@ -511,7 +512,6 @@ void Wheel::adopt(Node* node) noexcept {
   }
   link(node, node->due <= cur_ ? kDueSlot : wheel_slot(node->due));
   ++pending_;
-  ++stats_.scheduled;
 }
 
 bool Wheel::retire(Node* node, std::uint32_t cancelled_gen) noexcept {
