@@ -50,15 +50,17 @@ double Clock::measure_read_cost(unsigned rounds, unsigned reads) noexcept {
   using std::chrono::steady_clock;
   std::vector<double> per_read;
   per_read.reserve(rounds);
-  std::int64_t sink = 0;
+  std::uint64_t sink = 0;  // unsigned: the sum of a million timestamps wraps, which is fine here
   for (unsigned r = 0; r < rounds; ++r) {
     const auto t0 = steady_clock::now();
-    for (unsigned i = 0; i < reads; ++i) sink += steady_clock::now().time_since_epoch().count();
+    for (unsigned i = 0; i < reads; ++i) {
+      sink += static_cast<std::uint64_t>(steady_clock::now().time_since_epoch().count());
+    }
     const auto t1 = steady_clock::now();
     per_read.push_back(static_cast<double>((t1 - t0).count()) / reads);
   }
   // Keep the reads observable so the loop cannot be dropped.
-  volatile std::int64_t keep = sink;
+  volatile std::uint64_t keep = sink;
   (void)keep;
   std::sort(per_read.begin(), per_read.end());
   return per_read.empty() ? 0.0 : per_read[per_read.size() / 2];

@@ -6,6 +6,8 @@
 #   tools/run.sh stress    Release build, then the stress harness with its default profile
 #                          (extra arguments go to tickwheel-stress; try --help)
 #   tools/run.sh bench     Release build, then the benchmarks (extra arguments go to Google Benchmark)
+#   tools/run.sh check     the whole CTest suite under AddressSanitizer + UBSan (Debug, build-asan/)
+#                          and under ThreadSanitizer (build-tsan/)
 #   tools/run.sh build     Release build only
 set -euo pipefail
 
@@ -35,6 +37,18 @@ configure_and_build() {
   cmake --build "$build" --parallel "$(nproc)"
 }
 
+# A sanitizer build of the library and its tests (no benchmarks), then the whole suite.
+sanitized_suite() {
+  local dir=$1 type=$2 flags=$3
+  install_missing
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DCMAKE_CXX_FLAGS="$flags" \
+      -DTICKWHEEL_BUILD_BENCH=OFF >/dev/null
+  fi
+  cmake --build "$dir" --parallel "$(nproc)"
+  ctest --test-dir "$dir" --output-on-failure --parallel "$(nproc)"
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -53,8 +67,13 @@ case "$cmd" in
   build)
     configure_and_build
     ;;
+  check)
+    sanitized_suite "$root/build-asan" Debug \
+      "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+    sanitized_suite "$root/build-tsan" RelWithDebInfo "-fsanitize=thread -g"
+    ;;
   *)
-    sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac
