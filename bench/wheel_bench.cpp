@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "common.hpp"
 #include "heap_baseline.hpp"
 #include "tickwheel/wheel.hpp"
 
@@ -48,38 +49,15 @@ namespace {
 
 using Nanos = std::chrono::nanoseconds;
 using tickwheel_bench::HeapTimerQueue;
+using tickwheel_bench::kMaxDelay;
+using tickwheel_bench::kMinDelay;
+using tickwheel_bench::Rng;
 
 constexpr Nanos kTick = std::chrono::milliseconds(1);
-constexpr Nanos kMinDelay = std::chrono::milliseconds(1);
-constexpr Nanos kMaxDelay = std::chrono::seconds(60);
 constexpr std::size_t kBlock = 4096;  // timed operations between two pauses
 constexpr std::uint64_t kSeed = 0x7469636b77686565;  // "tickwhee"
 constexpr std::int64_t kSizes[] = {10'000, 1'000'000, 10'000'000};
 
-// splitmix64: small, fast, and the same sequence on every platform.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) noexcept : state_(seed) {}
-  std::uint64_t next() noexcept {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, n), by Lemire's multiply-shift (the bias is below 2^-30 for our n).
-  std::uint64_t below(std::uint64_t n) noexcept {
-    __extension__ using u128 = unsigned __int128;
-    return static_cast<std::uint64_t>((static_cast<u128>(next()) * n) >> 64);
-  }
-  // A deadline uniform over [base + kMinDelay, base + kMaxDelay].
-  Nanos deadline(Nanos base) noexcept {
-    const auto span = static_cast<std::uint64_t>((kMaxDelay - kMinDelay).count()) + 1;
-    return base + kMinDelay + Nanos(static_cast<Nanos::rep>(below(span)));
-  }
-
- private:
-  std::uint64_t state_;
-};
 
 // The callback every timer carries: 8 bytes, a side effect the optimiser must keep.
 struct Bump {
@@ -122,7 +100,7 @@ std::size_t pending_of(benchmark::State& state) { return static_cast<std::size_t
 template <class Q>
 std::vector<IdOf<Q>> populate(Q& q, std::size_t n, Rng& rng, Nanos base, std::uint64_t* counter) {
   std::vector<IdOf<Q>> ids(n);
-  for (auto& id : ids) id = q.schedule_at(rng.deadline(base), Bump{counter});
+  for (auto& id : ids) id = q.schedule_at(base + rng.delay(), Bump{counter});
   return ids;
 }
 
@@ -158,7 +136,7 @@ void BM_Schedule(benchmark::State& state) {
   const double bpt = bytes_per_timer(*q);
   std::vector<IdOf<Q>> block(kBlock);
   std::vector<Nanos> deadlines(kBlock);
-  for (auto& d : deadlines) d = rng.deadline(Nanos{0});
+  for (auto& d : deadlines) d = rng.delay();
   std::size_t i = 0;
   std::size_t cancelled = 0;
   for (auto _ : state) {
@@ -166,7 +144,7 @@ void BM_Schedule(benchmark::State& state) {
     if (++i == kBlock) {
       state.PauseTiming();
       for (const auto& id : block) cancelled += q->cancel(id);
-      for (auto& d : deadlines) d = rng.deadline(Nanos{0});
+      for (auto& d : deadlines) d = rng.delay();
       i = 0;
       state.ResumeTiming();
     }
@@ -198,7 +176,7 @@ void BM_Cancel(benchmark::State& state) {
     if (++k == half) {
       state.PauseTiming();
       for (std::size_t j = 0; j < k; ++j) {
-        ids[j] = q->schedule_at(rng.deadline(Nanos{0}), Bump{&fired});
+        ids[j] = q->schedule_at(rng.delay(), Bump{&fired});
       }
       shuffle(ids, rng);
       k = 0;
@@ -239,7 +217,7 @@ void BM_Churn(benchmark::State& state) {
       next = 0;
     }
     for (std::size_t j = 0; j < block_size; ++j) victims[j] = ids[order[next + j]];
-    for (auto& d : deadlines) d = rng.deadline(Nanos{0});
+    for (auto& d : deadlines) d = rng.delay();
   };
   const auto scatter = [&](std::size_t count) {
     for (std::size_t j = 0; j < count; ++j) ids[order[next + j]] = fresh[j];
@@ -276,7 +254,7 @@ void BM_HotPair(benchmark::State& state) {
   const auto ids = populate(*q, n, rng, Nanos{0}, &fired);
   const double bpt = bytes_per_timer(*q);
   std::vector<Nanos> deadlines(kBlock);
-  for (auto& d : deadlines) d = rng.deadline(Nanos{0});
+  for (auto& d : deadlines) d = rng.delay();
   std::size_t i = 0;
   std::size_t cancelled = 0;
   for (auto _ : state) {
@@ -284,7 +262,7 @@ void BM_HotPair(benchmark::State& state) {
     cancelled += q->cancel(id);
     if (++i == kBlock) {
       state.PauseTiming();
-      for (auto& d : deadlines) d = rng.deadline(Nanos{0});
+      for (auto& d : deadlines) d = rng.delay();
       i = 0;
       state.ResumeTiming();
     }
@@ -333,7 +311,7 @@ Nanos drain_timed(Q& q, std::size_t n, Rng& rng, Nanos t, Lateness& lateness,
                   std::vector<Nanos>& durations) {
   using Clock = std::chrono::steady_clock;
   for (std::size_t i = 0; i < n; ++i) {
-    const Nanos deadline = rng.deadline(t);
+    const Nanos deadline = t + rng.delay();
     benchmark::DoNotOptimize(q.schedule_at(deadline, Check{&lateness, deadline}));
   }
   durations.clear();

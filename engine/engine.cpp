@@ -2,6 +2,7 @@
 // commit), cancel, lazy start, stop, stats.
 #include "tickwheel/engine.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -186,7 +187,7 @@ Status EngineCore::acquire(std::size_t index, Node*& node, Shard*& target) noexc
 
 Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) noexcept {
   const Nanos deadline = relative ? saturating_add(monotonic_now(), when) : when;
-  node->due = shard->due_tick(deadline);
+  node->due = static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));  // ns; see adopt()
   const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
   // Relaxed: the node reaches the worker through the hand-off queue (release/acquire), and other
   // threads through the Timer this returns, which the caller must pass on with its own ordering.

@@ -69,7 +69,7 @@ Shard::~Shard() { delete reserve_token_; }
 // ---- Any thread ----
 
 void Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
-  const std::uint64_t due = node->due;
+  const std::uint64_t due = node->due;  // the deadline in ns, until the worker adopts it
   // The enqueue publishes the node (release; the worker's dequeue acquires it). It allocates only
   // when the producer's block list must grow, which stops once it covers the peak backlog.
   transfers_.enqueue(token, node);
@@ -77,7 +77,7 @@ void Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
   // the worker's fence orders its plan before its look at the queue. So either the worker sees the
   // node before it sleeps, or this load sees the plan and wakes it if the node is due earlier.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (due < planned_wake_tick_.load(std::memory_order_relaxed)) {
+  if (due < planned_wake_ns_.load(std::memory_order_relaxed)) {
     // Release: pairs with the worker's acquire load of the futex word before it plans a sleep.
     futex_.fetch_add(1, std::memory_order_release);
     futex_wake(&futex_);
@@ -260,16 +260,16 @@ void Shard::sleep_until(std::optional<Nanos> deadline) {
   planned_ns_ = deadline;
   if (deadline && *deadline <= monotonic_now()) return;
   const std::uint32_t seq = futex_.load(std::memory_order_acquire);
-  const std::uint64_t plan =
-      deadline ? wheel_.due_tick(*deadline) : std::numeric_limits<std::uint64_t>::max();
-  planned_wake_tick_.store(plan, std::memory_order_relaxed);
+  const std::uint64_t plan = deadline ? static_cast<std::uint64_t>(deadline->count())
+                                      : std::numeric_limits<std::uint64_t>::max();
+  planned_wake_ns_.store(plan, std::memory_order_relaxed);
   // Dekker with hand_over(): see the fence there.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (transfers_.size_approx() == 0 && !stopping_.load(std::memory_order_acquire)) {
     futex_wait(&futex_, seq, deadline);
     wakeups_.fetch_add(1, std::memory_order_relaxed);
   }
-  planned_wake_tick_.store(0, std::memory_order_relaxed);
+  planned_wake_ns_.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace tickwheel::detail

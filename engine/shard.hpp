@@ -43,7 +43,6 @@ class Shard {
 
   std::size_t index() const noexcept { return index_; }
   EngineCore& core() const noexcept { return core_; }
-  std::uint64_t due_tick(Nanos deadline) const noexcept { return wheel_.due_tick(deadline); }
 
   // ---- Any thread. ----
   // Hands a prepared node to the worker; wakes it iff the node is due before its planned wake-up.
@@ -135,10 +134,10 @@ class Shard {
   alignas(kCacheLine) std::atomic<std::uint64_t> admitted_{0};
   std::atomic<std::uint64_t> rejected_{0};
 
-  // The wake protocol. planned_wake_tick_: 0 while the worker is awake (it will look at the queue
-  // before it sleeps), else the tick it will wake at (UINT64_MAX: not before it is woken). Read by
-  // every producer on every hand-off, written by the worker only around a sleep.
-  alignas(kCacheLine) std::atomic<std::uint64_t> planned_wake_tick_{0};
+  // The wake protocol. planned_wake_ns_: 0 while the worker is awake (it will look at the queue
+  // before it sleeps), else the deadline in nanoseconds it will wake at (UINT64_MAX: not before it
+  // is woken). Read by every producer on every hand-off, written by the worker around a sleep.
+  alignas(kCacheLine) std::atomic<std::uint64_t> planned_wake_ns_{0};
   // The futex word: bumped by a producer that wakes the worker, waited on by the worker.
   alignas(kCacheLine) std::atomic<std::uint32_t> futex_{0};
   std::atomic<bool> stopping_{false};

@@ -503,6 +503,9 @@ namespace tickwheel {
 
 void Wheel::adopt(Node* node) noexcept {
   ++stats_.scheduled;  // it was scheduled, whether or not it is still pending
+  // A producer leaves the deadline in nanoseconds (>= 0): the division by the tick is done here,
+  // on the worker, not on every producer's schedule path.
+  node->due = due_tick(Nanos(static_cast<Nanos::rep>(node->due)));
   if ((node->gen.load(std::memory_order_acquire) & 3) != detail::kPending) {
     // Cancelled while in the hand-off queue: its cancel record finds it unlinked and skips it.
     node->thunk(node->storage, false);

@@ -235,8 +235,8 @@ class Wheel {
   // Engine hooks (detail::Shard, on its worker thread). A shared wheel claims each due node by
   // compare-and-swap, since other threads may cancel it.
   void share() noexcept { shared_ = true; }
-  // Links a node a producer prepared (callable, due, pending gen) and handed over; recycles it
-  // instead if it was cancelled in transit.
+  // Links a node a producer prepared (callable, pending gen, and in `due` the deadline in
+  // nanoseconds, >= 0) and handed over; recycles it instead if it was cancelled in transit.
   void adopt(Node* node) noexcept;
   // Unlinks and recycles a node another thread cancelled, if it is still that lifetime and still
   // linked; returns whether it did.
