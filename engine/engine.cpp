@@ -202,23 +202,23 @@ Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) no
   // stopped_ before its loads of every `busy`. So either this hand-off sees stopped_ and backs
   // out, or stop() sees `busy` and waits for the hand-off to be in the queue before draining it.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (stopped_.load(std::memory_order_relaxed)) {
-    state->busy.store(false, std::memory_order_release);
-    node->thunk(node->storage, false);
-    ProducerState::PerShard& mine = state->shards[shard->index()];
-    if (mine.cached < mine.cache.size()) {
-      mine.cache[mine.cached++] = node;
-    } else {
-      state->overflow.release(node);
-    }
-    shard->unadmit();
-    shard->count_rejected();
-    return Timer(Status::stopped);
-  }
-  shard->hand_over(*state->shards[shard->index()].transfer, node);
+  const Status why = stopped_.load(std::memory_order_relaxed) ? Status::stopped
+                    : shard->hand_over(*state->shards[shard->index()].transfer, node) ? Status::ok
+                                                                                         : Status::out_of_memory;
   // Release: stop() acquires `busy`; seeing false, it also sees the hand-off in the queue.
   state->busy.store(false, std::memory_order_release);
-  return Timer(shard, node, gen);
+  if (why == Status::ok) return Timer(shard, node, gen);
+  // Nothing was handed over: the timer never existed for anyone but this thread.
+  node->thunk(node->storage, false);
+  ProducerState::PerShard& mine = state->shards[shard->index()];
+  if (mine.cached < mine.cache.size()) {
+    mine.cache[mine.cached++] = node;
+  } else {
+    state->overflow.release(node);
+  }
+  shard->unadmit();
+  shard->count_rejected();
+  return Timer(why);
 }
 
 void EngineCore::post_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen) noexcept {

@@ -68,11 +68,12 @@ Shard::~Shard() { delete reserve_token_; }
 
 // ---- Any thread ----
 
-void Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
+bool Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
   const std::uint64_t due = node->due;  // the deadline in ns, until the worker adopts it
   // The enqueue publishes the node (release; the worker's dequeue acquires it). It allocates only
-  // when the producer's block list must grow, which stops once it covers the peak backlog.
-  transfers_.enqueue(token, node);
+  // when the producer's block list must grow, which stops once it covers the peak backlog; if
+  // that allocation fails nothing was handed over and the caller fails the schedule.
+  if (!transfers_.enqueue(token, node)) return false;
   // Dekker with sleep_until(): this fence orders the enqueue before the load of the worker's plan,
   // the worker's fence orders its plan before its look at the queue. So either the worker sees the
   // node before it sleeps, or this load sees the plan and wakes it if the node is due earlier.
@@ -82,11 +83,13 @@ void Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
     futex_.fetch_add(1, std::memory_order_release);
     futex_wake(&futex_);
   }
+  return true;
 }
 
 void Shard::post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept {
   // Never wakes the worker: most timers are cancelled, and the node is harmless until the next
-  // pass (if its time comes first, the worker's claim fails and it recycles the node then).
+  // pass (if its time comes first, the worker's claim fails and it recycles the node then, which
+  // is also what happens if this enqueue cannot allocate).
   cancels_.enqueue(token, CancelRecord{node, cancelled_gen});
 }
 
@@ -221,7 +224,10 @@ void Shard::refill() noexcept {
   for (std::size_t want = kReserveTarget - have; want != 0;) {
     const std::size_t n = wheel_.take_free_nodes(nodes, std::min(kBulk, want));
     if (n == 0) break;
-    free_nodes_.enqueue_bulk(*reserve_token_, nodes, n);
+    if (!free_nodes_.enqueue_bulk(*reserve_token_, nodes, n)) {
+      for (std::size_t i = 0; i < n; ++i) wheel_.release_node(nodes[i]);  // the queue could not grow
+      break;
+    }
     want -= n;
   }
 }

@@ -46,7 +46,8 @@ class Shard {
 
   // ---- Any thread. ----
   // Hands a prepared node to the worker; wakes it iff the node is due before its planned wake-up.
-  void hand_over(moodycamel::ProducerToken& token, Node* node) noexcept;
+  // False, with nothing handed over, if the queue could not allocate room.
+  [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node) noexcept;
   void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
   // Up to n free nodes from the reserve the worker keeps; 0 if it is empty right now.
   std::size_t take_nodes(Node** out, std::size_t n) noexcept;
