@@ -3,6 +3,7 @@
 #include "tickwheel/engine.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -175,6 +176,9 @@ Status EngineCore::acquire(std::size_t index, Node*& node, Shard*& target) noexc
       ProducerState::PerShard& mine = state->shards[index];
       if (mine.cached == 0) mine.cached = shard.take_nodes(mine.cache.data(), mine.cache.size());
       node = mine.cached != 0 ? mine.cache[--mine.cached] : state->overflow.acquire();
+      // The next schedule's node was last written by the worker, on another core: start moving
+      // its line here now, for writing, rather than stall on it then.
+      if (mine.cached != 0) __builtin_prefetch(mine.cache[mine.cached - 1], 1);
     }
   }
   if (node == nullptr) {
@@ -197,24 +201,37 @@ Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) no
     return Timer(shard, node, gen);
   }
   ProducerState* state = producer();  // registered by acquire(): a table hit
-  state->busy.store(true, std::memory_order_relaxed);
-  // Dekker with stop(): this fence orders `busy` before the load of stopped_, stop()'s orders
-  // stopped_ before its loads of every `busy`. So either this hand-off sees stopped_ and backs
-  // out, or stop() sees `busy` and waits for the hand-off to be in the queue before draining it.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const Status why = stopped_.load(std::memory_order_relaxed) ? Status::stopped
-                    : shard->hand_over(*state->shards[shard->index()].transfer, node) ? Status::ok
-                                                                                         : Status::out_of_memory;
-  // Release: stop() acquires `busy`; seeing false, it also sees the hand-off in the queue.
-  state->busy.store(false, std::memory_order_release);
-  if (why == Status::ok) return Timer(shard, node, gen);
+  ProducerState::PerShard& mine = state->shards[shard->index()];
+  if (!shard->hand_over(*mine.transfer, node)) return fail(*state, shard, node, Status::out_of_memory);
+  // hand_over() ended with a seq_cst fence after the enqueue, and stop() has one between its store
+  // of stopped_ and its drain of the queues (Dekker): so if this load sees false, stop()'s drain
+  // will see the node, and if it sees true the node may have come too late for the drain.
+  if (stopped_.load(std::memory_order_relaxed)) [[unlikely]] return settle_late(*state, shard, node, gen);
+  return Timer(shard, node, gen);
+}
+
+Timer EngineCore::settle_late(ProducerState& state, Shard* shard, Node* node, std::uint32_t gen) noexcept {
+  // stop() holds this mutex from its store of stopped_ until it has drained every queue, so here
+  // the queues are still. If its drain took the node, the node is among the timers stop()
+  // returned and the schedule stands; if not, it is the one item in this thread's sub-queue
+  // (earlier ones were drained, or settled here too): take it back and fail the schedule.
+  std::lock_guard lock(lifecycle_mutex_);
+  Node* back = nullptr;
+  if (!shard->transfers().try_dequeue_from_producer(*state.shards[shard->index()].transfer, back)) {
+    return Timer(shard, node, gen);
+  }
+  assert(back == node);
+  return fail(state, shard, back, Status::stopped);
+}
+
+Timer EngineCore::fail(ProducerState& state, Shard* shard, Node* node, Status why) noexcept {
   // Nothing was handed over: the timer never existed for anyone but this thread.
   node->thunk(node->storage, false);
-  ProducerState::PerShard& mine = state->shards[shard->index()];
+  ProducerState::PerShard& mine = state.shards[shard->index()];
   if (mine.cached < mine.cache.size()) {
     mine.cache[mine.cached++] = node;
   } else {
-    state->overflow.release(node);
+    state.overflow.release(node);
   }
   shard->unadmit();
   shard->count_rejected();
@@ -260,13 +277,9 @@ std::vector<Timer> EngineCore::stop() {
   std::lock_guard lock(lifecycle_mutex_);
   if (stopped_.load(std::memory_order_relaxed)) return {};
   stopped_.store(true, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with commit(): see there
-  {
-    std::lock_guard registry(registry_mutex_);
-    for (auto& p : producers_) {
-      while (p->busy.load(std::memory_order_acquire)) std::this_thread::yield();
-    }
-  }
+  // Dekker with commit(): a hand-off whose producer then reads stopped_ as false is seen by the
+  // drains below; one that reads true is settled by its producer once this returns (settle_late).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   for (auto& shard : shards_) shard->request_stop();
   for (auto& shard : shards_) shard->join();
   std::vector<Timer> unprocessed;

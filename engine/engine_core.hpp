@@ -42,8 +42,6 @@ struct ProducerState {
   std::thread::id owner;
   std::uint64_t serial = 0;  // the owning thread's serial (see thread_serial() in engine.cpp)
   std::size_t home;          // the shard its schedule_after/schedule_at go to
-  // Set around a hand-off, so that stop() can wait out hand-offs in flight (see EngineCore::stop).
-  std::atomic<bool> busy{false};
   // Nodes of last resort, used when a shard's reserve is empty (a burst, or a worker held up by a
   // long callback): a producer never waits for a worker. Its nodes join the shards' free lists
   // once used, and its memory lives as long as the engine.
@@ -75,6 +73,11 @@ class EngineCore {
  private:
   ProducerState* producer() noexcept;
   ProducerState* register_producer() noexcept;
+  // A hand-off that found stopped_ set once it was in the queue: it stands if stop() drained it,
+  // else it is taken back and fails with Status::stopped.
+  Timer settle_late(ProducerState& state, Shard* shard, Node* node, std::uint32_t gen) noexcept;
+  // Undoes a schedule that handed nothing over: destroys the callable, keeps the node, counts it.
+  Timer fail(ProducerState& state, Shard* shard, Node* node, Status why) noexcept;
   bool is_own_worker(const Shard* shard) const noexcept;
 
   EngineOptions opts_;
@@ -83,11 +86,12 @@ class EngineCore {
 
   // Declared before the shards: their overflow pools hold nodes the wheels still link at teardown.
   // (Their tokens must die before the shards' queues: the destructor drops them first.)
-  mutable std::mutex registry_mutex_;  // a thread's first use of the engine, and stop()
+  mutable std::mutex registry_mutex_;  // a thread's first use of the engine
   std::vector<std::unique_ptr<ProducerState>> producers_;
   std::vector<std::unique_ptr<Shard>> shards_;
 
-  std::mutex lifecycle_mutex_;  // start(), stop(), and cancels after stop(): never the hot path
+  // start(), stop(), and after stop() cancels and late hand-offs: never the hot path.
+  std::mutex lifecycle_mutex_;
   bool joined_ = false;         // stop() has joined and drained the shards; under lifecycle_mutex_
   // started_: acquire on the schedule path, release in start(), so a producer that sees it also
   // sees the workers' reserves. stopped_: see the Dekker pairing in commit() and stop().

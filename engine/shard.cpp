@@ -77,6 +77,8 @@ bool Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
   // Dekker with sleep_until(): this fence orders the enqueue before the load of the worker's plan,
   // the worker's fence orders its plan before its look at the queue. So either the worker sees the
   // node before it sleeps, or this load sees the plan and wakes it if the node is due earlier.
+  // The caller's load of stopped_ relies on this fence too (EngineCore::commit): one fence per
+  // hand-off serves both pairings.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (due < planned_wake_ns_.load(std::memory_order_relaxed)) {
     // Release: pairs with the worker's acquire load of the futex word before it plans a sleep.
