@@ -19,6 +19,9 @@ namespace {
 constexpr std::size_t kMaxShards = 4096;
 
 std::atomic<std::uint64_t> g_next_engine_uid{1};
+// Engines alive now, and whether the too-many-engines notice was given (once per process).
+std::atomic<std::size_t> g_live_engines{0};
+std::atomic<bool> g_warned_engines{false};
 
 struct TlsEntry {
   std::uint64_t uid = 0;
@@ -52,6 +55,11 @@ EngineOptions validated(EngineOptions opts) {
     throw std::invalid_argument("tickwheel::Engine: hybrid_spin must not be negative, got " +
                                 std::to_string(opts.hybrid_spin.count()) + "ns");
   }
+  if (opts.clock != nullptr && opts.threads == Threads::workers) {
+    throw std::invalid_argument(
+        "tickwheel::Engine: a clock of one's own needs threads = Threads::manual (workers sleep on "
+        "CLOCK_MONOTONIC)");
+  }
   if (!opts.log) opts.log = [](std::string_view line) { std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data()); };
   return opts;
 }
@@ -70,10 +78,18 @@ EngineCore::EngineCore(EngineOptions opts)
     : opts_(validated(std::move(opts))), uid_(g_next_engine_uid.fetch_add(1, std::memory_order_relaxed)) {
   const std::size_t cores = topology_.core_pus().size();
   const std::size_t n = opts_.shards != 0 ? opts_.shards : cores;
-  const Nanos start = monotonic_now();
+  const Nanos start = now();
   shards_.reserve(n);
   for (std::size_t i = 0; i < n; ++i) shards_.push_back(std::make_unique<Shard>(*this, i, opts_, start));
-  if (opts_.pin_workers && opts_.cpus.empty() && n > cores) {
+  // Relaxed: a count, ordering nothing.
+  const std::size_t alive = g_live_engines.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (opts_.warn_engines_above != 0 && alive > opts_.warn_engines_above &&
+      !g_warned_engines.exchange(true, std::memory_order_relaxed)) {
+    opts_.log("tickwheel: " + std::to_string(alive) + " engines alive at once (more than " +
+              std::to_string(opts_.warn_engines_above) +
+              "); each costs a thread per shard: share one engine per process");
+  }
+  if (opts_.threads == Threads::workers && opts_.pin_workers && opts_.cpus.empty() && n > cores) {
     note_once(Notice::more_shards_than_cores,
               "tickwheel: " + std::to_string(n) + " shards on " + std::to_string(cores) +
                   " physical cores: some workers share a core");
@@ -90,6 +106,7 @@ EngineCore::~EngineCore() {
     }
   }
   shards_.clear();  // the wheels destroy the callables of timers never run
+  g_live_engines.fetch_sub(1, std::memory_order_relaxed);
 }
 
 unsigned EngineCore::cpu_for(std::size_t shard) const noexcept {
@@ -190,7 +207,7 @@ Status EngineCore::acquire(std::size_t index, Node*& node, Shard*& target) noexc
 }
 
 Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) noexcept {
-  const Nanos deadline = relative ? saturating_add(monotonic_now(), when) : when;
+  const Nanos deadline = relative ? saturating_add(now(), when) : when;
   node->due = static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));  // ns; see adopt()
   const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
   // Relaxed: the node reaches the worker through the hand-off queue (release/acquire), and other
@@ -226,7 +243,7 @@ Timer EngineCore::settle_late(ProducerState& state, Shard* shard, Node* node, st
 
 Timer EngineCore::fail(ProducerState& state, Shard* shard, Node* node, Status why) noexcept {
   // Nothing was handed over: the timer never existed for anyone but this thread.
-  node->thunk(node->storage, false);
+  destroy_callable(node);
   ProducerState::PerShard& mine = state.shards[shard->index()];
   if (mine.cached < mine.cache.size()) {
     mine.cache[mine.cached++] = node;
@@ -261,6 +278,11 @@ void EngineCore::start() {
   if (Shard* own = current_shard(); own != nullptr && &own->core() == this) return;  // running
   std::lock_guard lock(lifecycle_mutex_);
   if (started_.load(std::memory_order_relaxed) || stopped_.load(std::memory_order_relaxed)) return;
+  if (opts_.threads == Threads::manual) {
+    for (auto& shard : shards_) shard->start_manual();
+    started_.store(true, std::memory_order_release);
+    return;
+  }
   for (auto& shard : shards_) shard->start_worker();
   for (auto& shard : shards_) {
     while (!shard->ready()) std::this_thread::yield();
@@ -289,6 +311,28 @@ std::vector<Timer> EngineCore::stop() {
   }
   joined_ = true;  // from here cancels retire their nodes directly (post_cancel, under this mutex)
   return unprocessed;
+}
+
+Shard& EngineCore::polled_shard(std::size_t index) const {
+  if (opts_.threads != Threads::manual) {
+    throw std::logic_error("tickwheel::Engine::poll: the engine has worker threads; poll() is for "
+                           "EngineOptions::threads = Threads::manual");
+  }
+  if (index >= shards_.size()) {
+    throw std::out_of_range("tickwheel::Engine::poll: shard " + std::to_string(index) + " of " +
+                            std::to_string(shards_.size()));
+  }
+  return *shards_[index];
+}
+
+std::size_t EngineCore::poll(std::size_t index, Nanos now, std::size_t limit) {
+  Shard& shard = polled_shard(index);
+  if (!started_.load(std::memory_order_acquire) && !stopped_.load(std::memory_order_relaxed)) start();
+  return shard.poll(now, limit);
+}
+
+std::optional<Nanos> EngineCore::next_deadline(std::size_t index) const {
+  return polled_shard(index).next_deadline(now());
 }
 
 EngineStats EngineCore::stats() const {
@@ -331,6 +375,9 @@ void Engine::start() { core_->start(); }
 std::vector<Timer> Engine::stop() { return core_->stop(); }
 EngineStats Engine::stats() const { return core_->stats(); }
 std::size_t Engine::shard_count() const noexcept { return core_->shard_count(); }
+std::size_t Engine::poll(std::size_t shard, std::size_t limit) { return core_->poll(shard, core_->now(), limit); }
+std::size_t Engine::poll(std::size_t shard, Nanos now, std::size_t limit) { return core_->poll(shard, now, limit); }
+std::optional<Nanos> Engine::next_deadline(std::size_t shard) const { return core_->next_deadline(shard); }
 Nanos Engine::tick() const noexcept { return core_->tick(); }
 
 // ---- Timer ----

@@ -16,10 +16,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "clock.hpp"
 #include "shard.hpp"
 #include "tickwheel/detail/pool.hpp"
 #include "tickwheel/engine.hpp"
@@ -66,6 +68,10 @@ class EngineCore {
 
   void start();
   std::vector<Timer> stop();
+  std::size_t poll(std::size_t shard, Nanos now, std::size_t limit);
+  std::optional<Nanos> next_deadline(std::size_t shard) const;
+  // The engine's clock: EngineOptions::clock, or CLOCK_MONOTONIC.
+  Nanos now() const noexcept { return opts_.clock != nullptr ? opts_.clock() : monotonic_now(); }
   EngineStats stats() const;
   std::size_t shard_count() const noexcept { return shards_.size(); }
   Nanos tick() const noexcept { return opts_.tick; }
@@ -79,6 +85,7 @@ class EngineCore {
   // Undoes a schedule that handed nothing over: destroys the callable, keeps the node, counts it.
   Timer fail(ProducerState& state, Shard* shard, Node* node, Status why) noexcept;
   bool is_own_worker(const Shard* shard) const noexcept;
+  Shard& polled_shard(std::size_t index) const;  // checks poll()'s preconditions
 
   EngineOptions opts_;
   const std::uint64_t uid_;

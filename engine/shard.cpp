@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <ctime>
 #include <limits>
+#include <stdexcept>
 
 #include "clock.hpp"
 #include "engine_core.hpp"
@@ -59,6 +60,7 @@ Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nan
       max_pending_(opts.max_pending_per_shard),
       hybrid_spin_(opts.hybrid_spin),
       pin_(opts.pin_workers),
+      manual_(opts.threads == Threads::manual),
       cpu_(core.cpu_for(index)),
       wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0}) {
   wheel_.share();
@@ -134,7 +136,14 @@ ShardStats Shard::stats() const {
 void Shard::start_worker() { thread_ = std::thread([this] { run(); }); }
 
 void Shard::request_stop() noexcept {
-  stopping_.store(true, std::memory_order_release);
+  // seq_cst, and seq_cst on polling_ here and in poll(): a poll that takes polling_ then reads
+  // stopping_, so either it sees stopping_ and runs nothing, or this loop sees it polling and
+  // waits for it to end. (For a worker, any order would do: it reads stopping_ each pass.)
+  stopping_.store(true, std::memory_order_seq_cst);
+  if (manual_) {
+    while (polling_.load(std::memory_order_seq_cst)) std::this_thread::yield();
+    return;
+  }
   futex_.fetch_add(1, std::memory_order_release);
   futex_wake(&futex_);
 }
@@ -159,20 +168,53 @@ void Shard::run() {
   }
   // The kernel's timer slack (50 us by default) would make every timed wake that much late.
   ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-  reserve_token_ = new moodycamel::ProducerToken(free_nodes_);
-  refill();  // first touch of the node memory happens here, on the pinned worker
-  ready_.store(true, std::memory_order_release);
+  prepare();  // first touch of the node memory happens here, on the pinned worker
 
   while (!stopping_.load(std::memory_order_acquire)) {
-    pass();
+    pass(monotonic_now(), std::numeric_limits<std::size_t>::max());
     if (!cap_hit_) wait();
   }
   t_current_shard = nullptr;
 }
 
-void Shard::pass() {
+void Shard::prepare() noexcept {
+  reserve_token_ = new moodycamel::ProducerToken(free_nodes_);
+  refill();
+  ready_.store(true, std::memory_order_release);
+}
+
+void Shard::start_manual() noexcept {
+  binding_ = "caller-driven (no worker thread)";
+  prepare();
+}
+
+std::size_t Shard::poll(Nanos now, std::size_t limit) {
+  if (polling_.exchange(true, std::memory_order_seq_cst)) {
+    throw std::logic_error("tickwheel::Engine::poll: shard " + std::to_string(index_) +
+                           " is being polled by another thread; each shard must have one polling thread");
+  }
+  std::size_t ran = 0;
+  if (!stopping_.load(std::memory_order_seq_cst)) {  // see request_stop()
+    // Callbacks run on this thread: a schedule on this shard from one goes straight into the wheel,
+    // and stop() from one is refused, as on a worker. (A callback may poll another engine.)
+    Shard* const outer = t_current_shard;
+    t_current_shard = this;
+    ran = pass(now, limit);
+    t_current_shard = outer;
+    planned_ns_ = wheel_.next_deadline();  // the tick lag of the next poll is measured against it
+  }
+  // Release: the next poll, from whichever thread, sees this one's wheel.
+  polling_.store(false, std::memory_order_release);
+  return ran;
+}
+
+std::optional<Nanos> Shard::next_deadline(Nanos now) const noexcept {
+  if (transfers_.size_approx() != 0) return now;
+  return wheel_.next_deadline();
+}
+
+std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
   passes_.fetch_add(1, std::memory_order_relaxed);
-  const Nanos now = monotonic_now();
   if (planned_ns_ && now > *planned_ns_) {
     const std::int64_t lag = (now - *planned_ns_).count();
     if (lag > max_lag_ns_.load(std::memory_order_relaxed)) max_lag_ns_.store(lag, std::memory_order_relaxed);
@@ -183,9 +225,11 @@ void Shard::pass() {
   const std::size_t moved = transfer(transfer_cap_);
   cap_hit_ = moved == transfer_cap_ && transfers_.size_approx() != 0;
   if (cap_hit_) cap_hits_.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t fired_before = wheel_.stats().fired;
+  auto ran = [&] { return static_cast<std::size_t>(wheel_.stats().fired - fired_before); };
   for (;;) {
     try {
-      wheel_.advance(now);
+      wheel_.advance(now, limit - ran());
       break;
     } catch (...) {
       // The callback counts as fired; the wheel resumes the rest of the pass on the next call.
@@ -197,6 +241,7 @@ void Shard::pass() {
   }
   refill();
   publish_stats();
+  return ran();
 }
 
 void Shard::drain_cancels() noexcept {

@@ -64,8 +64,18 @@ class Shard {
   // ---- The worker thread. ----
   void start_worker();            // creates the thread; it binds, fills the reserve, then runs
   bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
-  void request_stop() noexcept;   // the worker finishes its pass and returns
+  // The worker finishes its pass and returns; in caller-driven mode, waits out a poll in
+  // progress and refuses later ones.
+  void request_stop() noexcept;
   void join();
+
+  // ---- Caller-driven mode (EngineOptions::threads == Threads::manual). ----
+  void start_manual() noexcept;   // fills the reserve on the calling thread, binds nothing
+  // One pass at `now` on the calling thread, at most `limit` callbacks; returns how many ran.
+  // Throws std::logic_error if another thread is polling this shard; 0 once stop() began.
+  std::size_t poll(Nanos now, std::size_t limit);
+  // The wheel's next deadline, or now if hand-offs are waiting. The polling thread only.
+  std::optional<Nanos> next_deadline(Nanos now) const noexcept;
   // A node for, and the linking of, a timer a callback schedules on its own shard: no queue.
   Node* own_node() noexcept {
     Node* node = nullptr;
@@ -94,7 +104,8 @@ class Shard {
 
  private:
   void run();
-  void pass();
+  void prepare() noexcept;
+  std::size_t pass(Nanos now, std::size_t limit) noexcept;
   std::size_t transfer(std::size_t cap) noexcept;
   void refill() noexcept;
   void wait();
@@ -108,6 +119,7 @@ class Shard {
   const std::size_t max_pending_;
   const Nanos hybrid_spin_;
   const bool pin_;
+  const bool manual_;
   const unsigned cpu_;
 
   // Worker only (and the stopping thread after join).
@@ -142,6 +154,9 @@ class Shard {
   // The futex word: bumped by a producer that wakes the worker, waited on by the worker.
   alignas(kCacheLine) std::atomic<std::uint32_t> futex_{0};
   std::atomic<bool> stopping_{false};
+  // Caller-driven mode: set while a poll runs, so that two threads never drive one wheel and
+  // stop() can wait for a poll to end (see poll() and request_stop() for the pairing).
+  std::atomic<bool> polling_{false};
 
   moodycamel::ConcurrentQueue<Node*> transfers_;
   moodycamel::ConcurrentQueue<CancelRecord> cancels_;

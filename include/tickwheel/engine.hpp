@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,6 +62,12 @@ enum class WaitStrategy {
   hybrid,  // spin for EngineOptions::hybrid_spin after each pass, then sleep.
 };
 
+// Who drives the shards' wheels.
+enum class Threads {
+  workers,  // one worker thread per shard, started lazily, bound to its core (the default)
+  manual,   // no threads: the caller's own loop calls Engine::poll(shard) (see there)
+};
+
 // Runtime options, validated by the constructor (std::invalid_argument naming the bad value).
 struct EngineOptions {
   std::size_t shards = 0;                          // 0 = one per physical core (hwloc)
@@ -77,6 +84,15 @@ struct EngineOptions {
   // One-line notices (binding refused, ...), at most once per kind per engine, never on the hot
   // path. Default: standard error.
   std::function<void(std::string_view)> log;
+  Threads threads = Threads::workers;
+  // Caller-driven mode only: the clock that schedule_after() and poll(shard) read, in the time
+  // base that poll(shard, now) is given; any thread may call it, it must never go back. Null:
+  // CLOCK_MONOTONIC (std::chrono::steady_clock). Workers sleep on CLOCK_MONOTONIC, so a clock of
+  // one's own with Threads::workers is refused.
+  Nanos (*clock)() noexcept = nullptr;
+  // Each engine costs a thread per shard: when more than this many engines are alive at once, the
+  // log says so, once per process (a sign of an engine per connection or per request). 0: never.
+  std::size_t warn_engines_above = 64;
 };
 
 // A copyable handle to one scheduled timer (24 bytes). A default-constructed Timer, or one from a
@@ -182,11 +198,29 @@ class Engine {
   // from inside a timer callback of this engine.
   std::vector<Timer> stop();
 
+  // Caller-driven mode (Threads::manual): runs one pass of `shard` on the calling thread, as a
+  // worker would: posted cancels, at most transfer_cap hand-offs, then the callbacks due at `now`
+  // (the engine's clock when not given), at most `limit` of them; the rest run in the next poll,
+  // earliest first. Returns how many callbacks ran. Callbacks run on this thread, and one that
+  // schedules on this shard goes straight into its wheel. Cost: that of a worker pass, no lock
+  // and no system call; a callback that throws is counted in stats().callback_errors and the pass
+  // goes on. Any thread, but one at a time per shard. Returns 0 and runs nothing once stop() has
+  // begun. Throws std::out_of_range for shard >= shard_count(), std::logic_error with
+  // Threads::workers or while another thread is polling the same shard.
+  std::size_t poll(std::size_t shard, std::size_t limit = kNoLimit);
+  std::size_t poll(std::size_t shard, Nanos now, std::size_t limit = kNoLimit);
+  // Caller-driven mode: when poll(shard) next has work: the shard's earliest deadline (a lower
+  // bound for timers more than 512 ticks away, as Wheel::next_deadline), `now` if hand-offs are
+  // waiting, nullopt if nothing is pending. A loop may sleep until then; a hand-off that arrives
+  // meanwhile is not signalled. The thread that polls the shard only. Throws as poll().
+  std::optional<Nanos> next_deadline(std::size_t shard) const;
+
   EngineStats stats() const;         // totals and per shard; any thread; reads relaxed counters
   std::size_t shard_count() const noexcept;
   Nanos tick() const noexcept;
 
   static constexpr std::size_t any_shard = static_cast<std::size_t>(-1);
+  static constexpr std::size_t kNoLimit = static_cast<std::size_t>(-1);
 
  private:
   template <class F>

@@ -80,6 +80,9 @@ constexpr void check_callable() {
   static_assert(std::is_nothrow_destructible_v<Fn>, "tickwheel: the callback's destructor may throw");
 }
 
+// Destroys the callable stored in a node without running it.
+inline void destroy_callable(Node* node) noexcept { node->thunk(node->storage, false); }
+
 // Constructs the callable in the node and records how to run it. Precondition: check_callable<F>.
 template <class F>
 void store_callable(Node* node, F&& fn) noexcept {

@@ -1,0 +1,277 @@
+// Tier 1 (engine, caller-driven): the Engine with EngineOptions::threads = Threads::manual, driven
+// by the test's own thread through poll() on an injected clock. No worker thread exists, so every
+// outcome here is deterministic: what a poll runs is decided by the fake time it is given and by
+// what was handed over before it. Covers: callbacks run on the polling thread and only when due,
+// the expiry limit (earliest first, the rest in the next poll), cross-thread schedule and cancel
+// through the queues, a clock jump far forward (everything fires once, in tick order), the transfer
+// cap counted per poll, a callback scheduling on its own shard, stop() from a callback, poll after
+// stop, next_deadline(), and every misuse poll() refuses. Also the process-wide notice when too
+// many engines are alive.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tickwheel/engine.hpp"
+
+namespace tickwheel::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The injected clock. Starts far from zero so that "now" and "deadline" never collide with 0.
+std::atomic<std::int64_t> g_fake_ns{1'000'000'000'000};
+Nanos fake_now() noexcept { return Nanos(g_fake_ns.load(std::memory_order_relaxed)); }
+Nanos advance_clock(Nanos by) {
+  return Nanos(g_fake_ns.fetch_add(by.count(), std::memory_order_relaxed) + by.count());
+}
+
+EngineOptions manual(std::size_t shards = 1) {
+  EngineOptions o;
+  o.shards = shards;
+  o.threads = Threads::manual;
+  o.clock = &fake_now;
+  return o;
+}
+
+// Records the order callbacks ran in and the thread they ran on.
+struct Log {
+  std::vector<int> order;
+  std::vector<std::thread::id> threads;
+};
+
+struct Record {
+  Log* log;
+  int id;
+  void operator()() const noexcept {
+    log->order.push_back(id);
+    log->threads.push_back(std::this_thread::get_id());
+  }
+};
+
+TEST(EngineManual, PollRunsWhatIsDueOnTheCallingThreadAndNothingEarly) {
+  Log log;
+  Engine e(manual());
+  ASSERT_TRUE(e.schedule_after(5ms, Record{&log, 1}));
+  EXPECT_EQ(e.poll(0), 0u);
+  EXPECT_EQ(e.poll(0, fake_now() + 4ms), 0u) << "ran a timer 1 ms early";
+  const Nanos due = advance_clock(5ms);
+  EXPECT_EQ(e.poll(0, due), 1u);
+  ASSERT_EQ(log.order, std::vector<int>{1});
+  EXPECT_EQ(log.threads[0], std::this_thread::get_id());
+  for (const ShardStats& s : e.stats().shards) {
+    EXPECT_EQ(s.bound_cpu, -1);
+    EXPECT_NE(s.binding.find("caller-driven"), std::string::npos) << s.binding;
+  }
+  EXPECT_EQ(e.stats().fired, 1u);
+}
+
+TEST(EngineManual, TheLimitBoundsEachPollAndTheRestRunNextEarliestFirst) {
+  Log log;
+  Engine e(manual());
+  for (int i = 9; i >= 0; --i) ASSERT_TRUE(e.schedule_after(Nanos(1ms) * (i + 1), Record{&log, i}));
+  const Nanos later = advance_clock(1s);
+  std::vector<std::size_t> per_poll;
+  for (std::size_t ran; (ran = e.poll(0, later, 3)) != 0;) per_poll.push_back(ran);
+  EXPECT_EQ(per_poll, (std::vector<std::size_t>{3, 3, 3, 1}));
+  EXPECT_EQ(log.order, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})) << "not earliest first";
+}
+
+TEST(EngineManual, ScheduleAndCancelFromOtherThreadsGoThroughTheQueues) {
+  Log log;
+  Engine e(manual(2));
+  std::vector<Timer> timers(200);
+  std::thread producer([&] {
+    for (int i = 0; i < 200; ++i) {
+      timers[static_cast<std::size_t>(i)] = e.schedule_on(static_cast<std::size_t>(i % 2), 1ms, Record{&log, i});
+    }
+    for (std::size_t i = 0; i < timers.size(); i += 2) EXPECT_TRUE(timers[i].cancel());
+  });
+  producer.join();
+  const Nanos due = advance_clock(1ms);
+  // Nothing ran on the producer thread, and no thread of the engine's ran anything either.
+  EXPECT_TRUE(log.order.empty());
+  std::size_t ran = e.poll(0, due);
+  ran += e.poll(1, due);
+  EXPECT_EQ(ran, 100u);
+  ASSERT_EQ(log.order.size(), 100u);
+  for (int id : log.order) EXPECT_EQ(id % 2, 1) << "a cancelled timer ran";
+  const EngineStats s = e.stats();
+  EXPECT_EQ(s.scheduled, 200u);
+  EXPECT_EQ(s.cancelled, 100u);
+  EXPECT_EQ(s.fired, 100u);
+  EXPECT_EQ(s.pending, 0u);
+}
+
+TEST(EngineManual, AClockJumpFarForwardFiresEverythingOnceInTickOrder) {
+  constexpr int kTimers = 2000;
+  struct Fire {
+    std::vector<std::int64_t>* due_of_run;
+    std::int64_t due;
+    void operator()() const noexcept { due_of_run->push_back(due); }
+  };
+  std::vector<std::int64_t> due_of_run;
+  EngineOptions o = manual();
+  o.tick = 1ms;
+  Engine e(o);
+  std::uint64_t x = 12345;
+  for (int i = 0; i < kTimers; ++i) {
+    x = x * 6364136223846793005u + 1442695040888963407u;
+    const Nanos delay = Nanos(static_cast<std::int64_t>((x >> 20) % 3'600'000'000'000));  // up to 1 h
+    ASSERT_TRUE(e.schedule_after(delay, Fire{&due_of_run, (fake_now() + delay).count()}));
+  }
+  const Nanos jumped = advance_clock(2h);
+  EXPECT_EQ(e.poll(0, jumped), static_cast<std::size_t>(kTimers));
+  ASSERT_EQ(due_of_run.size(), static_cast<std::size_t>(kTimers));
+  // Ticks run in order: the deadlines, rounded up to the tick, never go down.
+  auto tick_of = [](std::int64_t ns) { return (ns + 999'999) / 1'000'000; };
+  for (std::size_t i = 1; i < due_of_run.size(); ++i) {
+    EXPECT_LE(tick_of(due_of_run[i - 1]), tick_of(due_of_run[i])) << "out of tick order at run " << i;
+  }
+  EXPECT_EQ(e.poll(0, jumped), 0u) << "something ran twice";
+  EXPECT_EQ(e.stats().fired, static_cast<std::uint64_t>(kTimers));
+}
+
+TEST(EngineManual, EachPollMovesAtMostTheTransferCap) {
+  EngineOptions o = manual();
+  o.transfer_cap = 1000;
+  std::atomic<int> runs{0};
+  Engine e(o);
+  std::thread producer([&] {
+    for (int i = 0; i < 2500; ++i) ASSERT_TRUE(e.schedule_after(0ns, [&runs] { runs.fetch_add(1); }));
+  });
+  producer.join();
+  // Overdue hand-offs fire in the pass that transfers them.
+  EXPECT_EQ(e.poll(0), 1000u);
+  EXPECT_EQ(e.stats().queue_depth, 1500u);
+  EXPECT_EQ(e.poll(0), 1000u);
+  EXPECT_EQ(e.poll(0), 500u);
+  EXPECT_EQ(runs.load(), 2500);
+  EXPECT_EQ(e.stats().transfer_cap_hits, 2u);
+}
+
+TEST(EngineManual, ACallbackSchedulesOnItsOwnShardAndCannotLivelockThePoll) {
+  Engine e(manual(2));
+  Timer inner;
+  int runs = 0;
+  struct Again {
+    Engine* e;
+    Timer* inner;
+    int* runs;
+    void operator()() const noexcept {
+      if (++*runs < 3) *inner = e->schedule_after(0ns, Again{e, inner, runs});
+    }
+  };
+  ASSERT_TRUE(e.schedule_on(1, 0ns, Again{&e, &inner, &runs}));
+  EXPECT_EQ(e.poll(1), 1u) << "a re-arm at zero delay must wait for the next poll";
+  ASSERT_TRUE(inner);
+  EXPECT_EQ(inner.shard(), 1u) << "a callback's schedule went to another shard";
+  EXPECT_EQ(e.stats().shards[1].queue_depth, 0u);
+  EXPECT_EQ(e.poll(1), 1u);
+  EXPECT_EQ(e.poll(1), 1u);
+  EXPECT_EQ(e.poll(1), 0u);
+  EXPECT_EQ(runs, 3);
+}
+
+TEST(EngineManual, StopFromACallbackIsRefusedAndPollAfterStopRunsNothing) {
+  Engine e(manual());
+  bool refused = false;
+  struct TryStop {
+    Engine* e;
+    bool* refused;
+    void operator()() const noexcept {
+      try {
+        (void)e->stop();
+      } catch (const std::logic_error&) {
+        *refused = true;
+      }
+    }
+  };
+  ASSERT_TRUE(e.schedule_after(0ns, TryStop{&e, &refused}));
+  Timer later = e.schedule_after(1h, [] {});
+  EXPECT_EQ(e.poll(0), 1u);
+  EXPECT_TRUE(refused);
+  std::vector<Timer> left = e.stop();
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_TRUE(left[0].cancel());
+  EXPECT_TRUE(later.cancelled());
+  EXPECT_EQ(e.poll(0, fake_now() + 2h), 0u);
+  EXPECT_EQ(e.schedule_after(0ns, [] {}).status(), Status::stopped);
+}
+
+TEST(EngineManual, NextDeadlineSaysWhenThereIsWork) {
+  Engine e(manual());
+  EXPECT_FALSE(e.next_deadline(0).has_value());
+  const Nanos now = fake_now();
+  ASSERT_TRUE(e.schedule_after(10ms, [] {}));
+  // Handed over but not yet transferred: work now.
+  ASSERT_TRUE(e.next_deadline(0).has_value());
+  EXPECT_EQ(*e.next_deadline(0), now);
+  EXPECT_EQ(e.poll(0), 0u);
+  ASSERT_TRUE(e.next_deadline(0).has_value());
+  EXPECT_EQ(*e.next_deadline(0), now + 10ms);
+  EXPECT_EQ(e.poll(0, now + 10ms), 1u);
+  EXPECT_FALSE(e.next_deadline(0).has_value());
+}
+
+TEST(EngineManual, MisuseIsRefusedWithAClearError) {
+  Engine manual_engine(manual(2));
+  EXPECT_THROW((void)manual_engine.poll(2), std::out_of_range);
+  EXPECT_THROW((void)manual_engine.next_deadline(7), std::out_of_range);
+
+  EngineOptions workers;
+  workers.shards = 1;
+  workers.pin_workers = false;
+  Engine threaded(workers);
+  EXPECT_THROW((void)threaded.poll(0), std::logic_error);
+
+  EngineOptions own_clock_with_workers = workers;
+  own_clock_with_workers.clock = &fake_now;
+  EXPECT_THROW(Engine{own_clock_with_workers}, std::invalid_argument);
+
+  // Two threads polling one shard: the second is refused while the first is inside its pass.
+  bool refused = false;
+  struct PollFromAnotherThread {
+    Engine* e;
+    bool* refused;
+    void operator()() const noexcept {
+      std::thread([this] {
+        try {
+          (void)e->poll(0);
+        } catch (const std::logic_error&) {
+          *refused = true;
+        }
+      }).join();
+    }
+  };
+  ASSERT_TRUE(manual_engine.schedule_on(0, 0ns, PollFromAnotherThread{&manual_engine, &refused}));
+  EXPECT_EQ(manual_engine.poll(0), 1u);
+  EXPECT_TRUE(refused);
+}
+
+// The notice is once per process, so this is the only test that may trigger it.
+TEST(EngineNotices, TooManyEnginesAliveIsSaidOncePerProcess) {
+  std::vector<std::string> lines;
+  EngineOptions o = manual();
+  o.warn_engines_above = 2;
+  o.log = [&lines](std::string_view line) { lines.emplace_back(line); };
+  {
+    Engine a(o), b(o);
+    EXPECT_TRUE(lines.empty());
+    Engine c(o);
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_NE(lines[0].find("3 engines alive"), std::string::npos) << lines[0];
+    Engine d(o);
+  }
+  Engine a(o), b(o), c(o);
+  EXPECT_EQ(lines.size(), 1u) << "said twice";
+}
+
+}  // namespace
+}  // namespace tickwheel::test
