@@ -138,6 +138,28 @@ TEST(EngineManual, AClockJumpFarForwardFiresEverythingOnceInTickOrder) {
   EXPECT_EQ(e.stats().fired, static_cast<std::uint64_t>(kTimers));
 }
 
+// Netty's rule: an overdue timeout handed over late goes into the current bucket. Here the wheel
+// has moved far past the deadline before the hand-off arrives; the timer must run in the very
+// next poll, not a revolution (or 512 ticks) later.
+TEST(EngineManual, AnOverdueHandOffFiresInTheNextPollNotARevolutionLater) {
+  Log log;
+  Engine e(manual());
+  const Nanos start = fake_now();
+  const Nanos moved_on = advance_clock(10s);
+  EXPECT_EQ(e.poll(0, moved_on), 0u);
+  auto at = [](Nanos t) {
+    using Steady = std::chrono::steady_clock;
+    return Steady::time_point(std::chrono::duration_cast<Steady::duration>(t));
+  };
+  std::thread producer([&] {
+    ASSERT_TRUE(e.schedule_at(at(start + 1ms), Record{&log, 1}));
+    ASSERT_TRUE(e.schedule_at(at(moved_on - 511ms), Record{&log, 2}));  // almost a revolution ago
+  });
+  producer.join();
+  EXPECT_EQ(e.poll(0, moved_on), 2u);
+  EXPECT_EQ(log.order.size(), 2u);
+}
+
 TEST(EngineManual, EachPollMovesAtMostTheTransferCap) {
   EngineOptions o = manual();
   o.transfer_cap = 1000;
