@@ -1,14 +1,52 @@
-// engine/memory.cpp — anonymous mappings, huge-page aligned when large (see detail/memory.hpp).
+// engine/memory.cpp — anonymous mappings, huge-page aligned when large, or blocks of a jemalloc
+// arena (see detail/memory.hpp).
 #include "tickwheel/detail/memory.hpp"
 
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <string>
+
+#if TICKWHEEL_HAVE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#endif
 
 namespace tickwheel::detail {
 
-void* map_memory(std::size_t bytes) noexcept {
+#if TICKWHEEL_HAVE_JEMALLOC
+namespace {
+// Big blocks bypass the thread cache: they are few, long-lived, and may be freed on another thread.
+int block_flags(unsigned arena) noexcept {
+  return MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE;
+}
+}  // namespace
+
+unsigned create_arena() noexcept {
+  unsigned arena = kNoArena;
+  std::size_t size = sizeof(arena);
+  if (mallctl("arenas.create", &arena, &size, nullptr, 0) != 0) return kNoArena;
+  return arena;
+}
+
+void destroy_arena(unsigned arena) noexcept {
+  if (arena == kNoArena) return;
+  const std::string name = "arena." + std::to_string(arena) + ".destroy";
+  mallctl(name.c_str(), nullptr, nullptr, nullptr, 0);
+}
+#else
+unsigned create_arena() noexcept { return kNoArena; }
+void destroy_arena(unsigned) noexcept {}
+#endif
+
+void* map_memory(std::size_t bytes, unsigned arena) noexcept {
   const bool huge = bytes >= kHugePage;
+#if TICKWHEEL_HAVE_JEMALLOC
+  if (arena != kNoArena) {
+    void* block = mallocx(bytes, block_flags(arena) | (huge ? MALLOCX_ALIGN(kHugePage) : 0));
+    if (block != nullptr && huge) ::madvise(block, bytes, MADV_HUGEPAGE);
+    return block;
+  }
+#endif
   const std::size_t request = huge ? bytes + kHugePage : bytes;
   void* raw = ::mmap(nullptr, request, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -26,6 +64,14 @@ void* map_memory(std::size_t bytes) noexcept {
   return reinterpret_cast<void*>(aligned);
 }
 
-void unmap_memory(void* address, std::size_t bytes) noexcept { ::munmap(address, bytes); }
+void unmap_memory(void* address, std::size_t bytes, unsigned arena) noexcept {
+#if TICKWHEEL_HAVE_JEMALLOC
+  if (arena != kNoArena) {
+    dallocx(address, block_flags(arena));
+    return;
+  }
+#endif
+  ::munmap(address, bytes);
+}
 
 }  // namespace tickwheel::detail

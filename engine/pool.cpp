@@ -2,8 +2,6 @@
 // tickwheel/detail/pool.hpp).
 #include "tickwheel/detail/pool.hpp"
 
-#include "tickwheel/detail/memory.hpp"
-
 #include <cstdint>
 #include <limits>
 #include <new>
@@ -13,7 +11,7 @@ namespace tickwheel::detail {
 NodePool::~NodePool() {
   for (unsigned seg = 0; seg < segments_; ++seg) {
     unmap_memory(reinterpret_cast<void*>(base_[seg] + segment_start(seg) * sizeof(Node)),
-                 segment_nodes(seg) * sizeof(Node));
+                 segment_nodes(seg) * sizeof(Node), arena_);
   }
 }
 
@@ -22,7 +20,7 @@ Node* NodePool::acquire_fresh() noexcept {
   if (touched_ == mapped_) {
     if (segments_ == kMaxSegments) return nullptr;
     const unsigned seg = segments_;
-    void* memory = map_memory(segment_nodes(seg) * sizeof(Node));
+    void* memory = map_memory(segment_nodes(seg) * sizeof(Node), arena_);
     if (memory == nullptr) return nullptr;
     base_[seg] = reinterpret_cast<std::uintptr_t>(memory) - segment_start(seg) * sizeof(Node);
     mapped_ += segment_nodes(seg);

@@ -64,6 +64,7 @@ Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nan
       cpu_(core.cpu_for(index)),
       wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0}) {
   wheel_.share();
+  wheel_.pool_.use_arena(arena_.id);
 }
 
 Shard::~Shard() { delete reserve_token_; }

@@ -22,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include "tickwheel/detail/memory.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/wheel.hpp"
 
@@ -121,6 +122,16 @@ class Shard {
   const bool pin_;
   const bool manual_;
   const unsigned cpu_;
+
+  // The arena the wheel's node memory comes from (see detail/memory.hpp); declared before the
+  // wheel so that it outlives the wheel's pool.
+  struct Arena {
+    const unsigned id = create_arena();
+    Arena() = default;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    ~Arena() { destroy_arena(id); }
+  } arena_;
 
   // Worker only (and the stopping thread after join).
   Wheel wheel_;

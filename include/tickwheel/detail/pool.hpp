@@ -1,6 +1,6 @@
 // tickwheel/detail/pool.hpp — the node pool a wheel owns. Not public API.
 //
-// Design: nodes live in segments of anonymous mapped memory. Segment 0 holds nodes [0, 4096),
+// Design: nodes live in segments of anonymous mapped memory (or of a jemalloc arena: use_arena()). Segment 0 holds nodes [0, 4096),
 // segment k >= 1 holds [4096 * 2^(k-1), 4096 * 2^k), so the pool doubles when it grows, a node's
 // address is one table load and an add away from its index, and a 32-bit index reaches 2^32 nodes
 // in 21 segments. Segments of 2 MiB and more are aligned to 2 MiB and advised for transparent huge
@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tickwheel/detail/memory.hpp"
 #include "tickwheel/detail/node.hpp"
 
 namespace tickwheel::detail {
@@ -46,6 +47,10 @@ class NodePool {
     }
     return acquire_fresh();
   }
+
+  // Takes its segments from `arena` (a jemalloc arena, see detail/memory.hpp) instead of
+  // mappings of their own. Before the first acquire() only; the arena must outlive the pool.
+  void use_arena(unsigned arena) noexcept { arena_ = arena; }
 
   // Puts a node back. The caller has already ended its lifetime (generation bumped, callable gone).
   void release(Node* node) noexcept {
@@ -88,6 +93,7 @@ class NodePool {
   std::uint32_t touched_ = 0;
   std::uint64_t mapped_ = 0;
   unsigned segments_ = 0;
+  unsigned arena_ = kNoArena;
   // base_[k] is the address of segment k minus segment_start(k) nodes, so that node i of segment k
   // is at base_[k] + i * 64 with no subtraction on the lookup path. Kept as integers: the biased
   // address need not point into any object.
