@@ -38,7 +38,7 @@ unsigned create_arena() noexcept { return kNoArena; }
 void destroy_arena(unsigned) noexcept {}
 #endif
 
-void* map_memory(std::size_t bytes, unsigned arena) noexcept {
+void* map_memory(std::size_t bytes, [[maybe_unused]] unsigned arena) noexcept {
   const bool huge = bytes >= kHugePage;
 #if TICKWHEEL_HAVE_JEMALLOC
   if (arena != kNoArena) {
@@ -64,7 +64,7 @@ void* map_memory(std::size_t bytes, unsigned arena) noexcept {
   return reinterpret_cast<void*>(aligned);
 }
 
-void unmap_memory(void* address, std::size_t bytes, unsigned arena) noexcept {
+void unmap_memory(void* address, std::size_t bytes, [[maybe_unused]] unsigned arena) noexcept {
 #if TICKWHEEL_HAVE_JEMALLOC
   if (arena != kNoArena) {
     dallocx(address, block_flags(arena));

@@ -79,11 +79,11 @@ struct EngineOptions {
   // Processing units (OS indexes) for the workers, shard i on cpus[i % size]; empty = the first
   // PU of each physical core in turn. Naming a PU that does not exist is not an error: binding
   // fails, the engine runs unpinned, and stats and the log say so.
-  std::vector<unsigned> cpus;
+  std::vector<unsigned> cpus{};
   Nanos hybrid_spin{std::chrono::microseconds(50)};  // spin time before sleeping in hybrid mode
   // One-line notices (binding refused, ...), at most once per kind per engine, never on the hot
   // path. Default: standard error.
-  std::function<void(std::string_view)> log;
+  std::function<void(std::string_view)> log{};
   Threads threads = Threads::workers;
   // Caller-driven mode only: the clock that schedule_after() and poll(shard) read, in the time
   // base that poll(shard, now) is given; any thread may call it, it must never go back. Null:
