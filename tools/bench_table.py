@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""tools/bench_table.py — runs tickwheel-bench with repetitions and prints the README's table.
+"""tools/bench_table.py — runs a tickwheel benchmark binary with repetitions and prints the README's table.
 
 Each scenario of bench/wheel_bench.cpp runs on the wheel and on the binary-heap baseline in the
 same binary; this script pairs the two rows of each (case, N) by their names (<case>/<queue>/<N>),
 takes the median over the repetitions of the CPU time per operation, and prints one Markdown row
-per (case, N). Every figure comes from the benchmark's JSON output, and so do the case
+per (case, N). Given tickwheel-engine-bench instead, it pairs the engine with the mutex-guarded
+heap lanes per (case, shards, producer threads) (<case>/<queue>/<shards>/.../threads:<T>) and uses
+real time, as that binary measures it. Every figure comes from the benchmark's JSON output, and so do the case
 descriptions: the binary writes them into the JSON context from the same table that registers the
 cases, so nothing here is typed by hand and nothing can drift.
 
 Usage:
-  tools/bench_table.py [BINARY] [--repetitions R] [--filter REGEX] [--cpu K] [--json FILE]
+  tools/bench_table.py [BINARY] [--repetitions R] [--filter REGEX] [--cpu K] [--json FILE] [BINARY FLAGS]
   tools/bench_table.py --from-json FILE     # format a saved run without running anything
 
 Exit status 1 if any benchmark reported an error (a lost timer, an early fire). Standard library
@@ -24,7 +26,7 @@ import statistics
 import subprocess
 import sys
 
-QUEUES = ("wheel", "heap")
+QUEUES = ("wheel", "engine", "heap")
 TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 BASE_N = 1_000_000  # the size the "×(N vs 1M)" column compares against
 
@@ -45,7 +47,9 @@ def parse_args():
                    help="format this saved JSON output instead of running the binary")
     p.add_argument("--no-interleave", action="store_true",
                    help="run each benchmark's repetitions back to back (default: all shuffled)")
-    return p.parse_args()
+    args, extra = p.parse_known_args()
+    args.extra = extra  # anything else goes to the binary, e.g. --tickwheel_shards=1,2
+    return args
 
 
 def run_benchmark(args):
@@ -60,6 +64,7 @@ def run_benchmark(args):
         cmd.append(f"--benchmark_filter={args.filter}")
     if args.cpu is not None:
         cmd.append(f"--tickwheel_cpu={args.cpu}")
+    cmd += args.extra
     print("running: " + " ".join(cmd), file=sys.stderr)
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
     if args.json:
@@ -80,15 +85,17 @@ def cpu_model():
 
 
 def split_name(run):
-    """(case, queue, N) from a run name such as schedule/wheel/1000000/iterations:2097152."""
+    """(case, queue, N, threads) from a run name such as schedule/wheel/1000000/iterations:2097152
+    or schedule/engine/2/iterations:1048576/real_time/threads:2 (N is then the shard count)."""
     parts = run.get("run_name", run["name"]).split("/")
     if len(parts) < 3 or parts[1] not in QUEUES:
         return None
-    return parts[0], parts[1], int(parts[2])
+    threads = next((int(p.split(":", 1)[1]) for p in parts if p.startswith("threads:")), 1)
+    return parts[0], parts[1], int(parts[2]), threads
 
 
 def collect(data):
-    """{(case, N): {queue: [one dict per repetition]}} from the iteration rows."""
+    """{(case, N, threads): {queue: [one dict per repetition]}} from the iteration rows."""
     table = {}
     for run in data["benchmarks"]:
         if run.get("run_type") != "iteration" or run.get("error_occurred"):
@@ -96,9 +103,10 @@ def collect(data):
         key = split_name(run)
         if key is None:
             continue
-        case, queue, n = key
-        ns_per_iter = run["cpu_time"] * TIME_UNIT_NS[run["time_unit"]]
-        table.setdefault((case, n), {}).setdefault(queue, []).append({
+        case, queue, n, threads = key
+        clock = "real_time" if "/real_time" in run.get("run_name", run["name"]) else "cpu_time"
+        ns_per_iter = run[clock] * TIME_UNIT_NS[run["time_unit"]]
+        table.setdefault((case, n, threads), {}).setdefault(queue, []).append({
             "ns_per_op": ns_per_iter / run.get("ops_per_iter", 1.0),
             "bytes_per_timer": run.get("bytes_per_timer"),
             "worst_advance_us": run.get("worst_advance_us"),
@@ -176,33 +184,61 @@ def row_cells(case, n, wheel, heap, base_ns):
     return cells
 
 
+ENGINE_HEADER = ["case", "shards", "producers", "engine ns/op", "heap ns/op", "heap/engine",
+                 "engine min–max", "heap min–max"]
+
+ENGINE_NOTES = ("ns/op is real time per operation over all producer threads together (the "
+                "inverse of the aggregate rate; one thread's own cost is that times the producer "
+                "count); min–max is the range over the repetitions; heap/engine > 1 means the "
+                "engine is faster. The heap is the baseline a user writes by hand: one "
+                "mutex-guarded binary heap and consumer thread per shard.")
+
+
+def engine_rows(table, order):
+    lines = ["| " + " | ".join(ENGINE_HEADER) + " |", "|" + "|".join(["---"] * len(ENGINE_HEADER)) + "|"]
+    for case in order:
+        for (c, shards, threads) in sorted(k for k in table if k[0] == case):
+            row = table[(c, shards, threads)]
+            e, h = row.get("engine", []), row.get("heap", [])
+            e_ns, h_ns = med(e, "ns_per_op"), med(h, "ns_per_op")
+            cells = [case, str(shards), str(threads), fmt_ns(e_ns), fmt_ns(h_ns),
+                     f"{h_ns / e_ns:.2f}×" if e_ns and h_ns else "–", fmt_range(e), fmt_range(h)]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def render(data, cmd, repetitions):
     ctx = data.get("context", {})
     table = collect(data)
     order = case_order(data)
+    engine = any("engine" in queues for queues in table.values())
     reps_seen = max((len(q) for v in table.values() for q in v.values()), default=0)
     pinned = f", pinned to CPU {ctx['pinned_cpu']}" if "pinned_cpu" in ctx else ""
     load = ""
     if cmd and hasattr(os, "getloadavg"):
         load = f"; load average at the end {os.getloadavg()[0]:.2f}"
+    what = "real time" if engine else "CPU time"
     lines = [
-        f"tickwheel-bench: median of {reps_seen} repetitions (requested {repetitions}) of CPU time "
-        f"per operation; machine: {ctx.get('num_cpus', os.cpu_count())} x {cpu_model()}, "
+        f"{'tickwheel-engine-bench' if engine else 'tickwheel-bench'}: median of {reps_seen} "
+        f"repetitions (requested {repetitions}) of {what} per operation; machine: {ctx.get('num_cpus', os.cpu_count())} x {cpu_model()}, "
         f"{ctx.get('mhz_per_cpu', '?')} MHz{pinned}{load}; compiler {ctx.get('compiler', '?')}; "
         f"{ctx.get('date', '')}",
         "",
     ]
     if "workload" in ctx:
         lines += [f"Workload: {ctx['workload']}.", ""]
-    lines.append("| " + " | ".join(HEADER) + " |")
-    lines.append("|" + "|".join(["---"] * len(HEADER)) + "|")
-    for case in order:
-        base = table.get((case, BASE_N), {}).get("wheel")
-        base_ns = med(base, "ns_per_op") if base else None
-        for n in sorted(n for (c, n) in table if c == case):
-            row = table[(case, n)]
-            cells = row_cells(case, n, row.get("wheel", []), row.get("heap", []), base_ns)
-            lines.append("| " + " | ".join(cells) + " |")
+    if engine:
+        lines += engine_rows(table, order)
+    else:
+        lines.append("| " + " | ".join(HEADER) + " |")
+        lines.append("|" + "|".join(["---"] * len(HEADER)) + "|")
+        for case in order:
+            base = table.get((case, BASE_N, 1), {}).get("wheel")
+            base_ns = med(base, "ns_per_op") if base else None
+            for n in sorted(n for (c, n, _) in table if c == case):
+                row = table[(case, n, 1)]
+                cells = row_cells(case, n, row.get("wheel", []), row.get("heap", []), base_ns)
+                lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     by_name = {k.split(":", 1)[1]: v for k, v in ctx.items() if k.startswith("case:")}
     if by_name:
@@ -211,7 +247,7 @@ def render(data, cmd, repetitions):
             if case in by_name:
                 lines.append(f"- `{case}`: {by_name[case]}")
         lines.append("")
-    lines.append(NOTES)
+    lines.append(ENGINE_NOTES if engine else NOTES)
     if cmd:
         lines += ["", "Command: `" + " ".join(cmd) + "`"]
     bad = errors(data)
