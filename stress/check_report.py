@@ -1,36 +1,64 @@
 #!/usr/bin/env python3
-# stress/check_report.py — CTest check of a tickwheel-stress --json dump: it parses, has every
-# section and field the report promises with the right types, and its figures agree with each other
-# (ok with no failures, scheduled == fired + cancelled + pending with pending 0, percentiles in
-# order). Usage: check_report.py FILE [--wait sleep|spin]. Exit 0 iff every check holds.
+"""stress/check_report.py — CTest check of a tickwheel-stress JSON report, and of its SVG plot.
+
+Usage: check_report.py REPORT.json [--svg PLOT.svg] [--expect-cap-hits]
+
+The report must parse and hold every section and field the program promises, with numbers where
+numbers belong, and its figures must agree with each other: ok with no failures; scheduled ==
+fired + cancelled + returned at stop; every exactly-once counter zero; the engine's own counters
+equal to the harness's; percentiles in order; one entry per shard and per second. With --svg the
+plot must be well-formed XML (xml.etree), an <svg> root with a title, both panels and a drawn
+curve. With --expect-cap-hits (the burst case) the transfer-cap hit counter must have moved.
+Exit 0 iff every check holds; each failed check is printed.
+"""
+import argparse
 import json
 import sys
+import xml.etree.ElementTree as ET
 
 HISTOGRAM = ["count", "min", "mean", "p50", "p90", "p99", "p99_9", "p99_99", "max"]
 FIELDS = {
-    "options": ["timers", "cancel_share", "delay_min_ns", "delay_max_ns", "tick_ns", "wait",
-                "schedule_rate", "batch", "seed", "give_up_ns"],
-    "clock": ["read_ns", "monotonic_offset_ns", "timer_slack_ns"],
-    "run": ["seconds", "gave_up"],
-    "schedule": ["count", "batches", "ns", "per_second", "per_second_net_of_clock", "rejected"],
-    "cancel": ["calls", "returned_true", "returned_false", "batches", "ns", "per_second",
-               "per_second_net_of_clock", "picks_found_resolved"],
-    "fire": ["count", "min_lateness_ns", "lateness_ns", "lateness_past_tick_ns"],
-    "passes": ["count", "with_work_due", "per_second", "wakeups", "wakeups_per_second", "wakeups_for_wheel",
-               "tick_lag_ns", "pass_cost_ns", "oversleep_ns"],
-    "memory": ["wheel_bytes", "peak_pending", "wheel_bytes_per_peak_pending", "pool_nodes",
-               "pool_capacity", "pool_segments", "harness_bytes", "peak_rss_bytes"],
+    "options": ["profile", "timers", "producers", "schedule_rate", "cancel_share", "cancellers",
+                "delay", "delay_min_ns", "delay_max_ns", "delay_mean_ns", "delay_short_ns",
+                "delay_long_ns", "short_share", "periodic", "period_ns", "burst", "burst_every_ns",
+                "duration_ns", "seed", "shards", "tick_ns", "wait", "transfer_cap", "pin",
+                "max_pending"],
+    "environment": ["clock_read_ns", "clock_monotonic_offset_ns", "hardware_threads", "shards",
+                    "producers", "cancellers"],
+    "run": ["seconds", "stop_seconds"],
+    "schedule": ["calls", "scheduled", "per_second", "batches", "ns", "ns_per_call", "rejected",
+                 "periodic_started", "periodic_rearmed", "rearm_rejected", "probes", "bursts"],
+    "cancel": ["calls", "returned_true", "returned_false", "by_cancellers", "per_second", "batches",
+               "ns", "ns_per_call"],
+    "fire": ["count", "per_second", "min_lateness_ns", "lateness_ns", "oneshot_lateness_ns",
+             "periodic_lateness_ns", "lateness_past_tick_ns", "lateness_curve"],
+    "engine": ["scheduled", "fired", "cancelled", "rejected", "pending", "queue_depth",
+               "transfer_cap_hits", "passes", "wakeups", "wakeups_per_second", "callback_errors",
+               "max_tick_lag_ns"],
+    "memory": ["rss_base_bytes", "rss_at_peak_bytes", "calendar_bytes_at_peak", "peak_pending",
+               "bytes_per_pending", "peak_rss_bytes", "harness_bytes"],
     "machine": ["voluntary_switches", "involuntary_switches", "loadavg_start", "loadavg_end"],
-    "wheel": ["scheduled", "fired", "cancelled", "rejected", "passes", "moved", "moved_ahead",
-              "max_pass_work"],
-    "accounting": ["scheduled", "fired", "cancelled", "pending_end", "double_fires",
-                   "fired_after_cancel", "early_fires", "fired_before_tick", "fired_a_pass_late",
-                   "cancel_true_not_pending", "cancel_false_pending", "stale_cancels",
-                   "stale_cancel_true", "state_fired", "state_cancelled", "state_other",
-                   "ran_before_next_deadline", "next_deadline_missing", "pending_mismatch"],
+    "accounting": ["scheduled", "fired", "cancelled", "returned_at_stop", "rejected", "probes",
+                   "double_fires", "fired_after_cancel", "stray_fires", "early_fires",
+                   "fired_before_tick", "cancel_true_not_pending", "off_shard", "probe_failures",
+                   "pending_slots", "returned_cancel_false", "pending_not_returned",
+                   "stale_cancels", "stale_cancel_true", "callback_errors"],
 }
-HISTOGRAMS = [("fire", "lateness_ns"), ("fire", "lateness_past_tick_ns"), ("passes", "tick_lag_ns"),
-              ("passes", "pass_cost_ns"), ("passes", "oversleep_ns")]
+SHARD = ["index", "binding", "bound_cpu", "scheduled", "fired", "cancelled", "rejected",
+         "transfer_cap_hits", "passes", "wakeups", "wakeups_per_second", "max_tick_lag_ns",
+         "harness_fired", "rearmed", "lateness_ns"]
+SECOND = ["t_s", "scheduled_per_s", "cancelled_per_s", "fired_per_s", "pending", "queued",
+          "lateness_p99_ns", "lateness_max_ns", "lateness_p99_so_far_ns", "rss_bytes",
+          "transfer_cap_hits"]
+MUST_BE_ZERO = ["double_fires", "fired_after_cancel", "stray_fires", "early_fires",
+                "fired_before_tick", "cancel_true_not_pending", "off_shard", "probe_failures",
+                "returned_cancel_false", "pending_not_returned", "stale_cancel_true",
+                "callback_errors"]
+STRINGS = {("options", "profile"), ("options", "delay"), ("options", "wait")}
+BOOLEANS = {("options", "pin")}
+OBJECTS = {("schedule", "rejected"), ("schedule", "rearm_rejected"), ("schedule", "bursts"),
+           ("fire", "lateness_ns"), ("fire", "oneshot_lateness_ns"), ("fire", "periodic_lateness_ns"),
+           ("fire", "lateness_past_tick_ns"), ("fire", "lateness_curve")}
 
 errors = []
 
@@ -44,69 +72,118 @@ def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def main():
-    if len(sys.argv) not in (2, 4) or (len(sys.argv) == 4 and sys.argv[2] != "--wait"):
-        print(__doc__ or "usage: check_report.py FILE [--wait sleep|spin]", file=sys.stderr)
-        return 2
-    with open(sys.argv[1], encoding="utf-8") as f:
-        report = json.load(f)
+def check_histogram(name, h):
+    for field in HISTOGRAM:
+        check(is_number(h.get(field)), f"{name}.{field} is a number")
+    if all(is_number(h.get(f)) for f in HISTOGRAM) and h["count"] > 0:
+        chain = [h["min"], h["p50"], h["p90"], h["p99"], h["p99_9"], h["p99_99"], h["max"]]
+        check(chain == sorted(chain), f"{name}: percentiles in order: {chain}")
 
+
+def check_report(report, expect_cap_hits):
     check(report.get("tool") == "tickwheel-stress", "tool is tickwheel-stress")
     check(report.get("ok") is True, "ok is true")
     check(report.get("failures") == [], f"failures is empty: {report.get('failures')}")
+    check(isinstance(report.get("config"), str) and report["config"], "config is a string")
+    check(isinstance(report.get("notices"), list), "notices is a list")
     for section, fields in FIELDS.items():
         body = report.get(section)
         if not isinstance(body, dict):
             errors.append(f"section {section} missing")
             continue
         for field in fields:
-            check(field in body, f"{section}.{field} missing")
+            if field not in body:
+                errors.append(f"{section}.{field} missing")
+            elif (section, field) in STRINGS:
+                check(isinstance(body[field], str), f"{section}.{field} is a string")
+            elif (section, field) in BOOLEANS:
+                check(isinstance(body[field], bool), f"{section}.{field} is a boolean")
+            elif (section, field) not in OBJECTS:
+                check(is_number(body[field]), f"{section}.{field} is a number")
     if errors:
-        return finish()
+        return
 
-    for section, name in HISTOGRAMS:
-        h = report[section][name]
-        for field in HISTOGRAM:
-            check(is_number(h.get(field)), f"{section}.{name}.{field} is a number")
-        if h["count"] > 0:
-            chain = [h["min"], h["p50"], h["p90"], h["p99"], h["p99_9"], h["p99_99"], h["max"]]
-            check(chain == sorted(chain), f"{section}.{name} percentiles are in order: {chain}")
+    env = report["environment"]
+    shards = report.get("shards")
+    check(isinstance(shards, list) and len(shards) == env["shards"], "one entry per shard")
+    for i, shard in enumerate(shards or []):
+        for field in SHARD:
+            check(field in shard, f"shards[{i}].{field} missing")
+        if "lateness_ns" in shard:
+            check_histogram(f"shards[{i}].lateness_ns", shard["lateness_ns"])
+    series = report.get("series")
+    check(isinstance(series, list) and len(series) >= 1, "at least one second in the series")
+    for i, second in enumerate(series or []):
+        for field in SECOND:
+            check(is_number(second.get(field)), f"series[{i}].{field} is a number")
+
+    fire = report["fire"]
+    for name in ["lateness_ns", "oneshot_lateness_ns", "periodic_lateness_ns", "lateness_past_tick_ns"]:
+        check_histogram(f"fire.{name}", fire[name])
+    curve = fire["lateness_curve"]
+    check(isinstance(curve, list), "fire.lateness_curve is a list")
+    points = [(p.get("percentile"), p.get("ns")) for p in curve]
+    check(all(is_number(p) and is_number(v) for p, v in points), "curve points are numbers")
+    check([v for _, v in points] == sorted(v for _, v in points), "the curve never goes down")
+    check(fire["count"] == fire["lateness_ns"]["count"], "one lateness sample per fire")
+    check(fire["lateness_ns"]["count"] == fire["oneshot_lateness_ns"]["count"] +
+          fire["periodic_lateness_ns"]["count"], "every fire is a one-shot or a periodic one")
+    check(fire["min_lateness_ns"] >= 0, "no early fire")
 
     acc = report["accounting"]
-    check(acc["scheduled"] == report["options"]["timers"], "every timer was scheduled")
-    check(acc["scheduled"] == acc["fired"] + acc["cancelled"] + acc["pending_end"],
-          "scheduled == fired + cancelled + pending_end")
-    check(acc["pending_end"] == 0, "nothing pending at the end")
-    for field in ["double_fires", "fired_after_cancel", "early_fires", "fired_before_tick",
-                  "fired_a_pass_late", "cancel_true_not_pending", "cancel_false_pending",
-                  "stale_cancel_true", "state_other", "ran_before_next_deadline",
-                  "next_deadline_missing", "pending_mismatch"]:
+    check(acc["scheduled"] == acc["fired"] + acc["cancelled"] + acc["returned_at_stop"],
+          "scheduled == fired + cancelled + returned at stop")
+    check(acc["pending_slots"] == acc["returned_at_stop"], "every pending slot was returned")
+    check(acc["probes"] == env["producers"], "one probe per producer")
+    for field in MUST_BE_ZERO:
         check(acc[field] == 0, f"accounting.{field} == 0 (is {acc[field]})")
-    check(report["fire"]["count"] == acc["fired"] == report["fire"]["lateness_ns"]["count"],
-          "one lateness sample per fire")
-    check(report["fire"]["min_lateness_ns"] >= 0, "no early fire")
-    check(report["schedule"]["per_second"] > 0, "schedule throughput measured")
-    for name in ["scheduled", "fired", "cancelled", "passes"]:
-        own = acc[name] if name != "passes" else report["passes"]["count"]
-        check(report["wheel"][name] == own, f"wheel.{name} agrees with the harness")
+    engine = report["engine"]
+    for name in ["scheduled", "fired", "cancelled", "rejected"]:
+        check(engine[name] == acc[name], f"engine.{name} {engine[name]} == accounting.{name} {acc[name]}")
+    check(report["schedule"]["scheduled"] > 0, "something was scheduled")
     check(report["memory"]["peak_rss_bytes"] > 0, "peak RSS measured")
-    check(report["clock"]["read_ns"] > 0, "clock read cost measured")
-    if len(sys.argv) == 4:
-        wait = sys.argv[3]
-        check(report["options"]["wait"] == wait, f"options.wait is {wait}")
-        if wait == "sleep":
-            check(report["passes"]["wakeups"] > 0, "sleep mode woke up at least once")
-            check(report["clock"]["timer_slack_ns"] == 1, "timer slack is 1 ns in sleep mode")
-        else:
-            check(report["passes"]["wakeups"] == 0, "spin mode never sleeps")
-    return finish()
+    check(env["clock_read_ns"] > 0, "clock read cost measured")
+    if expect_cap_hits:
+        check(report["schedule"]["bursts"]["count"] > 0, "bursts ran")
+        check(engine["transfer_cap_hits"] > 0,
+              "the transfer-cap hit counter moved (a burst larger than the cap, within a tick)")
 
 
-def finish():
+def check_svg(path):
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as e:
+        errors.append(f"{path} is not well-formed XML: {e}")
+        return
+    ns = "{http://www.w3.org/2000/svg}"
+    check(root.tag == ns + "svg", f"the root is <svg> (is {root.tag})")
+    check(root.find(ns + "title") is not None, "the plot has a <title>")
+    texts = [t.text or "" for t in root.iter(ns + "text")]
+    check(any("Lateness by percentile" in t for t in texts), "the percentile panel is there")
+    check(any("Lateness over time" in t for t in texts), "the time panel is there")
+    check(any(t.startswith("profile ") for t in texts), "the title holds the configuration")
+    check(len(list(root.iter(ns + "polyline"))) >= 1, "at least one curve is drawn")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("report")
+    parser.add_argument("--svg")
+    parser.add_argument("--expect-cap-hits", action="store_true")
+    args = parser.parse_args()
+    try:
+        with open(args.report, encoding="utf-8") as f:
+            report = json.load(f)
+    except (OSError, ValueError) as e:
+        errors.append(f"{args.report} does not parse: {e}")
+    else:
+        check_report(report, args.expect_cap_hits)
+    if args.svg:
+        check_svg(args.svg)
     for e in errors:
         print(f"check_report: FAIL: {e}")
     if not errors:
-        print(f"check_report: OK: {sys.argv[1]}")
+        print(f"check_report: OK: {args.report}" + (f" and {args.svg}" if args.svg else ""))
     return 1 if errors else 0
 
 

@@ -1,5 +1,7 @@
-// stress/clock.cpp — the absolute sleep and the measurements behind Clock.
+// stress/clock.cpp — the absolute sleep and the start-up measurements behind Clock.
 #include "clock.hpp"
+
+#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,10 +13,6 @@ namespace {
 
 constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
 
-std::int64_t since_epoch_ns(std::chrono::steady_clock::time_point t) noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-
 std::int64_t monotonic_ns() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -23,21 +21,22 @@ std::int64_t monotonic_ns() noexcept {
 
 }  // namespace
 
-void Clock::sleep_until(std::int64_t t) const noexcept {
-  const std::int64_t abs = since_epoch_ns(origin_) + t;
+void Clock::sleep_until(std::int64_t t) noexcept {
+  // Absolute CLOCK_MONOTONIC: the same clock as now() (see the header), so the sleep aims at t
+  // itself and a signal that interrupts it does not stretch it.
   timespec ts{};
-  ts.tv_sec = static_cast<time_t>(abs / kNanosPerSecond);
-  ts.tv_nsec = static_cast<long>(abs % kNanosPerSecond);
+  ts.tv_sec = static_cast<time_t>(t / kNanosPerSecond);
+  ts.tv_nsec = static_cast<long>(t % kNanosPerSecond);
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
   }
 }
 
-std::int64_t Clock::monotonic_offset_ns() const noexcept {
+std::int64_t Clock::monotonic_offset_ns() noexcept {
   std::int64_t best = -1;
   for (int i = 0; i < 16; ++i) {
-    const std::int64_t a = since_epoch_ns(std::chrono::steady_clock::now());
+    const std::int64_t a = now();
     const std::int64_t m = monotonic_ns();
-    const std::int64_t b = since_epoch_ns(std::chrono::steady_clock::now());
+    const std::int64_t b = now();
     // m was read between a and b on the same clock iff a <= m <= b; otherwise the distance to
     // that interval is the offset (plus at most one read).
     const std::int64_t off = m < a ? a - m : (m > b ? m - b : 0);
@@ -47,17 +46,14 @@ std::int64_t Clock::monotonic_offset_ns() const noexcept {
 }
 
 double Clock::measure_read_cost(unsigned rounds, unsigned reads) noexcept {
-  using std::chrono::steady_clock;
   std::vector<double> per_read;
   per_read.reserve(rounds);
   std::uint64_t sink = 0;  // unsigned: the sum of a million timestamps wraps, which is fine here
   for (unsigned r = 0; r < rounds; ++r) {
-    const auto t0 = steady_clock::now();
-    for (unsigned i = 0; i < reads; ++i) {
-      sink += static_cast<std::uint64_t>(steady_clock::now().time_since_epoch().count());
-    }
-    const auto t1 = steady_clock::now();
-    per_read.push_back(static_cast<double>((t1 - t0).count()) / reads);
+    const std::int64_t t0 = now();
+    for (unsigned i = 0; i < reads; ++i) sink += static_cast<std::uint64_t>(now());
+    const std::int64_t t1 = now();
+    per_read.push_back(static_cast<double>(t1 - t0) / reads);
   }
   // Keep the reads observable so the loop cannot be dropped.
   volatile std::uint64_t keep = sink;

@@ -1,46 +1,45 @@
-// stress/clock.hpp — the harness's time source: std::chrono::steady_clock as integer nanoseconds
-// since an origin taken when the Clock is made, and an absolute sleep on the same clock.
+// stress/clock.hpp — the harness's time source: std::chrono::steady_clock read as integer
+// nanoseconds since its epoch, the axis the engine works on.
 //
-// The wheel is driven in these nanoseconds (its start is 0 = the origin), so a deadline, a
-// callback's clock read and the `now` given to advance() are all on one axis. The sleep uses
-// clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME), which is the same clock only if steady_clock
-// reads CLOCK_MONOTONIC (it does in libstdc++ on Linux); monotonic_offset_ns() measures that
-// instead of assuming it, and the driver refuses to sleep on a clock that does not match.
+// Why this axis: Engine::schedule_at() takes steady_clock time points, and the engine's workers
+// read CLOCK_MONOTONIC, which is what steady_clock reads in libstdc++ on Linux. So a deadline the
+// harness computes, the deadline the engine stores and the clock read a callback makes at its start
+// are all on one axis, with no offset to estimate. monotonic_offset_ns() measures that claim rather
+// than assuming it, and the report prints the measurement.
+//
+// Every figure the harness reports costs at least one read of this clock (each fire reads it once,
+// each timed batch twice), so the cost of one read is measured at start-up and printed beside them.
 #pragma once
-
-#include <time.h>
 
 #include <chrono>
 #include <cstdint>
 
 namespace tickwheel::stress {
 
-class Clock {
- public:
-  Clock() noexcept : origin_(std::chrono::steady_clock::now()) {}
-
-  // Takes the origin again: now() reads 0 from here on.
-  void restart() noexcept { origin_ = std::chrono::steady_clock::now(); }
-
-  // Nanoseconds since the origin. One steady_clock read (see measure_read_cost()).
-  std::int64_t now() const noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                                origin_)
+struct Clock {
+  // Nanoseconds since steady_clock's epoch. One steady_clock::now() (vDSO, no system call).
+  static std::int64_t now() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
+  // The time point Engine::schedule_at() takes for a reading of now().
+  static std::chrono::steady_clock::time_point at(std::int64_t ns) noexcept {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(ns)));
+  }
 
-  // Blocks until now() >= t (returns at once if it already is), retrying after signals.
-  void sleep_until(std::int64_t t) const noexcept;
+  // Blocks until now() >= t (at once if it already is), retrying after signals. The kernel's timer
+  // slack of the calling thread applies (50 us by default): the harness's own threads sleep with
+  // it, since only the engine's workers are on the measured path.
+  static void sleep_until(std::int64_t t) noexcept;
 
-  // |CLOCK_MONOTONIC - steady_clock| in ns, from reads taken back to back (the smallest gap of a
-  // few tries, so it is an upper bound on the true offset plus one read).
-  std::int64_t monotonic_offset_ns() const noexcept;
+  // |CLOCK_MONOTONIC - steady_clock| in ns from reads taken back to back: the smallest gap of a few
+  // tries, so an upper bound on the true offset (plus at most one read).
+  static std::int64_t monotonic_offset_ns() noexcept;
 
-  // ns per steady_clock::now() call: the median of `rounds` timed loops of `reads` calls each.
+  // ns per now() call: the median of `rounds` timed loops of `reads` calls each.
   static double measure_read_cost(unsigned rounds = 5, unsigned reads = 1'000'000) noexcept;
-
- private:
-  std::chrono::steady_clock::time_point origin_;
 };
 
 }  // namespace tickwheel::stress

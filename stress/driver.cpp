@@ -1,36 +1,27 @@
-// stress/driver.cpp — the driver loop, the per-timer bookkeeping and the end-of-run checks.
+// stress/driver.cpp — the run's set-up, sampling, stop and end-of-run checks.
 #include "driver.hpp"
 
-#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
+#include <chrono>
 #include <cstdio>
-#include <functional>
-#include <limits>
 #include <memory>
-#include <optional>
-#include <queue>
-#include <random>
+#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <utility>
+#include <thread>
 #include <vector>
 
 #include "clock.hpp"
-#include "tickwheel/wheel.hpp"
+#include "producer.hpp"
+#include "workload.hpp"
 
 namespace tickwheel::stress {
 namespace {
 
 constexpr std::int64_t kSecond = 1'000'000'000;
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-// The sleep target must be on the clock the harness reads; a larger offset means it is not.
-constexpr std::int64_t kMaxClockOffsetNs = 1'000'000;
-
-// Per-timer state, one byte each.
-enum : std::uint8_t { kUnscheduled = 0, kPending, kFired, kCancelled };
 
 // The 1-minute load average, or -1 if /proc/loadavg cannot be read.
 double read_loadavg() {
@@ -42,376 +33,369 @@ double read_loadavg() {
   return load;
 }
 
+// Resident set size now, from /proc/self/statm (pages), or 0 if it cannot be read.
+std::uint64_t current_rss() {
+  unsigned long long size = 0;
+  unsigned long long resident = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%llu %llu", &size, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return resident * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
 rusage read_rusage() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return usage;
 }
 
-std::string format_us(std::int64_t ns) {
+// "1.23M", "456.7k", "89"
+std::string si(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1e3);
+  if (v >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  } else if (v >= 1e4) {
+    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  }
+  return buf;
+}
+
+std::string us(std::uint64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fus", static_cast<double>(ns) / 1e3);
   return buf;
 }
 
 class Driver {
  public:
-  Driver(const Options& options, std::ostream& status);
+  Driver(const Options& options, std::ostream& status, bool in_place)
+      : o_(options), status_(status), in_place_(in_place) {}
   Report run();
 
  private:
-  void on_fire(std::uint32_t i) noexcept;
-  void cancel_due(std::int64_t now);
-  void schedule_due(std::int64_t now);
-  std::int64_t next_schedule_time() const noexcept;
-  void pass(std::int64_t now);
-  void print_status(std::int64_t now);
-  void finish();
-  std::int64_t round_up_to_tick(std::int64_t t) const noexcept {
-    return t <= 0 ? 0 : ((t + tick_ - 1) / tick_) * tick_;
-  }
+  void build(Engine& engine);
+  void start_threads();
+  Sample sample(std::int64_t now, Engine& engine);
+  void print_status(const Sample& s);
+  void collect(Engine& engine);
+  void check_slots(std::vector<Timer>& returned);
 
-  const Options& opt_;
+  const Options& o_;
   std::ostream& status_;
+  const bool in_place_;
   Report r_;
-  Clock clock_;                  // restarted when the run starts: its 0 is the wheel's start
-  std::int64_t tick_;
-  Wheel wheel_;
 
-  // The plan: the same seed gives the same delays and cancel picks in the same order.
-  std::mt19937_64 rng_;
-  std::uniform_int_distribution<std::int64_t> delay_;
-  std::bernoulli_distribution pick_;
-  std::uniform_real_distribution<double> when_;
+  std::mutex notices_mutex_;
+  std::vector<std::string> notices_;  // the engine's log lines (workers may write them)
 
-  // Per timer, indexed by the timer's number (its order of scheduling).
-  std::unique_ptr<std::int64_t[]> deadline_;     // ns on the clock's axis
-  std::unique_ptr<std::uint64_t[]> id_;          // TimerId::raw()
-  std::unique_ptr<std::uint64_t[]> sched_pass_;  // passes completed when it was scheduled
-  std::unique_ptr<std::uint8_t[]> state_;        // kUnscheduled .. kCancelled
+  SlotRange periodic_;
+  std::unique_ptr<Slot[]> slots_;
+  std::unique_ptr<Timer[]> periodic_first_;
+  std::unique_ptr<ShardRecorder[]> recorders_;
+  RunShared shared_;
+  std::vector<std::unique_ptr<Producer>> producers_;
+  std::vector<std::unique_ptr<Canceller>> cancellers_;
+  std::vector<std::thread> producer_threads_;
+  std::vector<std::thread> canceller_threads_;
 
-  // Cancel picks, earliest first: (time to cancel, timer number).
-  using CancelEvent = std::pair<std::int64_t, std::uint32_t>;
-  struct CancelQueue : std::priority_queue<CancelEvent, std::vector<CancelEvent>, std::greater<>> {
-    using priority_queue::priority_queue;
-    std::size_t capacity() const noexcept { return c.capacity(); }
-  };
-  CancelQueue cancels_;
-  std::vector<std::uint32_t> cancel_batch_;     // timer numbers of the batch being cancelled
-  std::vector<std::uint64_t> cancel_id_;        // their ids
-  std::vector<std::uint8_t> cancel_result_;
-
-  // Set by the loop before each advance() and read by the callbacks it runs.
-  std::int64_t pass_now_ = -1;       // `now` of the pass running
-  std::int64_t prev_pass_now_ = -1;  // `now` of the pass before it
-
-  std::uint64_t next_timer_ = 0;     // timers [0, next_timer_) have had their schedule call
-  std::int64_t sched_start_ = 0;
-  std::int64_t last_deadline_ = 0;
+  std::int64_t start_ns_ = 0;
+  Sample previous_;
+  std::unique_ptr<Histogram> previous_lateness_ = std::make_unique<Histogram>();
 };
 
-Driver::Driver(const Options& options, std::ostream& status)
-    : opt_(options),
-      status_(status),
-      tick_(options.tick_ns),
-      wheel_(WheelOptions{.tick = Nanos(options.tick_ns), .start = Nanos(0), .max_pending = 0}),
-      rng_(options.seed),
-      delay_(options.delay_min_ns, options.delay_max_ns),
-      pick_(options.cancel_share),
-      when_(0.0, 1.0),
-      deadline_(std::make_unique<std::int64_t[]>(options.timers)),
-      id_(std::make_unique<std::uint64_t[]>(options.timers)),
-      sched_pass_(std::make_unique<std::uint64_t[]>(options.timers)),
-      state_(std::make_unique<std::uint8_t[]>(options.timers)),
-      cancel_batch_(options.batch),
-      cancel_id_(options.batch),
-      cancel_result_(options.batch) {
-  r_.options = options;
-  r_.min_lateness_ns = kNever;
+void Driver::build(Engine& engine) {
+  const std::size_t shards = engine.shard_count();
+  const unsigned producers = o_.producers != 0 ? o_.producers : static_cast<unsigned>(shards);
+  r_.shards = shards;
+  r_.producers = producers;
+  r_.cancellers = o_.cancellers;
+  Options resolved = o_;
+  resolved.shards = shards;
+  resolved.producers = producers;
+  r_.config = describe(resolved);
 
-  // Reserve the cancel queue for the expected picks plus 1 % (it grows if the draw exceeds that).
-  std::vector<CancelEvent> storage;
-  storage.reserve(static_cast<std::size_t>(static_cast<double>(options.timers) *
-                                           std::min(1.0, options.cancel_share * 1.01)) + 16);
-  cancels_ = CancelQueue(std::greater<>{}, std::move(storage));
+  const auto timers = static_cast<std::uint32_t>(o_.timers);
+  const auto burst = static_cast<std::uint32_t>(o_.burst);
+  const auto periodic = static_cast<std::uint32_t>(o_.periodic);
+  const SlotRange oneshots{0, timers};
+  const SlotRange bursts{timers, timers + burst};
+  periodic_ = SlotRange{bursts.end, bursts.end + periodic};
 
-  r_.clock_read_ns = Clock::measure_read_cost();
-  r_.clock_monotonic_offset_ns = clock_.monotonic_offset_ns();
-  if (options.wait == WaitMode::sleep) {
-    if (r_.clock_monotonic_offset_ns > kMaxClockOffsetNs) {
-      throw std::runtime_error("steady_clock is " + std::to_string(r_.clock_monotonic_offset_ns) +
-                               " ns away from CLOCK_MONOTONIC, so --wait sleep cannot aim its "
-                               "clock_nanosleep; use --wait spin");
-    }
-    if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) != 0) {
-      throw std::runtime_error("prctl(PR_SET_TIMERSLACK, 1) failed");
-    }
+  // make_unique value-initialises: every slot is written here, so its pages are resident before
+  // the RSS baseline.
+  slots_ = std::make_unique<Slot[]>(periodic_.end);
+  periodic_first_ = std::make_unique<Timer[]>(periodic);
+  recorders_ = std::make_unique<ShardRecorder[]>(shards);
+  for (std::size_t i = 0; i < shards; ++i) {
+    recorders_[i].init(&engine, slots_.get(), i, o_.tick_ns, o_.period_ns);
   }
-  r_.timer_slack_ns = prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL);
+
+  shared_.options = &o_;
+  shared_.engine = &engine;
+  shared_.slots = slots_.get();
+  shared_.periodic_first = periodic_first_.get();
+  shared_.recorders = recorders_.get();
+  shared_.periodic = periodic_;
+  shared_.rate_per_producer = o_.schedule_rate / producers;
+  for (unsigned i = 0; i < o_.cancellers; ++i) {
+    cancellers_.push_back(std::make_unique<Canceller>(shared_));
+    shared_.cancellers.push_back(cancellers_.back().get());
+  }
+  // Producer p owns the p-th share of the one-shot and periodic ranges; the first owns the bursts.
+  auto share = [producers](SlotRange range, unsigned p) {
+    const std::uint64_t n = range.size();
+    return SlotRange{range.begin + static_cast<std::uint32_t>(n * p / producers),
+                     range.begin + static_cast<std::uint32_t>(n * (p + 1) / producers)};
+  };
+  for (unsigned p = 0; p < producers; ++p) {
+    producers_.push_back(std::make_unique<Producer>(shared_, p, share(oneshots, p), share(periodic_, p),
+                                                    p == 0 ? bursts : SlotRange{bursts.end, bursts.end}));
+  }
+  r_.harness_bytes = std::uint64_t{periodic_.end} * sizeof(Slot) + std::uint64_t{periodic} * sizeof(Timer) +
+                     shards * sizeof(ShardRecorder) + std::uint64_t{timers} * sizeof(std::uint32_t) +
+                     producers * (sizeof(Producer) + Calendar::kBuckets * sizeof(std::vector<Event>));
 }
 
-void Driver::on_fire(std::uint32_t i) noexcept {
-  const std::int64_t t = clock_.now();  // first thing: the moment the callback starts
-  const std::int64_t deadline = deadline_[i];
-  const std::int64_t late = t - deadline;
-  if (late < 0) ++r_.early_fires;
-  r_.min_lateness_ns = std::min(r_.min_lateness_ns, late);
-  r_.lateness.record(late > 0 ? static_cast<std::uint64_t>(late) : 0);
-  const std::int64_t due = round_up_to_tick(deadline);
-  r_.lateness_past_tick.record(t > due ? static_cast<std::uint64_t>(t - due) : 0);
-
-  // The contract of advance(): a timer runs in the first advance(now) with now >= its deadline
-  // rounded up to the tick. r_.passes is the number of the running pass; the previous pass counts
-  // only if it came after the schedule call.
-  if (pass_now_ < due) {
-    ++r_.fired_before_tick;
-  } else if (r_.passes - 1 > sched_pass_[i] && prev_pass_now_ >= due) {
-    ++r_.fired_a_pass_late;
+void Driver::start_threads() {
+  for (auto& p : producers_) producer_threads_.emplace_back([&p] { p->run(); });
+  // Every producer takes its home shard before any other thread uses the engine (see producer.hpp).
+  while (shared_.probed.load(std::memory_order_acquire) != producers_.size()) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-
-  switch (state_[i]) {
-    case kFired: ++r_.double_fires; break;
-    case kCancelled: ++r_.fired_after_cancel; break;
-    default: break;
+  std::string errors;
+  for (auto& p : producers_) {
+    if (!p->setup_error().empty()) errors += (errors.empty() ? "" : "; ") + p->setup_error();
   }
-  state_[i] = kFired;
-  ++r_.fired;
+  if (!errors.empty()) {
+    shared_.stop.store(true, std::memory_order_relaxed);
+    shared_.go.store(true, std::memory_order_release);
+    for (auto& t : producer_threads_) t.join();
+    throw std::runtime_error(errors);
+  }
+  for (auto& c : cancellers_) canceller_threads_.emplace_back([&c] { c->run(); });
+  start_ns_ = Clock::now();
+  shared_.start_ns = start_ns_;
+  // Release: a producer that sees go also sees start_ns.
+  shared_.go.store(true, std::memory_order_release);
 }
 
-void Driver::schedule_due(std::int64_t now) {
-  const std::uint64_t n = opt_.timers;
-  if (next_timer_ >= n) return;
-  std::uint64_t upto = std::min(n, next_timer_ + opt_.batch);
-  if (opt_.schedule_rate > 0) {
-    // Timer k is due at sched_start_ + k / rate.
-    const double elapsed_s = static_cast<double>(now - sched_start_) / 1e9;
-    const auto target = static_cast<std::uint64_t>(elapsed_s * opt_.schedule_rate) + 1;
-    upto = std::min(upto, target);
-    if (upto <= next_timer_) return;
+Sample Driver::sample(std::int64_t now, Engine& engine) {
+  Sample s;
+  s.t_s = static_cast<double>(now - start_ns_) / 1e9;
+  for (const auto& p : producers_) {
+    s.scheduled += p->scheduled.get();
+    s.cancelled += p->cancels.cancelled.get();
   }
+  for (const auto& c : cancellers_) s.cancelled += c->cancels.cancelled.get();
+  auto lateness = std::make_unique<Histogram>();
+  for (std::size_t i = 0; i < r_.shards; ++i) {
+    s.scheduled += recorders_[i].rearmed.get();
+    s.fired += recorders_[i].fired.get();
+    recorders_[i].oneshot_lateness.add_to(*lateness);
+    recorders_[i].periodic_lateness.add_to(*lateness);
+  }
+  const EngineStats es = engine.stats();
+  s.pending = es.pending;
+  s.queued = es.queue_depth;
+  s.transfer_cap_hits = es.transfer_cap_hits;
+  const double dt = s.t_s - previous_.t_s;
+  if (dt > 0) {
+    s.schedule_rate = static_cast<double>(s.scheduled - previous_.scheduled) / dt;
+    s.cancel_rate = static_cast<double>(s.cancelled - previous_.cancelled) / dt;
+    s.fire_rate = static_cast<double>(s.fired - previous_.fired) / dt;
+  }
+  const Histogram interval = Histogram::since(*lateness, *previous_lateness_);
+  s.p99_ns = interval.percentile(99);
+  s.max_ns = interval.max();
+  s.p99_so_far_ns = lateness->percentile(99);
+  s.rss_bytes = current_rss();
 
-  // Plan the batch outside the timed region: deadlines and cancel picks.
-  for (std::uint64_t i = next_timer_; i < upto; ++i) {
-    const std::int64_t delay = delay_(rng_);
-    deadline_[i] = now + delay;
-    last_deadline_ = std::max(last_deadline_, deadline_[i]);
-    if (pick_(rng_)) {
-      // Strictly between the schedule and the deadline (at the deadline for a zero delay).
-      const auto offset = static_cast<std::int64_t>(when_(rng_) * static_cast<double>(delay));
-      cancels_.emplace(now + std::min(offset, delay), static_cast<std::uint32_t>(i));
-    }
+  if (s.pending + s.queued > r_.peak_pending) {
+    r_.peak_pending = s.pending + s.queued;
+    r_.rss_at_peak_bytes = s.rss_bytes;
+    r_.calendar_bytes_at_peak = 0;
+    for (const auto& p : producers_) r_.calendar_bytes_at_peak += p->calendar_bytes.get();
   }
-
-  std::uint64_t rejected = 0;
-  const std::int64_t t0 = clock_.now();
-  for (std::uint64_t i = next_timer_; i < upto; ++i) {
-    const auto k = static_cast<std::uint32_t>(i);
-    const TimerId id = wheel_.schedule_at(Nanos(deadline_[i]), [this, k] { on_fire(k); });
-    id_[i] = id.raw();
-    state_[i] = id ? kPending : kUnscheduled;
-    sched_pass_[i] = r_.passes;
-    rejected += id ? 0 : 1;
-  }
-  const std::int64_t t1 = clock_.now();
-  r_.schedule_ns += t1 - t0;
-  ++r_.schedule_batches;
-
-  if (rejected != 0) {
-    if (r_.rejected == 0) {
-      for (std::uint64_t i = next_timer_; i < upto; ++i) {
-        if (state_[i] == kUnscheduled) {
-          r_.reject_reason = std::string(to_string(TimerId::from_raw(id_[i]).status()));
-          break;
-        }
-      }
-    }
-    r_.rejected += rejected;
-  }
-  r_.scheduled += (upto - next_timer_) - rejected;
-  next_timer_ = upto;
+  previous_ = s;
+  previous_lateness_ = std::move(lateness);
+  return s;
 }
 
-std::int64_t Driver::next_schedule_time() const noexcept {
-  if (next_timer_ >= opt_.timers) return kNever;
-  if (opt_.schedule_rate <= 0) return 0;
-  const double at = static_cast<double>(next_timer_) * 1e9 / opt_.schedule_rate;
-  return sched_start_ + static_cast<std::int64_t>(std::ceil(at));
-}
-
-void Driver::cancel_due(std::int64_t now) {
-  while (!cancels_.empty() && cancels_.top().first <= now) {
-    // Gather the ids first, so the timed loop reads them in order from one small buffer.
-    std::size_t n = 0;
-    while (n < cancel_batch_.size() && !cancels_.empty() && cancels_.top().first <= now) {
-      cancel_batch_[n] = cancels_.top().second;
-      cancel_id_[n++] = id_[cancels_.top().second];
-      cancels_.pop();
-    }
-    const std::int64_t t0 = clock_.now();
-    for (std::size_t k = 0; k < n; ++k) {
-      cancel_result_[k] = wheel_.cancel(TimerId::from_raw(cancel_id_[k])) ? 1 : 0;
-    }
-    const std::int64_t t1 = clock_.now();
-    r_.cancel_ns += t1 - t0;
-    ++r_.cancel_batches;
-    r_.cancel_calls += n;
-
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::uint32_t i = cancel_batch_[k];
-      if (cancel_result_[k] != 0) {
-        ++r_.cancelled;
-        if (state_[i] != kPending) ++r_.cancel_true_not_pending;
-        state_[i] = kCancelled;
-      } else {
-        ++r_.cancel_false;
-        if (state_[i] == kPending) ++r_.cancel_false_pending;
-      }
-    }
-  }
-}
-
-void Driver::pass(std::int64_t now) {
-  const std::optional<Nanos> next = wheel_.next_deadline();
-  const bool due = next && next->count() <= now;
-  if (due) {
-    r_.tick_lag.record(static_cast<std::uint64_t>(now - next->count()));
-    ++r_.passes_due;
-  } else if (!next && wheel_.pending() != 0) {
-    ++r_.next_deadline_missing;
-  }
-  prev_pass_now_ = pass_now_;
-  pass_now_ = now;
-  ++r_.passes;
-  const std::size_t ran = wheel_.advance(Nanos(now));
-  if (due || ran != 0) r_.pass_cost.record(static_cast<std::uint64_t>(clock_.now() - now));
-  if (ran != 0 && !due) ++r_.ran_before_next_deadline;
-  r_.peak_pending = std::max<std::uint64_t>(r_.peak_pending, wheel_.pending());
-}
-
-void Driver::print_status(std::int64_t now) {
-  const std::uint64_t resolved = r_.fired + r_.cancelled;
-  const std::uint64_t expected = r_.scheduled >= resolved ? r_.scheduled - resolved : 0;
-  const bool mismatch = expected != wheel_.pending() || r_.scheduled < resolved;
-  r_.pending_mismatch += mismatch ? 1 : 0;
-  if (opt_.quiet) return;
+void Driver::print_status(const Sample& s) {
+  if (o_.quiet) return;
   char line[256];
   std::snprintf(line, sizeof line,
-                "[%7.1f s] scheduled %llu  fired %llu  cancelled %llu  pending %llu  "
-                "lateness p99 %s us%s\n",
-                static_cast<double>(now - sched_start_) / 1e9,
-                static_cast<unsigned long long>(r_.scheduled),
-                static_cast<unsigned long long>(r_.fired),
-                static_cast<unsigned long long>(r_.cancelled),
-                static_cast<unsigned long long>(wheel_.pending()),
-                format_us(static_cast<std::int64_t>(r_.lateness.percentile(99))).c_str(),
-                mismatch ? "  (pending() != scheduled - fired - cancelled)" : "");
-  status_ << line << std::flush;
+                "[%5.1f/%s] sched %s/s  cancel %s/s  fire %s/s  pending %s  lateness p99 %s (so far %s)",
+                s.t_s, format_duration(o_.duration_ns).c_str(), si(s.schedule_rate).c_str(),
+                si(s.cancel_rate).c_str(), si(s.fire_rate).c_str(),
+                si(static_cast<double>(s.pending + s.queued)).c_str(), us(s.p99_ns).c_str(),
+                us(s.p99_so_far_ns).c_str());
+  // On a terminal the line is rewritten in place (\r, then erase to the end of the line);
+  // elsewhere (a log, a pipe) each second is its own line.
+  status_ << (in_place_ ? "\r" : "") << line << (in_place_ ? "\x1b[K" : "\n") << std::flush;
+}
+
+void Driver::collect(Engine& engine) {
+  for (const auto& p : producers_) {
+    r_.schedule_calls += p->schedules.calls.get();
+    r_.scheduled += p->scheduled.get();
+    r_.schedule_batches += p->schedules.batches.get();
+    r_.schedule_ns += p->schedules.ns.get();
+    r_.periodic_started += p->periodic_started;
+    for (std::size_t k = 0; k < kStatusCount; ++k) r_.rejected[k] += p->rejected_by[k];
+    r_.probes += p->probes;
+    r_.probe_failures += p->probe_failures;
+    r_.off_shard += p->off_shard;
+    r_.bursts += p->bursts.get();
+    r_.burst_calls += p->burst_calls.get();
+    r_.burst_ns += p->burst_ns.get();
+    r_.max_burst_ns = std::max(r_.max_burst_ns, p->max_burst_ns.get());
+  }
+  auto add_cancels = [this](const CancelCounters& c) {
+    r_.cancel_calls += c.times.calls.get();
+    r_.cancel_batches += c.times.batches.get();
+    r_.cancel_ns += c.times.ns.get();
+    r_.cancelled += c.cancelled.get();
+    r_.cancel_lost += c.lost.get();
+    r_.cancel_true_not_pending += c.true_not_pending;
+  };
+  for (const auto& p : producers_) add_cancels(p->cancels);
+  for (const auto& c : cancellers_) {
+    add_cancels(c->cancels);
+    r_.cancels_by_cancellers += c->cancels.times.calls.get();
+  }
+
+  r_.engine = engine.stats();
+  r_.min_lateness_ns = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t i = 0; i < r_.shards; ++i) {
+    ShardRecorder& rec = recorders_[i];
+    ShardReport shard;
+    shard.engine = r_.engine.shards[i];
+    shard.fired = rec.fired.get();
+    shard.rearmed = rec.rearmed.get();
+    rec.oneshot_lateness.add_to(shard.lateness);
+    rec.periodic_lateness.add_to(shard.lateness);
+    rec.oneshot_lateness.add_to(r_.oneshot_lateness);
+    rec.periodic_lateness.add_to(r_.periodic_lateness);
+    rec.past_tick.add_to(r_.lateness_past_tick);
+    r_.fired += shard.fired;
+    r_.rearmed += shard.rearmed;
+    r_.double_fires += rec.double_fires;
+    r_.fired_after_cancel += rec.fired_after_cancel;
+    r_.stray_fires += rec.stray_fires;
+    r_.early_fires += rec.early_fires;
+    r_.fired_before_tick += rec.fired_before_tick;
+    r_.off_shard += rec.off_shard;
+    r_.min_lateness_ns = std::min(r_.min_lateness_ns, rec.min_lateness_ns);
+    for (std::size_t k = 0; k < kStatusCount; ++k) r_.rearm_rejected[k] += rec.rearm_rejected[k];
+    r_.per_shard.push_back(std::move(shard));
+  }
+  r_.lateness.merge(r_.oneshot_lateness);
+  r_.lateness.merge(r_.periodic_lateness);
+  if (r_.fired == 0) r_.min_lateness_ns = 0;
+}
+
+void Driver::check_slots(std::vector<Timer>& returned) {
+  r_.returned = returned.size();
+  for (std::uint32_t s = 0; s < periodic_.end; ++s) {
+    if (state_of(slots_[s].state.load(std::memory_order_relaxed)) == SlotState::pending) ++r_.pending_slots;
+  }
+  // A returned timer is still pending: cancel() must win, and destroys its callable.
+  for (Timer& t : returned) {
+    if (!t.cancel()) ++r_.returned_cancel_false;
+  }
+  for (std::uint32_t s = 0; s < periodic_.end; ++s) {
+    Slot& slot = slots_[s];
+    // A periodic slot's handle is in the slot once its worker re-armed it, else it is the first.
+    Timer& handle = periodic_.contains(s) && !slot.timer ? periodic_first_[s - periodic_.begin] : slot.timer;
+    switch (state_of(slot.state.load(std::memory_order_relaxed))) {
+      case SlotState::pending:
+        // Cancelled just above iff stop() returned it: no node was reused since (nothing has been
+        // scheduled since stop()), so cancelled() is exact.
+        if (!handle.cancelled()) ++r_.pending_not_returned;
+        break;
+      case SlotState::idle:
+        // The last arm failed, or a periodic re-arm was refused: the handle, if any, is the
+        // instance before, which fired; a second cancel must refuse it like any stale one.
+        if (!handle) break;
+        [[fallthrough]];
+      case SlotState::fired:
+      case SlotState::cancelled:
+        ++r_.stale_cancels;
+        if (handle.cancel()) ++r_.stale_cancel_true;
+        break;
+    }
+  }
 }
 
 Report Driver::run() {
-  // The wheel's time is 0 until the first pass; so is the clock's from here, whatever the setup
-  // (allocation, the clock measurements) took.
+  r_.options = o_;
+  r_.clock_read_ns = Clock::measure_read_cost();
+  r_.clock_monotonic_offset_ns = Clock::monotonic_offset_ns();
+  r_.hardware_threads = std::thread::hardware_concurrency();
+
+  EngineOptions eo;
+  eo.shards = o_.shards;
+  eo.tick = std::chrono::nanoseconds(o_.tick_ns);
+  eo.transfer_cap = o_.transfer_cap;
+  eo.max_pending_per_shard = o_.max_pending;
+  eo.wait = o_.wait;
+  eo.pin_workers = o_.pin;
+  eo.log = [this](std::string_view line) {
+    std::lock_guard lock(notices_mutex_);
+    notices_.emplace_back(line);
+  };
+  Engine engine(std::move(eo));
+  engine.start();
+  build(engine);
+
   r_.loadavg_start = read_loadavg();
   const rusage usage_start = read_rusage();
-  clock_.restart();
-  sched_start_ = clock_.now();
-  std::int64_t next_status = sched_start_ + kSecond;
-  std::int64_t give_up_at = kNever;
-  for (;;) {
-    std::int64_t now = clock_.now();
-    const std::uint64_t batches = r_.cancel_batches + r_.schedule_batches;
-    cancel_due(now);
-    schedule_due(now);
-    if (r_.cancel_batches + r_.schedule_batches != batches) {
-      // The batches took time: pass a fresh now, after cancelling what came due meanwhile (a
-      // timer's cancel time is before its deadline, so its cancel must precede the pass).
-      now = clock_.now();
-      cancel_due(now);
-    }
-    pass(now);
+  r_.rss_base_bytes = current_rss();
+  start_threads();
 
-    if (now >= next_status) {
-      print_status(now);
-      next_status += kSecond * ((now - next_status) / kSecond + 1);
-    }
-    if (next_timer_ == opt_.timers) {
-      if (wheel_.pending() == 0) break;
-      if (give_up_at == kNever) give_up_at = last_deadline_ + opt_.give_up_ns;
-      if (now >= give_up_at) {
-        r_.gave_up = true;
-        break;
-      }
-    }
-
-    if (opt_.wait == WaitMode::sleep) {
-      // Cancels do not wake the loop: each is before its timer's deadline, so the wake-up for
-      // the wheel (at or before next_deadline()) comes in time to make it, and the wake-up count
-      // is the wheel's and the pacing's, not one per cancel.
-      std::int64_t wake = std::min({next_status, give_up_at, next_schedule_time()});
-      const std::optional<Nanos> next = wheel_.next_deadline();
-      const bool for_wheel = next && next->count() <= wake;
-      if (for_wheel) wake = next->count();
-      if (wake > clock_.now()) {
-        clock_.sleep_until(wake);
-        ++r_.wakeups;
-        r_.wakeups_for_wheel += for_wheel ? 1 : 0;
-        const std::int64_t woke = clock_.now();
-        r_.oversleep.record(woke > wake ? static_cast<std::uint64_t>(woke - wake) : 0);
-      }
-    }
+  const std::int64_t end = start_ns_ + o_.duration_ns;
+  for (std::int64_t next = start_ns_ + kSecond;; next += kSecond) {
+    Clock::sleep_until(std::min(next, end));
+    const std::int64_t now = Clock::now();
+    r_.series.push_back(sample(now, engine));
+    print_status(r_.series.back());
+    if (now >= end) break;
   }
-  r_.run_s = static_cast<double>(clock_.now() - sched_start_) / 1e9;
+  if (!o_.quiet && in_place_) status_ << '\n' << std::flush;
+
+  shared_.stop.store(true, std::memory_order_relaxed);
+  for (auto& t : producer_threads_) t.join();
+  for (auto& c : cancellers_) c->finish();
+  for (auto& t : canceller_threads_) t.join();
+  const std::int64_t stop_at = Clock::now();
+  r_.run_s = static_cast<double>(stop_at - start_ns_) / 1e9;
+  std::vector<Timer> returned = engine.stop();
+  r_.stop_s = static_cast<double>(Clock::now() - stop_at) / 1e9;
+
   const rusage usage_end = read_rusage();
   r_.voluntary_switches = static_cast<std::uint64_t>(usage_end.ru_nvcsw - usage_start.ru_nvcsw);
   r_.involuntary_switches = static_cast<std::uint64_t>(usage_end.ru_nivcsw - usage_start.ru_nivcsw);
   r_.loadavg_end = read_loadavg();
-  finish();
-  return std::move(r_);
-}
+  r_.peak_rss_bytes = static_cast<std::uint64_t>(usage_end.ru_maxrss) * 1024;  // KiB on Linux
 
-void Driver::finish() {
-  if (r_.fired == 0) r_.min_lateness_ns = 0;
-  r_.cancels_unattempted = cancels_.size();
-
-  const WheelStats stats = wheel_.stats();
-  r_.pending_end = wheel_.pending();
-  r_.wheel_scheduled = stats.scheduled;
-  r_.wheel_fired = stats.fired;
-  r_.wheel_cancelled = stats.cancelled;
-  r_.wheel_rejected = stats.rejected;
-  r_.wheel_passes = stats.passes;
-  r_.wheel_bytes = stats.bytes;
-  r_.pool_nodes = stats.pool_nodes;
-  r_.pool_capacity = stats.pool_capacity;
-  r_.pool_segments = stats.pool_segments;
-  r_.moved = stats.moved;
-  r_.moved_ahead = stats.moved_ahead;
-  r_.max_pass_work = stats.max_pass_work;
-
-  // A resolved timer's id is stale: cancelling it again must return false, even though its node
-  // has since been recycled for other timers.
-  for (std::uint64_t i = 0; i < opt_.timers; ++i) {
-    switch (state_[i]) {
-      case kFired: ++r_.state_fired; break;
-      case kCancelled: ++r_.state_cancelled; break;
-      default: ++r_.state_other; continue;
-    }
-    ++r_.stale_cancels;
-    if (wheel_.cancel(TimerId::from_raw(id_[i]))) ++r_.stale_cancel_true;
+  collect(engine);
+  check_slots(returned);
+  {
+    std::lock_guard lock(notices_mutex_);
+    r_.notices = notices_;
   }
-
-  r_.harness_bytes = opt_.timers * (sizeof(std::int64_t) + 2 * sizeof(std::uint64_t) + 1) +
-                     cancels_.capacity() * sizeof(CancelEvent) +
-                     cancel_batch_.size() * (sizeof(std::uint32_t) + sizeof(std::uint64_t) + 1);
-  r_.peak_rss_bytes = static_cast<std::uint64_t>(read_rusage().ru_maxrss) * 1024;  // KiB on Linux
   check_accounting(r_);
+  return std::move(r_);
 }
 
 }  // namespace
 
-Report run_stress(const Options& options, std::ostream& status) {
-  // The driver holds a 58 KiB histogram per figure and the wheel; keep it off the stack.
-  auto driver = std::make_unique<Driver>(options, status);
+Report run_stress(const Options& options, std::ostream& status, bool in_place) {
+  auto driver = std::make_unique<Driver>(options, status, in_place);
   return driver->run();
 }
 

@@ -1,23 +1,22 @@
-// stress/driver.hpp — drives one tickwheel::Wheel against the real monotonic clock and measures it.
+// stress/driver.hpp — runs one stress test: builds the Engine and the harness's slots, starts the
+// producer and canceller threads, samples once a second (the status line and the per-second
+// series), stops everything after the run's duration, and checks the accounting.
 //
-// The run, on the calling thread (the wheel is single-threaded; the later multicore harness runs
-// one driver loop per shard and merges the reports' histograms):
-//   1. Schedules Options::timers timers, each at the current clock reading plus a delay uniform in
-//      [delay_min, delay_max], in batches of at most Options::batch between advance() passes: all up
-//      front when schedule_rate is 0, else paced at that rate.
-//   2. Picks each timer for cancellation with probability cancel_share, at a time uniform between
-//      its schedule and its deadline, so every cancel targets a timer that should still be pending
-//      (cancels due in an iteration run before that iteration's advance()).
-//   3. Loops: cancels due, schedules due, one advance(now) pass, then either sleeps until the
-//      earliest of next_deadline(), the next paced schedule and the next status line, or spins.
-//      (A cancel never needs its own wake-up: it is due before its timer's deadline, so it is made
-//      by the wake-up for that deadline at the latest.) Ends when every timer is scheduled and
-//      none is pending.
-// Each callback reads the clock as it starts, records its lateness, and checks its own timer's
-// state in a per-timer byte (double fire, fire after cancel) and the contract of advance() (never
-// in a pass whose now is before the deadline rounded up to the tick, always in the first pass whose
-// now reaches it). After the run every id is cancelled once more (a stale cancel must return false)
-// and the per-timer states are counted against the counters and the wheel's own stats().
+// The run, in order:
+//   1. measures the clock's read cost; builds and starts the engine (its workers bind to their
+//      cores and first-touch their node reserves); allocates and touches the slot table and every
+//      per-producer array; takes the RSS baseline;
+//   2. starts the producers, which each probe their home shard (see producer.hpp), then the
+//      cancellers, then lets the producers go: they arm the periodic timers and fill their
+//      one-shot slots (a tight loop unless --schedule-rate paces it), then keep them armed;
+//   3. once a second reads the threads' live counters, the recorders' histograms and the engine's
+//      stats(), prints the status line and keeps the sample;
+//   4. after --duration: stops and joins the producers, then the cancellers (which finish the
+//      cancels handed to them), then calls Engine::stop() and keeps what it returns;
+//   5. checks, with every thread joined: each slot whose instance is still pending must be among
+//      the returned timers (every returned timer's cancel() returns true, after which every
+//      pending slot's handle reports cancelled()); every resolved slot's last handle must refuse a
+//      second cancel; the harness's totals must balance and agree with Engine::stats().
 #pragma once
 
 #include <ostream>
@@ -27,10 +26,11 @@
 
 namespace tickwheel::stress {
 
-// Runs the stress test described above and returns its measurements, with report.failures filled.
-// Status lines (one per second unless options.quiet) go to `status`. Throws std::invalid_argument
-// for options the wheel refuses (its message names the value) and std::runtime_error when the
-// sleep clock cannot be used.
-Report run_stress(const Options& options, std::ostream& status);
+// Runs the stress test and returns its measurements, with report.failures filled. The status line
+// goes to `status` once a second unless options.quiet; `in_place` rewrites it with a carriage return
+// (a terminal), otherwise each is its own line. Throws std::invalid_argument for options the
+// engine refuses (its message names the value) and std::runtime_error for a setup the system
+// refuses.
+Report run_stress(const Options& options, std::ostream& status, bool in_place);
 
 }  // namespace tickwheel::stress

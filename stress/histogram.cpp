@@ -1,4 +1,5 @@
-// stress/histogram.cpp — the cold half of Histogram: merging and percentile look-up.
+// stress/histogram.cpp — the cold half of Histogram (merging, differences, percentile look-up)
+// and ConcurrentHistogram's snapshot.
 #include "histogram.hpp"
 
 #include <algorithm>
@@ -12,6 +13,38 @@ void Histogram::merge(const Histogram& other) noexcept {
   sum_ += other.sum_;
   min_ = std::min(min_, other.min_);
   max_ = std::max(max_, other.max_);
+}
+
+Histogram Histogram::since(const Histogram& later, const Histogram& earlier) noexcept {
+  Histogram d;
+  std::size_t lowest = kBuckets;
+  std::size_t highest = 0;
+  for (std::size_t i = 0; i < kBuckets; ++i) {
+    const std::uint64_t n = later.counts_[i] - std::min(later.counts_[i], earlier.counts_[i]);
+    d.counts_[i] = n;
+    d.count_ += n;
+    if (n != 0) {
+      lowest = std::min(lowest, i);
+      highest = i;
+    }
+  }
+  d.sum_ = later.sum_ - std::min(later.sum_, earlier.sum_);
+  if (d.count_ != 0) {
+    d.min_ = bucket_low(lowest);
+    d.max_ = std::min(bucket_high(highest), later.max_);
+  }
+  return d;
+}
+
+void ConcurrentHistogram::add_to(Histogram& out) const noexcept {
+  for (std::size_t i = 0; i < Histogram::kBuckets; ++i) {
+    const std::uint64_t n = counts_[i].load(std::memory_order_relaxed);
+    out.counts_[i] += n;
+    out.count_ += n;
+  }
+  out.sum_ += sum_.load(std::memory_order_relaxed);
+  out.min_ = std::min(out.min_, min_.load(std::memory_order_relaxed));
+  out.max_ = std::max(out.max_, max_.load(std::memory_order_relaxed));
 }
 
 std::uint64_t Histogram::percentile(double p) const noexcept {

@@ -3,8 +3,12 @@
 // What it is for: lateness, tick lag and wake-up figures recorded on a hot path and read as
 // percentiles at the end. record() is a bit-width, a shift, an add and four updates of plain
 // fields: no branch on the bucket layout, no allocation, no lock. The object is a plain value (an
-// array of counters and five scalars), so the multicore harness can keep one per shard on its
-// worker thread and merge() them after the workers have joined; nothing in it is global or shared.
+// array of counters and five scalars); nothing in it is global or shared.
+//
+// ConcurrentHistogram, below, is the same layout for a value recorded on one thread and read while
+// it runs: the harness keeps one per shard, written only by that shard's worker inside callbacks,
+// and its sampler thread copies them into plain Histograms once a second for the status line and
+// the per-second series (merge() them, and since() for what one second added).
 //
 // Layout and precision. Values below 2 * kSubBuckets (256 ns) each have their own bucket and are
 // exact. Above that, every power-of-two range [2^e, 2^(e+1)) is split into kSubBuckets = 128 linear
@@ -18,6 +22,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +48,11 @@ class Histogram {
 
   // Adds every value recorded in `other` to this one. Exact: the layouts are identical.
   void merge(const Histogram& other) noexcept;
+
+  // What `later` holds beyond `earlier`, a snapshot of the same histogram taken before it: the
+  // values recorded in between. Counts are exact; min() and max() are the bounds of the lowest and
+  // highest buckets that grew (so within 1/128 of the true ones), clamped to later.max().
+  static Histogram since(const Histogram& later, const Histogram& earlier) noexcept;
 
   // The smallest recorded value v such that at least p % of the values are <= v, rounded up to the
   // top of its bucket (so never below the true percentile, at most 1/128 above it) and clamped to
@@ -78,11 +88,48 @@ class Histogram {
     return static_cast<unsigned>(top > 0 ? top - 1 : 0);
   }
 
+  friend class ConcurrentHistogram;
+
   std::array<std::uint64_t, kBuckets> counts_{};
   std::uint64_t count_ = 0;
   std::uint64_t sum_ = 0;
   std::uint64_t min_ = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t max_ = 0;
+};
+
+// The Histogram layout with one writer thread and any number of reader threads. Each field is an
+// atomic written only by the writer, with a relaxed load and a relaxed store (no read-modify-write:
+// there is no other writer to lose an update to), which on x86-64 compiles to the same plain moves
+// as Histogram::record(). Readers take a snapshot with add_to(); a record() running at the same
+// moment may show in some fields and not yet in others, so a snapshot is off by at most the records
+// in flight, and exact once the writer has been joined.
+class ConcurrentHistogram {
+ public:
+  // The writer thread only.
+  void record(std::uint64_t ns) noexcept {
+    bump(counts_[Histogram::index_of(ns)], 1);
+    bump(count_, 1);
+    bump(sum_, ns);
+    if (ns < min_.load(std::memory_order_relaxed)) min_.store(ns, std::memory_order_relaxed);
+    if (ns > max_.load(std::memory_order_relaxed)) max_.store(ns, std::memory_order_relaxed);
+  }
+
+  // Any thread: adds what has been recorded so far to `out`. The count is taken from the buckets
+  // read, so that out's percentiles stay consistent with its own buckets.
+  void add_to(Histogram& out) const noexcept;
+
+  std::uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
+
+ private:
+  static void bump(std::atomic<std::uint64_t>& field, std::uint64_t by) noexcept {
+    field.store(field.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  }
+
+  std::array<std::atomic<std::uint64_t>, Histogram::kBuckets> counts_{};
+  std::atomic<std::uint64_t> count_{0};
+  std::atomic<std::uint64_t> sum_{0};
+  std::atomic<std::uint64_t> min_{std::numeric_limits<std::uint64_t>::max()};
+  std::atomic<std::uint64_t> max_{0};
 };
 
 static_assert(Histogram::index_of(0) == 0 && Histogram::index_of(255) == 255);

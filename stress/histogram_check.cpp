@@ -3,7 +3,9 @@
 // Checks, against exact answers computed from the sorted samples: the bucket layout is contiguous
 // and covers every value; values below 256 are exact; every percentile is at or above the true one
 // and within 1/128 of it; count, min, max and mean are exact; merging two halves gives the same
-// histogram as recording everything in one. Deterministic (fixed seed); prints what failed.
+// histogram as recording everything in one; a ConcurrentHistogram's snapshot equals a Histogram fed
+// the same values; since() of two snapshots holds exactly the values recorded in between, with its
+// min and max within their buckets. Deterministic (fixed seed); prints what failed.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -99,11 +101,56 @@ void check_percentiles() {
          "an empty histogram reports zeros");
 }
 
+void check_concurrent_and_since() {
+  std::mt19937_64 rng(777);
+  std::uniform_real_distribution<double> exponent(0.0, 24.0);
+  auto plain = std::make_unique<Histogram>();
+  auto live = std::make_unique<tickwheel::stress::ConcurrentHistogram>();
+  auto first_half = std::make_unique<Histogram>();
+  std::vector<std::uint64_t> second_values;
+  for (int i = 0; i < 100'000; ++i) {
+    const auto v = static_cast<std::uint64_t>(std::exp2(exponent(rng)));
+    plain->record(v);
+    live->record(v);
+    if (i == 49'999) live->add_to(*first_half);
+    if (i >= 50'000) second_values.push_back(v);
+  }
+  auto snapshot = std::make_unique<Histogram>();
+  live->add_to(*snapshot);
+  expect(snapshot->count() == plain->count() && live->count() == plain->count(), "snapshot count",
+         snapshot->count(), plain->count());
+  expect(snapshot->min() == plain->min() && snapshot->max() == plain->max(), "snapshot min and max");
+  expect(snapshot->mean() == plain->mean(), "snapshot mean");
+  for (double p : {0.0, 50.0, 99.0, 99.99, 100.0}) {
+    expect(snapshot->percentile(p) == plain->percentile(p), "snapshot percentile",
+           snapshot->percentile(p), plain->percentile(p));
+  }
+
+  // since(): exactly the second half's values, bucket for bucket.
+  const Histogram between = Histogram::since(*snapshot, *first_half);
+  auto second = std::make_unique<Histogram>();
+  for (const std::uint64_t v : second_values) second->record(v);
+  expect(between.count() == second->count(), "since() count", between.count(), second->count());
+  for (double p : {1.0, 50.0, 90.0, 99.0, 99.9}) {
+    expect(between.percentile(p) == second->percentile(p), "since() percentile",
+           between.percentile(p), second->percentile(p));
+  }
+  const std::uint64_t lo = *std::min_element(second_values.begin(), second_values.end());
+  const std::uint64_t hi = *std::max_element(second_values.begin(), second_values.end());
+  expect(Histogram::index_of(between.min()) == Histogram::index_of(lo), "since() min in the lowest bucket",
+         between.min(), lo);
+  expect(Histogram::index_of(between.max()) == Histogram::index_of(hi) && between.max() >= hi,
+         "since() max in the highest bucket, not below it", between.max(), hi);
+  const Histogram nothing = Histogram::since(*snapshot, *snapshot);
+  expect(nothing.count() == 0 && nothing.max() == 0, "since() of equal snapshots is empty");
+}
+
 }  // namespace
 
 int main() {
   check_layout();
   check_percentiles();
+  check_concurrent_and_since();
   if (failures != 0) {
     std::printf("histogram_check: %d failure(s)\n", failures);
     return 1;

@@ -1,17 +1,25 @@
-// stress/json.hpp — a minimal streaming JSON writer for the stress report (no dependency).
+// stress/json.hpp — a minimal JSON writer and reader for the stress report (no dependency).
 //
-// Writes one document to an ostream, objects and arrays nested by begin/end calls, keys in the
-// order given, two-space indentation. Strings are escaped per RFC 8259 (quote, backslash and every
-// control character); doubles use the shortest round-trip form (std::to_chars), and a NaN or an
-// infinity, which JSON cannot hold, is written as null. Misuse (a key inside an array, an unbalanced
-// end) is not diagnosed: the writer is for this program's own report, whose shape is fixed in code.
+// JsonWriter writes one document to an ostream, objects and arrays nested by begin/end calls, keys
+// in the order given, two-space indentation. Strings are escaped per RFC 8259 (quote, backslash and
+// every control character); doubles use the shortest round-trip form (std::to_chars), and a NaN or
+// an infinity, which JSON cannot hold, is written as null. Misuse (a key inside an array, an
+// unbalanced end) is not diagnosed: the writer is for this program's own report, whose shape is
+// fixed in code.
+//
+// JsonValue / parse_json() read a document back, for --svg-from: the plot is drawn from the JSON
+// report, so that a fixed JSON file can be rendered by a test through the same code the run uses.
+// It accepts RFC 8259 JSON (numbers are read as doubles, \u escapes outside ASCII become UTF-8) and
+// throws std::runtime_error naming the offset of the first thing it cannot read.
 #pragma once
 
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <ostream>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tickwheel::stress {
@@ -114,5 +122,33 @@ class JsonWriter {
   std::ostream& out_;
   std::vector<bool> first_;  // per open container: no member written yet
 };
+
+// A parsed JSON value. Accessors of the wrong kind, and a missing key, throw std::runtime_error
+// naming what was wanted, so a reader states its expectations by reading.
+class JsonValue {
+ public:
+  enum class Kind { null, boolean, number, string, array, object };
+
+  Kind kind() const noexcept { return kind_; }
+  bool boolean() const;
+  double number() const;
+  const std::string& string() const;
+  const std::vector<JsonValue>& array() const;
+  // The member `key` of an object; throws if this is not an object or has no such member.
+  const JsonValue& at(std::string_view key) const;
+  // The member `key`, or nullptr if there is none (still throws if this is not an object).
+  const JsonValue* find(std::string_view key) const;
+
+ private:
+  friend class JsonParser;
+  Kind kind_ = Kind::null;
+  bool bool_ = false;
+  double number_ = 0;
+  std::string string_;
+  std::vector<JsonValue> array_;
+  std::vector<std::pair<std::string, JsonValue>> object_;
+};
+
+JsonValue parse_json(std::string_view text);
 
 }  // namespace tickwheel::stress

@@ -1,154 +1,111 @@
-// stress/main.cpp — tickwheel-stress: the command line (CLI11) around the stress driver.
+// stress/main.cpp — tickwheel-stress: the command line around the driver, and the files.
 //
-// Parses the options into an Options value (whose member initialisers are the defaults --help
-// shows), runs the driver, prints the report on stdout (status lines go to stderr while it runs),
-// optionally writes the JSON dump, and turns the accounting verdict into the exit status.
-#include <CLI/CLI.hpp>
+// Runs the stress test (or, with --svg-from, only renders a plot from a JSON report), prints the
+// report on stdout (the status line goes to stderr while it runs), writes the JSON report and the
+// SVG plot (the plot is drawn from the JSON, see svg.hpp), says where they went, and turns the
+// accounting verdict into the exit status.
+#include <unistd.h>
 
-#include <cstdint>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
+#include <sstream>
 #include <string>
 
 #include "driver.hpp"
+#include "json.hpp"
 #include "options.hpp"
 #include "report.hpp"
+#include "svg.hpp"
 
 namespace {
 
 constexpr int kExitRuleBroken = 1;
 constexpr int kExitSetupFailed = 2;
 
+using tickwheel::stress::Options;
+
+std::string absolute(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.string();
+}
+
+// Opens each output before the run, so that a bad path fails at once rather than after it.
+bool open_output(std::ofstream& file, const std::string& path, const char* what) {
+  if (path.empty()) return true;
+  file.open(path, std::ios::trunc);
+  if (!file) std::cerr << "tickwheel-stress: cannot open " << path << " for the " << what << '\n';
+  return static_cast<bool>(file);
+}
+
+bool finish_output(std::ofstream& file, const std::string& path, const char* what) {
+  file.close();
+  if (!file) std::cerr << "tickwheel-stress: could not write the " << what << " to " << path << '\n';
+  return static_cast<bool>(file);
+}
+
+int render_only(const Options& o) {
+  if (o.svg_path.empty()) {
+    std::cerr << "tickwheel-stress: --svg-from needs --svg FILE to write to\n";
+    return kExitSetupFailed;
+  }
+  std::ifstream in(o.svg_from);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::ofstream svg;
+  if (!in || !open_output(svg, o.svg_path, "SVG plot")) return kExitSetupFailed;
+  try {
+    write_svg(plot_from_json(tickwheel::stress::parse_json(text.str())), svg);
+  } catch (const std::exception& e) {
+    std::cerr << "tickwheel-stress: " << o.svg_from << ": " << e.what() << '\n';
+    return kExitSetupFailed;
+  }
+  if (!finish_output(svg, o.svg_path, "SVG plot")) return kExitSetupFailed;
+  std::cout << "SVG: " << absolute(o.svg_path) << " (from " << o.svg_from << ")\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  using tickwheel::stress::Options;
-  using tickwheel::stress::WaitMode;
-  using tickwheel::stress::format_duration;
-
-  Options o;
-  CLI::App app{
-      "tickwheel-stress: drives one tickwheel::Wheel against the real monotonic clock with a large\n"
-      "population of timers, cancels a share of them while they are pending, and reports schedule\n"
-      "and cancel throughput, lateness percentiles, tick lag, memory and exactly-once accounting.",
-      "tickwheel-stress"};
-  app.footer(
-      "=VALUE after an option is its default. Durations take a unit: ns, us, ms, s, min or h\n"
-      "(e.g. 100us, 20s).\n"
-      "Status lines go to stderr once a second; the report goes to stdout.\n"
-      "Exit status: 0 if every timer fired exactly once or was cancelled and no rule broke;\n"
-      "1 if an accounting rule broke (each one is listed in the report); 2 if the wheel or the\n"
-      "system refused the setup or the JSON file could not be written; CLI11's own codes for a\n"
-      "malformed command line.");
-
-  const std::map<std::string, std::int64_t> units{{"ns", 1},
-                                                  {"us", 1'000},
-                                                  {"ms", 1'000'000},
-                                                  {"s", 1'000'000'000},
-                                                  {"min", 60'000'000'000},
-                                                  {"h", 3'600'000'000'000}};
-  CLI::AsNumberWithUnit duration(
-      units,
-      CLI::AsNumberWithUnit::Options(CLI::AsNumberWithUnit::CASE_SENSITIVE |
-                                     CLI::AsNumberWithUnit::UNIT_REQUIRED),
-      "UNIT");
-  duration.description("");  // the type name and the footer say it: DURATION, e.g. 100us
-  constexpr std::int64_t kDay = 86'400'000'000'000;
-  const auto up_to_a_day = CLI::Range(std::int64_t{0}, kDay).description("in [0ns, 24h]");
-
-  app.add_option("--timers", o.timers, "Timers to schedule in the run")
-      ->capture_default_str()
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{0xFFFF'FFFF}));
-  app.add_option("--cancel-share", o.cancel_share,
-                 "Probability that a timer is cancelled while pending, at a time uniform between "
-                 "its schedule and its deadline")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--delay-min", o.delay_min_ns, "Shortest delay; delays are uniform in [min, max]")
-      ->type_name("DURATION")
-      ->transform(duration)
-      ->check(up_to_a_day)
-      ->default_str(format_duration(o.delay_min_ns));
-  app.add_option("--delay-max", o.delay_max_ns,
-                 "Longest delay; with all timers scheduled up front the run lasts about this long")
-      ->type_name("DURATION")
-      ->transform(duration)
-      ->check(up_to_a_day)
-      ->default_str(format_duration(o.delay_max_ns));
-  app.add_option("--tick", o.tick_ns, "Wheel tick (resolution), from 1us to 1h")
-      ->type_name("DURATION")
-      ->transform(duration)
-      ->default_str(format_duration(o.tick_ns));
-  std::string wait_name(name_of(o.wait));
-  app.add_option("--wait", wait_name,
-                 "sleep: clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) until next_deadline() (or "
-                 "the next paced schedule or status line) with timer slack set to 1 ns; "
-                 "spin: busy-poll advance()")
-      ->type_name("MODE")
-      ->check(CLI::IsMember({std::string(name_of(WaitMode::sleep)),
-                             std::string(name_of(WaitMode::spin))}))
-      ->capture_default_str();
-  app.add_option("--schedule-rate", o.schedule_rate,
-                 "Timers scheduled per second; 0 = as fast as possible (all up front)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--batch", o.batch,
-                 "Most schedule or cancel calls made between two advance() passes, each batch "
-                 "timed as a whole")
-      ->capture_default_str()
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000}));
-  app.add_option("--seed", o.seed, "Seeds the delays and the cancel picks (not the timing)")
-      ->capture_default_str();
-  app.add_option("--give-up", o.give_up_ns,
-                 "Fail the run if timers are still pending this long after the last deadline")
-      ->type_name("DURATION")
-      ->transform(duration)
-      ->check(up_to_a_day)
-      ->default_str(format_duration(o.give_up_ns));
-  app.add_option("--json", o.json_path, "Also write the report as JSON to this file (default: none)");
-  app.add_flag("--quiet", o.quiet, "No status lines while running");
+  using namespace tickwheel::stress;
+  const CommandLine cl = parse_command_line(argc, argv);
+  if (cl.exit_code >= 0) return cl.exit_code;
+  const Options& o = cl.options;
 
   try {
-    app.parse(argc, argv);
-    if (o.delay_min_ns > o.delay_max_ns) {
-      throw CLI::ValidationError("--delay-min", format_duration(o.delay_min_ns) +
-                                                    " is longer than --delay-max " +
-                                                    format_duration(o.delay_max_ns));
-    }
-    o.wait = wait_name == name_of(WaitMode::spin) ? WaitMode::spin : WaitMode::sleep;
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+    if (!o.svg_from.empty()) return render_only(o);
 
-  // Open the JSON file before the run, so a bad path fails at once rather than after it.
-  std::ofstream file;
-  if (!o.json_path.empty()) {
-    file.open(o.json_path, std::ios::trunc);
-    if (!file) {
-      std::cerr << "tickwheel-stress: cannot open " << o.json_path << " for the JSON report\n";
+    std::ofstream json_file;
+    std::ofstream svg_file;
+    if (!open_output(json_file, o.json_path, "JSON report") || !open_output(svg_file, o.svg_path, "SVG plot")) {
       return kExitSetupFailed;
     }
-  }
 
-  try {
-    const tickwheel::stress::Report report = tickwheel::stress::run_stress(o, std::cerr);
-    tickwheel::stress::print_report(report, std::cout);
-    if (file.is_open()) {
-      tickwheel::stress::write_json(report, file);
-      file.close();
-      if (!file) {
-        std::cerr << "tickwheel-stress: could not write the JSON report to " << o.json_path << '\n';
-        return kExitSetupFailed;
-      }
+    const Report report = run_stress(o, std::cerr, isatty(STDERR_FILENO) != 0);
+    print_report(report, std::cout);
+
+    const std::string json = report_json(report);
+    bool written = true;
+    if (json_file.is_open()) {
+      json_file << json;
+      written = finish_output(json_file, o.json_path, "JSON report") && written;
     }
+    if (svg_file.is_open()) {
+      write_svg(plot_from_json(parse_json(json)), svg_file);
+      written = finish_output(svg_file, o.svg_path, "SVG plot") && written;
+    }
+    std::cout << "files       JSON: " << (o.json_path.empty() ? "none" : absolute(o.json_path))
+              << "; SVG: " << (o.svg_path.empty() ? "none" : absolute(o.svg_path)) << '\n';
+
     if (!report.ok()) {
       std::cerr << "tickwheel-stress: FAIL: " << report.failures.size()
                 << " accounting rule(s) broken (listed in the report above)\n";
       return kExitRuleBroken;
     }
-    return 0;
+    return written ? 0 : kExitSetupFailed;
   } catch (const std::exception& e) {
     std::cerr << "tickwheel-stress: " << e.what() << '\n';
     return kExitSetupFailed;

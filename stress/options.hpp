@@ -1,41 +1,89 @@
-// stress/options.hpp — the stress run's configuration: one plain struct whose member initialisers
-// are the only place the defaults live (main.cpp prints them in --help from these values).
+// stress/options.hpp — a stress run's configuration, and the command line that fills it.
+//
+// One plain struct whose member initialisers are the `default` profile; another profile
+// (profiles.hpp) changes some members, and an option given on the command line wins over both.
+// --help prints these defaults, and the footer lists what each profile changes, rendered from the
+// profile table itself, so neither can drift from the code.
 #pragma once
 
-#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "tickwheel/engine.hpp"
+
 namespace tickwheel::stress {
 
-// How the driving thread waits between advance() passes.
-enum class WaitMode {
-  sleep,  // clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) until the next thing due, timer slack 1 ns
-  spin,   // busy-poll: read the clock and advance() in a loop, never block
+// How each one-shot timer's delay is drawn.
+enum class DelayKind {
+  fixed,        // every delay is delay_mean
+  uniform,      // uniform in [delay_min, delay_max]
+  exponential,  // exponential with mean delay_mean (unbounded: a few land far out)
+  bimodal,      // delay_short with probability short_share, else delay_long: a request timeout
+                // and an idle timeout, each a configured constant as in a real gateway
 };
 
-constexpr std::string_view name_of(WaitMode m) noexcept {
-  return m == WaitMode::sleep ? "sleep" : "spin";
-}
+std::string_view name_of(DelayKind k) noexcept;
+std::string_view name_of(WaitStrategy w) noexcept;
 
 struct Options {
-  std::uint64_t timers = 1'000'000;  // timers scheduled in the run
-  double cancel_share = 0.5;         // probability that a timer is picked for cancellation
-  // Each timer's delay is uniform in [delay_min, delay_max]; with the defaults and all timers
-  // scheduled up front, the whole population is pending at the start and drains over ~20 s.
-  std::int64_t delay_min_ns = std::chrono::nanoseconds(std::chrono::milliseconds(1)).count();
-  std::int64_t delay_max_ns = std::chrono::nanoseconds(std::chrono::seconds(20)).count();
-  std::int64_t tick_ns = std::chrono::nanoseconds(std::chrono::milliseconds(1)).count();
-  WaitMode wait = WaitMode::sleep;
-  double schedule_rate = 0;          // timers per second; 0 = as fast as possible (all up front)
-  std::uint64_t batch = 1024;        // most timers scheduled, or cancelled, between two passes
-  std::uint64_t seed = 1;            // seeds the delays and the cancel picks (not the timing)
-  // A run whose timers are all scheduled gives up this long after the last deadline if timers are
-  // still pending (a lost timer), so a broken wheel fails the run instead of hanging it.
-  std::int64_t give_up_ns = std::chrono::nanoseconds(std::chrono::seconds(10)).count();
-  bool quiet = false;                // no per-second status lines
-  std::string json_path;             // empty = no JSON report
+  std::string profile = "default";
+
+  // ---- Workload ----
+  // One-shot population: this many slots, each kept armed with one timer. When a slot's timer
+  // fires or is cancelled the slot is re-armed with a fresh one, so about this many are pending
+  // throughout, and the schedule rate follows from it: timers / mean lifetime.
+  std::uint64_t timers = 1'000'000;
+  unsigned producers = 0;             // producer threads; 0 = one per shard
+  double schedule_rate = 0;           // schedule calls per second, all producers; 0 = unpaced
+  // Share of one-shot timers cancelled before they fire, each at a time uniform between its
+  // schedule and its deadline; a cancelled slot is re-armed at once (a message resets an idle timer).
+  double cancel_share = 0.5;
+  unsigned cancellers = 1;            // extra threads that take a share of the cancels
+  DelayKind delay = DelayKind::uniform;
+  std::int64_t delay_min_ns = 1'000'000;            // 1ms
+  std::int64_t delay_max_ns = 10'000'000'000;       // 10s
+  std::int64_t delay_mean_ns = 1'000'000'000;       // 1s
+  std::int64_t delay_short_ns = 100'000'000;        // 100ms
+  std::int64_t delay_long_ns = 30'000'000'000;      // 30s
+  double short_share = 0.5;
+  std::uint64_t periodic = 10'000;                  // periodic timers, besides the one-shots
+  std::int64_t period_ns = 100'000'000;             // 100ms
+  std::uint64_t burst = 0;                          // schedules per burst, in a tight loop; 0 = none
+  std::int64_t burst_every_ns = 2'000'000'000;      // 2s
+  std::int64_t duration_ns = 30'000'000'000;        // 30s
+  std::uint64_t seed = 1;
+
+  // ---- Engine (EngineOptions) ----
+  std::size_t shards = 0;                           // 0 = one per physical core
+  std::int64_t tick_ns = 1'000'000;                 // 1ms
+  WaitStrategy wait = WaitStrategy::sleep;
+  std::size_t transfer_cap = 100'000;
+  bool pin = true;
+  std::size_t max_pending = 0;                      // per shard; 0 = unlimited
+
+  // ---- Output ----
+  std::string json_path = "tickwheel-stress.json";  // empty = none
+  std::string svg_path = "tickwheel-stress.svg";    // empty = none
+  std::string svg_from;                             // render svg_path from this JSON, run nothing
+  bool quiet = false;                               // no status line
 };
+
+// What parse_command_line() decided.
+struct CommandLine {
+  Options options;
+  int exit_code = -1;  // >= 0: exit with it now (--help, or a malformed command line)
+};
+
+// Parses argv with CLI11: the profile first, then every option not given takes the profile's
+// value. Prints --help or the parse error itself and says so through exit_code.
+CommandLine parse_command_line(int argc, char** argv);
+
+// "1ms", "100us", "20s": the shortest exact rendering of a duration.
+std::string format_duration(std::int64_t ns);
+
+// One line naming the workload and the engine settings, for the report, the JSON and the plot title.
+std::string describe(const Options& o);
 
 }  // namespace tickwheel::stress

@@ -1,8 +1,10 @@
-// stress/report.cpp — the accounting rules, the text report and the JSON dump of a stress run.
+// stress/report.cpp — the accounting rules, the text report and the JSON document of a stress run.
 #include "report.hpp"
 
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <sstream>
 #include <string_view>
 #include <utility>
 
@@ -18,7 +20,7 @@ constexpr std::pair<double, std::string_view> kPercentiles[] = {
 
 [[gnu::format(printf, 1, 2)]] std::string printf_string(const char* fmt, ...);
 std::string printf_string(const char* fmt, ...) {
-  char buf[512];
+  char buf[1024];
   va_list args;
   va_start(args, fmt);
   std::vsnprintf(buf, sizeof buf, fmt, args);
@@ -27,28 +29,44 @@ std::string printf_string(const char* fmt, ...) {
 }
 
 unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
-double us(std::uint64_t ns) { return static_cast<double>(ns) / 1e3; }
+double us(double ns) { return ns / 1e3; }
 double per_second(std::uint64_t count, double seconds) {
   return seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
 }
-// A batch's bracket holds the batch and one clock read (t0's read returns before the batch, t1's
-// read is inside the bracket): the batch time net of that read, from the measured read cost.
-double net_seconds(std::int64_t ns, std::uint64_t batches, double read_ns) {
-  const double net = static_cast<double>(ns) - static_cast<double>(batches) * read_ns;
-  return net > 0 ? net / 1e9 : 0.0;
-}
 double mib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+// ns per call inside the timed brackets, net of the one clock read each bracket holds (the first
+// read returns before the calls, the second is inside the bracket).
+double ns_per_call(std::uint64_t ns, std::uint64_t batches, std::uint64_t calls, double read_ns) {
+  if (calls == 0) return 0.0;
+  const double net = static_cast<double>(ns) - static_cast<double>(batches) * read_ns;
+  return (net > 0 ? net : 0.0) / static_cast<double>(calls);
+}
+std::uint64_t sum(const StatusCounts& c) {
+  std::uint64_t n = 0;
+  for (const std::uint64_t v : c) n += v;
+  return n;
+}
+// "none" or "12 max_pending_reached, 3 stopped"
+std::string by_status(const StatusCounts& c) {
+  std::string s;
+  for (std::size_t k = 0; k < c.size(); ++k) {
+    if (c[k] == 0) continue;
+    s += (s.empty() ? "" : ", ") + std::to_string(c[k]) + " " +
+         std::string(to_string(static_cast<Status>(k)));
+  }
+  return s.empty() ? "none" : s;
+}
 
-// "p50 12.345  p90 ...  max ...  (n = ...)" in microseconds.
-std::string percentile_line(const Histogram& h, bool all_percentiles) {
+// "p50 12.345  p90 ...  max ...  mean ...  (n = ...)" in microseconds.
+std::string percentile_line(const Histogram& h) {
+  if (h.count() == 0) return "none";
   std::string line;
   for (const auto& [p, name] : kPercentiles) {
-    if (!all_percentiles && p != 50.0 && p != 99.0) continue;
     line += printf_string("%.*s %.3f  ", static_cast<int>(name.size()), name.data(),
-                          us(h.percentile(p)));
+                          us(static_cast<double>(h.percentile(p))));
   }
-  line += printf_string("max %.3f  mean %.3f  (n = %llu)", us(h.max()), h.mean() / 1e3,
-                        ull(h.count()));
+  line += printf_string("max %.3f  mean %.3f  (n = %llu)", us(static_cast<double>(h.max())),
+                        us(h.mean()), ull(h.count()));
   return line;
 }
 
@@ -62,174 +80,233 @@ void histogram_json(JsonWriter& json, std::string_view key, const Histogram& h) 
   json.end_object();
 }
 
+// The percentile curve the plot draws: points at p = 1 - 10^(-k/10), i.e. ten per decade of
+// 1 / (1 - p), up to the last decade the sample count resolves, then the maximum at 1 - 1/n.
+void curve_json(JsonWriter& json, std::string_view key, const Histogram& h) {
+  json.begin_array(key);
+  const auto n = static_cast<double>(h.count());
+  for (int k = 0; n > 0 && std::pow(10.0, k / 10.0) < n; ++k) {
+    const double p = 100.0 * (1.0 - std::pow(10.0, -k / 10.0));
+    json.begin_object();
+    json.field("percentile", p);
+    json.field("ns", h.percentile(p));
+    json.end_object();
+  }
+  if (n > 0) {
+    json.begin_object();
+    json.field("percentile", 100.0 * (1.0 - 1.0 / n));
+    json.field("ns", h.max());
+    json.end_object();
+  }
+  json.end_array();
+}
+
+// Every failure reason the Status enum names (it is contiguous from ok), each with its count.
+void status_json(JsonWriter& json, std::string_view key, const StatusCounts& c) {
+  json.begin_object(key);
+  for (std::size_t k = 1; k < c.size() && to_string(static_cast<Status>(k)) != "unknown"; ++k) {
+    json.field(to_string(static_cast<Status>(k)), c[k]);
+  }
+  json.end_object();
+}
+
 void rule(Report& r, bool broken, std::string message) {
   if (broken) r.failures.push_back(std::move(message));
 }
 
 }  // namespace
 
-std::string format_duration(std::int64_t ns) {
-  static constexpr std::pair<std::int64_t, const char*> kUnits[] = {
-      {3'600'000'000'000, "h"}, {60'000'000'000, "min"}, {1'000'000'000, "s"},
-      {1'000'000, "ms"},        {1'000, "us"}};
-  for (const auto& [size, name] : kUnits) {
-    if (ns != 0 && ns % size == 0) return std::to_string(ns / size) + name;
-  }
-  return std::to_string(ns) + "ns";
+double Report::bytes_per_pending() const noexcept {
+  if (peak_pending == 0 || rss_at_peak_bytes <= rss_base_bytes + calendar_bytes_at_peak) return 0.0;
+  return static_cast<double>(rss_at_peak_bytes - rss_base_bytes - calendar_bytes_at_peak) /
+         static_cast<double>(peak_pending);
+}
+
+std::uint64_t Report::total_rejected() const noexcept { return sum(rejected) + sum(rearm_rejected); }
+
+std::uint64_t Report::oneshot_fired() const noexcept {
+  const std::uint64_t periodic_fires = rearmed + sum(rearm_rejected);
+  return fired > periodic_fires ? fired - periodic_fires : 0;
 }
 
 void check_accounting(Report& r) {
   r.failures.clear();
-  rule(r, r.gave_up,
-       printf_string("gave up %s after the last deadline with %llu timers still pending: the wheel "
-                     "lost them",
-                     format_duration(r.options.give_up_ns).c_str(), ull(r.pending_end)));
-  rule(r, r.rejected != 0,
-       printf_string("%llu schedules were rejected (first: %s)", ull(r.rejected),
-                     r.reject_reason.c_str()));
-  rule(r, r.scheduled != r.fired + r.cancelled + r.pending_end,
-       printf_string("scheduled %llu != fired %llu + cancelled %llu + pending %llu", ull(r.scheduled),
-                     ull(r.fired), ull(r.cancelled), ull(r.pending_end)));
-  rule(r, r.pending_end != 0,
-       printf_string("%llu timers still pending at the end", ull(r.pending_end)));
+  const std::uint64_t scheduled = r.total_scheduled();
+  const std::uint64_t cancelled = r.total_cancelled();
+  rule(r, scheduled != r.fired + cancelled + r.returned,
+       printf_string("scheduled %llu != fired %llu + cancelled %llu + returned at stop %llu "
+                     "(a timer was lost or counted twice)",
+                     ull(scheduled), ull(r.fired), ull(cancelled), ull(r.returned)));
   rule(r, r.double_fires != 0,
        printf_string("%llu callbacks ran for a timer that had already fired", ull(r.double_fires)));
   rule(r, r.fired_after_cancel != 0,
        printf_string("%llu callbacks ran for a timer whose cancel() had returned true",
                      ull(r.fired_after_cancel)));
+  rule(r, r.stray_fires != 0,
+       printf_string("%llu callbacks ran for a timer instance that was no longer the slot's own "
+                     "(resolved before, or never scheduled)",
+                     ull(r.stray_fires)));
   rule(r, r.early_fires != 0,
        printf_string("%llu callbacks started before their deadline (earliest by %lld ns)",
                      ull(r.early_fires), static_cast<long long>(-r.min_lateness_ns)));
   rule(r, r.fired_before_tick != 0,
-       printf_string("%llu timers fired in an advance(now) with now before their deadline rounded "
-                     "up to the tick",
+       printf_string("%llu callbacks started before their deadline rounded up to the tick",
                      ull(r.fired_before_tick)));
-  rule(r, r.fired_a_pass_late != 0,
-       printf_string("%llu timers were not fired by the first advance(now) with now at or past their "
-                     "deadline rounded up to the tick, but by a later one",
-                     ull(r.fired_a_pass_late)));
   rule(r, r.cancel_true_not_pending != 0,
-       printf_string("%llu cancel() calls returned true for a timer that was not pending",
+       printf_string("%llu cancel() calls returned true for a timer that had already fired",
                      ull(r.cancel_true_not_pending)));
-  rule(r, r.cancel_false_pending != 0,
-       printf_string("%llu cancel() calls returned false for a timer that was still pending",
-                     ull(r.cancel_false_pending)));
+  rule(r, r.off_shard != 0,
+       printf_string("%llu timers landed on another shard than their thread's home shard",
+                     ull(r.off_shard)));
+  rule(r, r.probe_failures != 0,
+       printf_string("%llu probe timers (an hour out) could not be cancelled", ull(r.probe_failures)));
+  rule(r, r.pending_slots != r.returned,
+       printf_string("%llu slots were pending after stop() but stop() returned %llu timers",
+                     ull(r.pending_slots), ull(r.returned)));
+  rule(r, r.returned_cancel_false != 0,
+       printf_string("%llu timers stop() returned refused cancel(), so they were not pending",
+                     ull(r.returned_cancel_false)));
+  rule(r, r.pending_not_returned != 0,
+       printf_string("%llu pending slots' timers were not among those stop() returned",
+                     ull(r.pending_not_returned)));
   rule(r, r.stale_cancel_true != 0,
-       printf_string("%llu of %llu cancel() calls on stale ids (fired or cancelled) returned true",
+       printf_string("%llu of %llu cancel() calls on stale handles (fired or cancelled) returned true",
                      ull(r.stale_cancel_true), ull(r.stale_cancels)));
-  rule(r, r.state_other != 0,
-       printf_string("%llu timers ended neither fired nor cancelled", ull(r.state_other)));
-  rule(r, r.state_fired != r.fired || r.state_cancelled != r.cancelled,
-       printf_string("per-timer states (fired %llu, cancelled %llu) disagree with the counters "
-                     "(fired %llu, cancelled %llu)",
-                     ull(r.state_fired), ull(r.state_cancelled), ull(r.fired), ull(r.cancelled)));
-  rule(r, r.ran_before_next_deadline != 0,
-       printf_string("%llu advance(now) passes ran callbacks although next_deadline() was after now",
-                     ull(r.ran_before_next_deadline)));
-  rule(r, r.next_deadline_missing != 0,
-       printf_string("%llu times next_deadline() was empty while timers were pending",
-                     ull(r.next_deadline_missing)));
-  rule(r, r.pending_mismatch != 0,
-       printf_string("%llu status checks found pending() != scheduled - fired - cancelled",
-                     ull(r.pending_mismatch)));
+  const EngineStats& e = r.engine;
   rule(r,
-       r.wheel_scheduled != r.scheduled || r.wheel_fired != r.fired ||
-           r.wheel_cancelled != r.cancelled || r.wheel_rejected != r.rejected ||
-           r.wheel_passes != r.passes,
-       printf_string("wheel stats() (scheduled %llu, fired %llu, cancelled %llu, rejected %llu, "
-                     "passes %llu) disagree with the harness (%llu, %llu, %llu, %llu, %llu)",
-                     ull(r.wheel_scheduled), ull(r.wheel_fired), ull(r.wheel_cancelled),
-                     ull(r.wheel_rejected), ull(r.wheel_passes), ull(r.scheduled), ull(r.fired),
-                     ull(r.cancelled), ull(r.rejected), ull(r.passes)));
+       e.scheduled != scheduled || e.fired != r.fired || e.cancelled != cancelled ||
+           e.rejected != r.total_rejected(),
+       printf_string("Engine::stats() (scheduled %llu, fired %llu, cancelled %llu, rejected %llu) "
+                     "disagrees with the harness (%llu, %llu, %llu, %llu)",
+                     ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected),
+                     ull(scheduled), ull(r.fired), ull(cancelled), ull(r.total_rejected())));
+  rule(r, e.callback_errors != 0,
+       printf_string("%llu callbacks threw, though none of the harness's can", ull(e.callback_errors)));
 }
 
 void print_report(const Report& r, std::ostream& out) {
   const Options& o = r.options;
-  const double sched_s = static_cast<double>(r.schedule_ns) / 1e9;
-  const double cancel_s = static_cast<double>(r.cancel_ns) / 1e9;
+  const double sched_ns = ns_per_call(r.schedule_ns, r.schedule_batches, r.schedule_calls, r.clock_read_ns);
+  const double cancel_ns = ns_per_call(r.cancel_ns, r.cancel_batches, r.cancel_calls, r.clock_read_ns);
   std::string s;
+  s += "tickwheel-stress: " + r.config + "\n";
   s += printf_string(
-      "tickwheel-stress: %llu timers, delay %s..%s, cancel share %g, tick %s, wait %s, "
-      "schedule rate %g/s%s, batch %llu, seed %llu\n",
-      ull(o.timers), format_duration(o.delay_min_ns).c_str(),
-      format_duration(o.delay_max_ns).c_str(), o.cancel_share, format_duration(o.tick_ns).c_str(),
-      std::string(name_of(o.wait)).c_str(), o.schedule_rate,
-      o.schedule_rate > 0 ? "" : " (all up front)", ull(o.batch), ull(o.seed));
+      "clock       steady_clock::now() costs %.1f ns per read (median of 5 loops of 1M reads); "
+      "|steady_clock - CLOCK_MONOTONIC| %lld ns. Every fire's lateness includes one read, every "
+      "timed batch one more\n",
+      r.clock_read_ns, static_cast<long long>(r.clock_monotonic_offset_ns));
   s += printf_string(
-      "clock       steady_clock::now() %.1f ns/read; |steady_clock - CLOCK_MONOTONIC| %lld ns; "
-      "timer slack %lld ns\n",
-      r.clock_read_ns, static_cast<long long>(r.clock_monotonic_offset_ns),
-      static_cast<long long>(r.timer_slack_ns));
-  s += printf_string("run         %.3f s from the first schedule to the last timer resolved%s\n",
-                     r.run_s, r.gave_up ? " (GAVE UP with timers pending)" : "");
+      "run         %.3f s of load (%u producers, %u cancellers, %zu shards, %u hardware threads); "
+      "Engine::stop() took %.3f ms\n",
+      r.run_s, r.producers, r.cancellers, r.shards, r.hardware_threads, r.stop_s * 1e3);
   s += printf_string(
-      "schedule    %llu timers in %.3f ms inside schedule_at() (%llu batches): %.2f M/s, %.2f M/s "
-      "net of one clock read per batch; %llu rejected\n",
-      ull(r.scheduled), sched_s * 1e3, ull(r.schedule_batches),
-      per_second(r.scheduled, sched_s) / 1e6,
-      per_second(r.scheduled, net_seconds(r.schedule_ns, r.schedule_batches, r.clock_read_ns)) / 1e6,
-      ull(r.rejected));
-  s += printf_string(
-      "cancel      %llu calls in %.3f ms inside cancel() (%llu batches): %.2f M/s, %.2f M/s net of "
-      "one clock read per batch; %llu true, %llu false\n",
-      ull(r.cancel_calls), cancel_s * 1e3, ull(r.cancel_batches),
-      per_second(r.cancel_calls, cancel_s) / 1e6,
-      per_second(r.cancel_calls, net_seconds(r.cancel_ns, r.cancel_batches, r.clock_read_ns)) / 1e6,
-      ull(r.cancelled), ull(r.cancel_false));
-  s += printf_string("fire        %llu fired\n", ull(r.fired));
-  s += "  lateness, callback start - deadline (us):\n    " +
-       percentile_line(r.lateness, true) + "\n";
-  s += "  past the tick, callback start - deadline rounded up to the tick (us):\n    " +
-       percentile_line(r.lateness_past_tick, true) + "\n";
-  s += "tick lag    pass start - first due deadline (next_deadline()), passes with work due (us):\n"
-       "    " + percentile_line(r.tick_lag, false) + "\n";
-  s += "pass cost   pass start - advance() return, passes with work (us):\n    " +
-       percentile_line(r.pass_cost, false) + "\n";
-  s += printf_string(
-      "passes      %llu (%.0f/s), %llu with work due (%.0f/s); wake-ups %llu (%.0f/s), %llu of them "
-      "(%.0f/s) aimed at next_deadline()\n",
-      ull(r.passes), per_second(r.passes, r.run_s), ull(r.passes_due),
-      per_second(r.passes_due, r.run_s), ull(r.wakeups), per_second(r.wakeups, r.run_s),
-      ull(r.wakeups_for_wheel), per_second(r.wakeups_for_wheel, r.run_s));
-  if (r.wakeups != 0) {
-    s += "  oversleep, wake-up - time asked for (us):\n    " +
-         percentile_line(r.oversleep, false) + "\n";
+      "schedule    %llu calls by producers, %llu scheduled (%.0f/s over the run), rejected: %s\n"
+      "            inside schedule_at(): %.1f ns per call net of the clock = %.2f M/s per producer "
+      "thread (%.1f calls per timed batch: up to 256, a burst whole; small batches pay cold caches)\n"
+      "            periodic: %llu started, %llu re-armed from callbacks (%.0f/s), re-arms refused: %s%s\n",
+      ull(r.schedule_calls), ull(r.scheduled), per_second(r.scheduled, r.run_s),
+      by_status(r.rejected).c_str(), sched_ns, sched_ns > 0 ? 1e3 / sched_ns : 0.0,
+      r.schedule_batches ? static_cast<double>(r.schedule_calls) / static_cast<double>(r.schedule_batches) : 0.0,
+      ull(r.periodic_started), ull(r.rearmed), per_second(r.rearmed, r.run_s),
+      by_status(r.rearm_rejected).c_str(),
+      r.rearm_rejected[static_cast<std::size_t>(Status::stopped)] != 0
+          ? " (stopped: they fired while the engine stopped)"
+          : "");
+  if (r.bursts != 0) {
+    const double avg_ms = static_cast<double>(r.burst_ns) / static_cast<double>(r.bursts) / 1e6;
+    s += printf_string(
+        "            bursts: %llu, %llu schedules in all, each one tight loop of %.2f ms on average "
+        "(%.1f M/s), the longest %.2f ms = %.2f ticks; the transfer-cap hit counter %s (%llu hits, "
+        "cap %zu)\n",
+        ull(r.bursts), ull(r.burst_calls), avg_ms,
+        r.burst_ns ? static_cast<double>(r.burst_calls) / (static_cast<double>(r.burst_ns) / 1e9) / 1e6 : 0.0,
+        static_cast<double>(r.max_burst_ns) / 1e6,
+        static_cast<double>(r.max_burst_ns) / static_cast<double>(o.tick_ns),
+        r.engine.transfer_cap_hits != 0 ? "moved" : "did not move: no pass found more than the cap queued",
+        ull(r.engine.transfer_cap_hits), o.transfer_cap);
   }
   s += printf_string(
-      "memory      wheel stats().bytes %.1f MiB for %llu peak pending = %.1f B/timer; pool %llu "
-      "nodes touched of %llu mapped in %llu segments\n"
-      "            harness arrays %.1f MiB; peak RSS %.1f MiB (whole process)\n",
-      mib(r.wheel_bytes), ull(r.peak_pending),
-      r.peak_pending ? static_cast<double>(r.wheel_bytes) / static_cast<double>(r.peak_pending) : 0.0,
-      ull(r.pool_nodes), ull(r.pool_capacity), ull(r.pool_segments), mib(r.harness_bytes),
-      mib(r.peak_rss_bytes));
+      "cancel      %llu calls (%.0f/s), %llu of them from canceller threads: %llu true, %llu false "
+      "(the fire won: the cancel came at or after the deadline)\n"
+      "            inside cancel(): %.1f ns per call net of the clock = %.2f M/s per thread (%.1f "
+      "calls per timed batch); cancelled share of resolved one-shots %.3f (asked %g)\n",
+      ull(r.cancel_calls), per_second(r.cancel_calls, r.run_s), ull(r.cancels_by_cancellers),
+      ull(r.cancelled), ull(r.cancel_lost), cancel_ns, cancel_ns > 0 ? 1e3 / cancel_ns : 0.0,
+      r.cancel_batches ? static_cast<double>(r.cancel_calls) / static_cast<double>(r.cancel_batches) : 0.0,
+      r.cancelled + r.oneshot_fired() != 0
+          ? static_cast<double>(r.cancelled) / static_cast<double>(r.cancelled + r.oneshot_fired())
+          : 0.0,
+      o.cancel_share);
+  s += printf_string("fire        %llu callbacks (%.0f/s)\n", ull(r.fired), per_second(r.fired, r.run_s));
+  s += "  lateness, callback start - deadline (us), every fire:\n    " + percentile_line(r.lateness) + "\n";
+  s += "  one-shot timers only:\n    " + percentile_line(r.oneshot_lateness) + "\n";
+  s += "  periodic timers only (re-armed from their callback, so about a tick late by construction):\n    " +
+       percentile_line(r.periodic_lateness) + "\n";
+  s += "  past the tick, callback start - deadline rounded up to the tick (us):\n    " +
+       percentile_line(r.lateness_past_tick) + "\n";
+  s += "tick lag    a pass's start behind the wake-up it planned; the engine keeps only the worst "
+       "per shard:";
+  for (std::size_t i = 0; i < r.per_shard.size(); ++i) {
+    s += printf_string(" shard %zu %.1f us%s", i, us(static_cast<double>(r.per_shard[i].engine.max_tick_lag_ns)),
+                       i + 1 < r.per_shard.size() ? "," : "");
+  }
+  // A spinning worker plans no wake-up, so the engine has nothing to measure its lag against.
+  s += o.wait == WaitStrategy::spin ? " (spin: no planned wake-up, so the engine records no lag)\n" : "\n";
+  const EngineStats& e = r.engine;
   s += printf_string(
-      "machine     context switches during the run: %llu voluntary, %llu involuntary "
-      "(preempted); load average (1 min) %.2f at the start, %.2f at the end\n",
+      "engine      transfer-cap hits %llu (passes that moved %zu hand-offs and left more); passes "
+      "%llu (%.0f/s); wake-ups %llu (%.0f/s); callback errors %llu\n",
+      ull(e.transfer_cap_hits), o.transfer_cap, ull(e.passes), per_second(e.passes, r.run_s),
+      ull(e.wakeups), per_second(e.wakeups, r.run_s), ull(e.callback_errors));
+  s += "shards      shard  scheduled      fired  cancelled  rejected  cap-hits   passes  wake-ups  "
+       "wake-ups/s  lateness p50/p99/max us  binding\n";
+  for (std::size_t i = 0; i < r.per_shard.size(); ++i) {
+    const ShardReport& sh = r.per_shard[i];
+    s += printf_string(
+        "            %5zu  %9llu  %9llu  %9llu  %8llu  %8llu  %7llu  %8llu  %10.0f  %.1f/%.1f/%.1f  %s\n", i,
+        ull(sh.engine.scheduled), ull(sh.engine.fired), ull(sh.engine.cancelled),
+        ull(sh.engine.rejected), ull(sh.engine.transfer_cap_hits), ull(sh.engine.passes),
+        ull(sh.engine.wakeups), per_second(sh.engine.wakeups, r.run_s),
+        us(static_cast<double>(sh.lateness.percentile(50))),
+        us(static_cast<double>(sh.lateness.percentile(99))), us(static_cast<double>(sh.lateness.max())),
+        sh.engine.binding.c_str());
+  }
+  s += printf_string(
+      "memory      %.1f B per pending timer: RSS grew %.1f MiB from the baseline to the second "
+      "with the most timers pending (%llu), less %.1f MiB of the producers' calendars\n"
+      "            peak RSS %.1f MiB (whole process; the harness's own arrays %.1f MiB, allocated "
+      "before the baseline)\n",
+      r.bytes_per_pending(),
+      mib(r.rss_at_peak_bytes > r.rss_base_bytes ? r.rss_at_peak_bytes - r.rss_base_bytes : 0),
+      ull(r.peak_pending), mib(r.calendar_bytes_at_peak), mib(r.peak_rss_bytes), mib(r.harness_bytes));
+  s += printf_string(
+      "machine     context switches during the run: %llu voluntary, %llu involuntary (preempted); "
+      "load average (1 min) %.2f at the start, %.2f at the end\n",
       ull(r.voluntary_switches), ull(r.involuntary_switches), r.loadavg_start, r.loadavg_end);
-  s += printf_string("wheel       moved down %llu (%llu ahead of time); most fires + moves in one "
-                     "pass %llu\n",
-                     ull(r.moved), ull(r.moved_ahead), ull(r.max_pass_work));
-  s += printf_string("accounting  scheduled %llu = fired %llu + cancelled %llu + pending %llu\n",
-                     ull(r.scheduled), ull(r.fired), ull(r.cancelled), ull(r.pending_end));
+  for (const std::string& n : r.notices) s += "notice      " + n + "\n";
   s += printf_string(
-      "            double fires %llu, fired after cancel %llu, early fires %llu (min lateness "
-      "%.3f us), fired before the tick %llu, fired a pass late %llu\n",
-      ull(r.double_fires), ull(r.fired_after_cancel), ull(r.early_fires),
-      static_cast<double>(r.min_lateness_ns) / 1e3, ull(r.fired_before_tick),
-      ull(r.fired_a_pass_late));
+      "accounting  scheduled %llu = fired %llu + cancelled %llu + returned at stop %llu "
+      "(probes %llu included; rejected %llu accounted separately)\n",
+      ull(r.total_scheduled()), ull(r.fired), ull(r.total_cancelled()), ull(r.returned),
+      ull(r.probes), ull(r.total_rejected()));
   s += printf_string(
-      "            cancel true on a resolved timer %llu, false on a pending one %llu; stale "
-      "cancels %llu, of which true %llu; picks found already resolved %llu\n",
-      ull(r.cancel_true_not_pending), ull(r.cancel_false_pending), ull(r.stale_cancels),
-      ull(r.stale_cancel_true), ull(r.cancels_unattempted));
+      "            double fires %llu, fired after cancel %llu, stray fires %llu, early fires %llu "
+      "(min lateness %.3f us), fired before the tick %llu, cancel true on a fired timer %llu, "
+      "off-shard %llu\n",
+      ull(r.double_fires), ull(r.fired_after_cancel), ull(r.stray_fires), ull(r.early_fires),
+      us(static_cast<double>(r.min_lateness_ns)), ull(r.fired_before_tick),
+      ull(r.cancel_true_not_pending), ull(r.off_shard));
   s += printf_string(
-      "            wheel stats(): scheduled %llu, fired %llu, cancelled %llu, rejected %llu, "
-      "passes %llu\n",
-      ull(r.wheel_scheduled), ull(r.wheel_fired), ull(r.wheel_cancelled), ull(r.wheel_rejected),
-      ull(r.wheel_passes));
+      "            at stop: %llu slots pending, %llu timers returned, %llu of them refused "
+      "cancel(), %llu pending slots not among them; stale cancels %llu, of which true %llu\n",
+      ull(r.pending_slots), ull(r.returned), ull(r.returned_cancel_false), ull(r.pending_not_returned),
+      ull(r.stale_cancels), ull(r.stale_cancel_true));
+  s += printf_string(
+      "            Engine::stats(): scheduled %llu, fired %llu, cancelled %llu, rejected %llu, "
+      "callback errors %llu\n",
+      ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected), ull(e.callback_errors));
   if (r.ok()) {
-    s += "result      PASS: every timer fired exactly once or was cancelled\n";
+    s += "result      PASS: every timer fired exactly once, was cancelled, or was returned by stop()\n";
   } else {
     s += printf_string("result      FAIL: %zu rule(s) broken\n", r.failures.size());
     for (const std::string& f : r.failures) s += "  - " + f + "\n";
@@ -237,94 +314,150 @@ void print_report(const Report& r, std::ostream& out) {
   out << s << std::flush;
 }
 
-void write_json(const Report& r, std::ostream& out) {
+std::string report_json(const Report& r) {
   const Options& o = r.options;
-  const double sched_s = static_cast<double>(r.schedule_ns) / 1e9;
-  const double cancel_s = static_cast<double>(r.cancel_ns) / 1e9;
-  JsonWriter json(out);
+  std::ostringstream text;
+  JsonWriter json(text);
   json.begin_object();
   json.field("tool", "tickwheel-stress");
   json.field("ok", r.ok());
   json.begin_array("failures");
   for (const std::string& f : r.failures) json.value(std::string_view(f));
   json.end_array();
+  json.field("config", r.config);
 
   json.begin_object("options");
+  json.field("profile", o.profile);
   json.field("timers", o.timers);
+  json.field("producers", std::uint64_t{o.producers});
+  json.field("schedule_rate", o.schedule_rate);
   json.field("cancel_share", o.cancel_share);
+  json.field("cancellers", std::uint64_t{o.cancellers});
+  json.field("delay", name_of(o.delay));
   json.field("delay_min_ns", o.delay_min_ns);
   json.field("delay_max_ns", o.delay_max_ns);
+  json.field("delay_mean_ns", o.delay_mean_ns);
+  json.field("delay_short_ns", o.delay_short_ns);
+  json.field("delay_long_ns", o.delay_long_ns);
+  json.field("short_share", o.short_share);
+  json.field("periodic", o.periodic);
+  json.field("period_ns", o.period_ns);
+  json.field("burst", o.burst);
+  json.field("burst_every_ns", o.burst_every_ns);
+  json.field("duration_ns", o.duration_ns);
+  json.field("seed", o.seed);
+  json.field("shards", std::uint64_t{o.shards});
   json.field("tick_ns", o.tick_ns);
   json.field("wait", name_of(o.wait));
-  json.field("schedule_rate", o.schedule_rate);
-  json.field("batch", o.batch);
-  json.field("seed", o.seed);
-  json.field("give_up_ns", o.give_up_ns);
+  json.field("transfer_cap", std::uint64_t{o.transfer_cap});
+  json.field("pin", o.pin);
+  json.field("max_pending", std::uint64_t{o.max_pending});
   json.end_object();
 
-  json.begin_object("clock");
-  json.field("read_ns", r.clock_read_ns);
-  json.field("monotonic_offset_ns", r.clock_monotonic_offset_ns);
-  json.field("timer_slack_ns", r.timer_slack_ns);
+  json.begin_object("environment");
+  json.field("clock_read_ns", r.clock_read_ns);
+  json.field("clock_monotonic_offset_ns", r.clock_monotonic_offset_ns);
+  json.field("hardware_threads", std::uint64_t{r.hardware_threads});
+  json.field("shards", std::uint64_t{r.shards});
+  json.field("producers", std::uint64_t{r.producers});
+  json.field("cancellers", std::uint64_t{r.cancellers});
   json.end_object();
 
   json.begin_object("run");
   json.field("seconds", r.run_s);
-  json.field("gave_up", r.gave_up);
+  json.field("stop_seconds", r.stop_s);
   json.end_object();
 
+  const double sched_ns = ns_per_call(r.schedule_ns, r.schedule_batches, r.schedule_calls, r.clock_read_ns);
   json.begin_object("schedule");
-  json.field("count", r.scheduled);
+  json.field("calls", r.schedule_calls);
+  json.field("scheduled", r.scheduled);
+  json.field("per_second", per_second(r.scheduled, r.run_s));
   json.field("batches", r.schedule_batches);
   json.field("ns", r.schedule_ns);
-  json.field("per_second", per_second(r.scheduled, sched_s));
-  json.field("per_second_net_of_clock",
-             per_second(r.scheduled, net_seconds(r.schedule_ns, r.schedule_batches, r.clock_read_ns)));
-  json.field("rejected", r.rejected);
+  json.field("ns_per_call", sched_ns);
+  status_json(json, "rejected", r.rejected);
+  json.field("periodic_started", r.periodic_started);
+  json.field("periodic_rearmed", r.rearmed);
+  status_json(json, "rearm_rejected", r.rearm_rejected);
+  json.field("probes", r.probes);
+  json.begin_object("bursts");
+  json.field("count", r.bursts);
+  json.field("calls", r.burst_calls);
+  json.field("ns", r.burst_ns);
+  json.field("max_ns", r.max_burst_ns);
+  json.end_object();
   json.end_object();
 
   json.begin_object("cancel");
   json.field("calls", r.cancel_calls);
   json.field("returned_true", r.cancelled);
-  json.field("returned_false", r.cancel_false);
+  json.field("returned_false", r.cancel_lost);
+  json.field("by_cancellers", r.cancels_by_cancellers);
+  json.field("per_second", per_second(r.cancel_calls, r.run_s));
   json.field("batches", r.cancel_batches);
   json.field("ns", r.cancel_ns);
-  json.field("per_second", per_second(r.cancel_calls, cancel_s));
-  json.field("per_second_net_of_clock",
-             per_second(r.cancel_calls, net_seconds(r.cancel_ns, r.cancel_batches, r.clock_read_ns)));
-  json.field("picks_found_resolved", r.cancels_unattempted);
+  json.field("ns_per_call", ns_per_call(r.cancel_ns, r.cancel_batches, r.cancel_calls, r.clock_read_ns));
   json.end_object();
 
   json.begin_object("fire");
   json.field("count", r.fired);
+  json.field("per_second", per_second(r.fired, r.run_s));
   json.field("min_lateness_ns", r.min_lateness_ns);
   histogram_json(json, "lateness_ns", r.lateness);
+  histogram_json(json, "oneshot_lateness_ns", r.oneshot_lateness);
+  histogram_json(json, "periodic_lateness_ns", r.periodic_lateness);
   histogram_json(json, "lateness_past_tick_ns", r.lateness_past_tick);
+  curve_json(json, "lateness_curve", r.lateness);
   json.end_object();
 
-  json.begin_object("passes");
-  json.field("count", r.passes);
-  json.field("with_work_due", r.passes_due);
-  json.field("per_second", per_second(r.passes, r.run_s));
-  json.field("wakeups", r.wakeups);
-  json.field("wakeups_per_second", per_second(r.wakeups, r.run_s));
-  json.field("wakeups_for_wheel", r.wakeups_for_wheel);
-  histogram_json(json, "tick_lag_ns", r.tick_lag);
-  histogram_json(json, "pass_cost_ns", r.pass_cost);
-  histogram_json(json, "oversleep_ns", r.oversleep);
+  const EngineStats& e = r.engine;
+  json.begin_object("engine");
+  json.field("scheduled", e.scheduled);
+  json.field("fired", e.fired);
+  json.field("cancelled", e.cancelled);
+  json.field("rejected", e.rejected);
+  json.field("pending", e.pending);
+  json.field("queue_depth", e.queue_depth);
+  json.field("transfer_cap_hits", e.transfer_cap_hits);
+  json.field("passes", e.passes);
+  json.field("wakeups", e.wakeups);
+  json.field("wakeups_per_second", per_second(e.wakeups, r.run_s));
+  json.field("callback_errors", e.callback_errors);
+  json.field("max_tick_lag_ns", e.max_tick_lag_ns);
   json.end_object();
+
+  json.begin_array("shards");
+  for (std::size_t i = 0; i < r.per_shard.size(); ++i) {
+    const ShardReport& sh = r.per_shard[i];
+    json.begin_object();
+    json.field("index", std::uint64_t{i});
+    json.field("binding", sh.engine.binding);
+    json.field("bound_cpu", std::int64_t{sh.engine.bound_cpu});
+    json.field("scheduled", sh.engine.scheduled);
+    json.field("fired", sh.engine.fired);
+    json.field("cancelled", sh.engine.cancelled);
+    json.field("rejected", sh.engine.rejected);
+    json.field("transfer_cap_hits", sh.engine.transfer_cap_hits);
+    json.field("passes", sh.engine.passes);
+    json.field("wakeups", sh.engine.wakeups);
+    json.field("wakeups_per_second", per_second(sh.engine.wakeups, r.run_s));
+    json.field("max_tick_lag_ns", sh.engine.max_tick_lag_ns);
+    json.field("harness_fired", sh.fired);
+    json.field("rearmed", sh.rearmed);
+    histogram_json(json, "lateness_ns", sh.lateness);
+    json.end_object();
+  }
+  json.end_array();
 
   json.begin_object("memory");
-  json.field("wheel_bytes", r.wheel_bytes);
+  json.field("rss_base_bytes", r.rss_base_bytes);
+  json.field("rss_at_peak_bytes", r.rss_at_peak_bytes);
+  json.field("calendar_bytes_at_peak", r.calendar_bytes_at_peak);
   json.field("peak_pending", r.peak_pending);
-  json.field("wheel_bytes_per_peak_pending",
-             r.peak_pending ? static_cast<double>(r.wheel_bytes) / static_cast<double>(r.peak_pending)
-                            : 0.0);
-  json.field("pool_nodes", r.pool_nodes);
-  json.field("pool_capacity", r.pool_capacity);
-  json.field("pool_segments", r.pool_segments);
-  json.field("harness_bytes", r.harness_bytes);
+  json.field("bytes_per_pending", r.bytes_per_pending());
   json.field("peak_rss_bytes", r.peak_rss_bytes);
+  json.field("harness_bytes", r.harness_bytes);
   json.end_object();
 
   json.begin_object("machine");
@@ -334,41 +467,54 @@ void write_json(const Report& r, std::ostream& out) {
   json.field("loadavg_end", r.loadavg_end);
   json.end_object();
 
-  json.begin_object("wheel");
-  json.field("scheduled", r.wheel_scheduled);
-  json.field("fired", r.wheel_fired);
-  json.field("cancelled", r.wheel_cancelled);
-  json.field("rejected", r.wheel_rejected);
-  json.field("passes", r.wheel_passes);
-  json.field("moved", r.moved);
-  json.field("moved_ahead", r.moved_ahead);
-  json.field("max_pass_work", r.max_pass_work);
-  json.end_object();
+  json.begin_array("series");
+  for (const Sample& x : r.series) {
+    json.begin_object();
+    json.field("t_s", x.t_s);
+    json.field("scheduled_per_s", x.schedule_rate);
+    json.field("cancelled_per_s", x.cancel_rate);
+    json.field("fired_per_s", x.fire_rate);
+    json.field("pending", x.pending);
+    json.field("queued", x.queued);
+    json.field("lateness_p99_ns", x.p99_ns);
+    json.field("lateness_max_ns", x.max_ns);
+    json.field("lateness_p99_so_far_ns", x.p99_so_far_ns);
+    json.field("rss_bytes", x.rss_bytes);
+    json.field("transfer_cap_hits", x.transfer_cap_hits);
+    json.end_object();
+  }
+  json.end_array();
 
   json.begin_object("accounting");
-  json.field("scheduled", r.scheduled);
+  json.field("scheduled", r.total_scheduled());
   json.field("fired", r.fired);
-  json.field("cancelled", r.cancelled);
-  json.field("pending_end", r.pending_end);
+  json.field("cancelled", r.total_cancelled());
+  json.field("returned_at_stop", r.returned);
+  json.field("rejected", r.total_rejected());
+  json.field("probes", r.probes);
   json.field("double_fires", r.double_fires);
   json.field("fired_after_cancel", r.fired_after_cancel);
+  json.field("stray_fires", r.stray_fires);
   json.field("early_fires", r.early_fires);
   json.field("fired_before_tick", r.fired_before_tick);
-  json.field("fired_a_pass_late", r.fired_a_pass_late);
   json.field("cancel_true_not_pending", r.cancel_true_not_pending);
-  json.field("cancel_false_pending", r.cancel_false_pending);
+  json.field("off_shard", r.off_shard);
+  json.field("probe_failures", r.probe_failures);
+  json.field("pending_slots", r.pending_slots);
+  json.field("returned_cancel_false", r.returned_cancel_false);
+  json.field("pending_not_returned", r.pending_not_returned);
   json.field("stale_cancels", r.stale_cancels);
   json.field("stale_cancel_true", r.stale_cancel_true);
-  json.field("state_fired", r.state_fired);
-  json.field("state_cancelled", r.state_cancelled);
-  json.field("state_other", r.state_other);
-  json.field("ran_before_next_deadline", r.ran_before_next_deadline);
-  json.field("next_deadline_missing", r.next_deadline_missing);
-  json.field("pending_mismatch", r.pending_mismatch);
+  json.field("callback_errors", e.callback_errors);
   json.end_object();
+
+  json.begin_array("notices");
+  for (const std::string& n : r.notices) json.value(std::string_view(n));
+  json.end_array();
 
   json.end_object();
   json.finish();
+  return text.str();
 }
 
 }  // namespace tickwheel::stress

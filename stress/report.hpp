@@ -1,6 +1,7 @@
-// stress/report.hpp — everything a stress run measured, and its two renderings: the text report on
-// stdout and the JSON dump (--json). Every figure here is filled in by the driver from a count, a
-// clock read or a system call made during the run; nothing is derived from the options alone.
+// stress/report.hpp — everything a stress run measured, the accounting rules that judge it, and
+// its renderings: the text report on stdout and the JSON document (which the SVG plot is drawn
+// from, see svg.hpp). Every figure is filled in by the driver from a count, a clock read, the
+// engine's stats() or a system call made during the run; none is derived from the options alone.
 #pragma once
 
 #include <cstdint>
@@ -10,110 +11,143 @@
 
 #include "histogram.hpp"
 #include "options.hpp"
+#include "tickwheel/engine.hpp"
+#include "workload.hpp"
 
 namespace tickwheel::stress {
 
+// One line of the per-second series (and of the status line).
+struct Sample {
+  double t_s = 0;                   // seconds since the producers started
+  std::uint64_t scheduled = 0;      // schedule calls that returned a timer, so far (all threads)
+  std::uint64_t cancelled = 0;      // cancel() calls that returned true, so far
+  std::uint64_t fired = 0;          // callbacks run, so far
+  double schedule_rate = 0;         // per second over the interval since the previous sample
+  double cancel_rate = 0;
+  double fire_rate = 0;
+  std::uint64_t pending = 0;        // Engine::stats(): in the wheels
+  std::uint64_t queued = 0;         // Engine::stats(): hand-offs not yet moved into a wheel
+  std::uint64_t p99_ns = 0;         // lateness of the interval's fires (bucket bounds, see since())
+  std::uint64_t max_ns = 0;
+  std::uint64_t p99_so_far_ns = 0;  // lateness of every fire so far
+  std::uint64_t rss_bytes = 0;
+  std::uint64_t transfer_cap_hits = 0;  // so far
+};
+
+// What the harness saw of one shard, beside the engine's own counters for it.
+struct ShardReport {
+  ShardStats engine;              // Engine::stats() right after stop()
+  std::uint64_t fired = 0;        // callbacks the harness saw run on it
+  std::uint64_t rearmed = 0;      // periodic re-arms from its callbacks
+  Histogram lateness;
+};
+
 struct Report {
-  Options options;
+  Options options;          // as run: the profile's values under the explicit options
+  std::string config;       // describe() of the configuration with shards and producers resolved
 
   // Environment, measured before the run.
-  double clock_read_ns = 0;               // one steady_clock::now(), median of timed loops
+  double clock_read_ns = 0;                    // one steady_clock::now(), median of timed loops
   std::int64_t clock_monotonic_offset_ns = 0;  // |steady_clock - CLOCK_MONOTONIC|
-  std::int64_t timer_slack_ns = -1;       // PR_GET_TIMERSLACK after the run's setup
+  unsigned hardware_threads = 0;
+  std::size_t shards = 0;                      // Engine::shard_count()
+  unsigned producers = 0;
+  unsigned cancellers = 0;
 
   // Run.
-  double run_s = 0;                       // first schedule to last timer resolved
-  bool gave_up = false;                   // stopped with timers pending (see Options::give_up_ns)
+  double run_s = 0;         // producers started .. stop requested
+  double stop_s = 0;        // time inside Engine::stop()
 
-  // Schedule and cancel throughput: time spent inside schedule_at() / cancel() batches, each batch
-  // bracketed by two clock reads.
-  std::uint64_t scheduled = 0;
+  // Schedules: producers (one-shots, the first arm of periodic timers, bursts) and callbacks
+  // (periodic re-arms). Time inside the calls is measured per batch (see producer.hpp).
+  std::uint64_t schedule_calls = 0;       // by producers
+  std::uint64_t scheduled = 0;            // by producers, successful
   std::uint64_t schedule_batches = 0;
-  std::int64_t schedule_ns = 0;
-  std::uint64_t rejected = 0;             // schedules that returned a false id
-  std::string reject_reason;              // status() of the first one
-  std::uint64_t cancel_calls = 0;         // cancel() calls on picked timers
-  std::uint64_t cancelled = 0;            // of those, returned true
-  std::uint64_t cancel_false = 0;         // of those, returned false
+  std::uint64_t schedule_ns = 0;
+  std::uint64_t periodic_started = 0;
+  std::uint64_t rearmed = 0;              // periodic re-arms from callbacks, successful
+  StatusCounts rejected{};                // producers' refused schedules, by Status
+  StatusCounts rearm_rejected{};          // callbacks' refused re-arms, by Status
+  std::uint64_t probes = 0;               // one per producer: scheduled and cancelled at once
+  std::uint64_t bursts = 0;
+  std::uint64_t burst_calls = 0;
+  std::uint64_t burst_ns = 0;
+  std::uint64_t max_burst_ns = 0;
+
+  // Cancels.
+  std::uint64_t cancel_calls = 0;
+  std::uint64_t cancelled = 0;            // returned true
+  std::uint64_t cancel_lost = 0;          // returned false: the fire won
   std::uint64_t cancel_batches = 0;
-  std::int64_t cancel_ns = 0;
-  std::uint64_t cancels_unattempted = 0;  // picks whose timer was resolved before the cancel time
+  std::uint64_t cancel_ns = 0;
+  std::uint64_t cancels_by_cancellers = 0;  // of cancel_calls, made by canceller threads
 
-  // Firing. Lateness is the callback's own clock read minus the timer's deadline; the second
-  // histogram measures from the deadline rounded up to the tick, i.e. the part the tick does not
-  // explain.
+  // Fires.
   std::uint64_t fired = 0;
-  Histogram lateness;                     // ns after the deadline (early fires recorded as 0)
-  Histogram lateness_past_tick;           // ns after the deadline rounded up to the tick
-  std::int64_t min_lateness_ns = 0;       // signed: negative = an early fire
+  Histogram lateness;             // callback start - deadline (early fires as 0), every fire
+  Histogram oneshot_lateness;     // the same, one-shot and burst timers only
+  Histogram periodic_lateness;    // the same, periodic timers only (see ShardRecorder::on_periodic)
+  Histogram lateness_past_tick;   // callback start - deadline rounded up to the tick, every fire
+  std::int64_t min_lateness_ns = 0;
 
-  // Passes. Tick lag: a pass's start minus the first due deadline as next_deadline() reported it,
-  // for passes that had work due.
-  std::uint64_t passes = 0;
-  std::uint64_t passes_due = 0;           // passes with work due when they started
-  std::uint64_t wakeups = 0;              // returns from clock_nanosleep (sleep mode)
-  std::uint64_t wakeups_for_wheel = 0;    // of those, aimed at next_deadline() (the rest at a
-                                          // paced schedule or a status line)
-  Histogram tick_lag;
-  Histogram pass_cost;                    // ns from a due pass's start to advance() returning
-  Histogram oversleep;                    // ns a wake-up came after the time it asked for
+  // The engine's own counters, right after stop() (before the returned timers were cancelled).
+  EngineStats engine;
+  std::vector<ShardReport> per_shard;
 
-  // Memory.
-  std::uint64_t peak_pending = 0;         // largest wheel.pending() seen after a pass or batch
-  std::uint64_t wheel_bytes = 0;          // wheel.stats().bytes at the end
-  std::uint64_t pool_nodes = 0;
-  std::uint64_t pool_capacity = 0;
-  std::uint64_t pool_segments = 0;
-  std::uint64_t moved = 0;
-  std::uint64_t moved_ahead = 0;
-  std::uint64_t max_pass_work = 0;
-  std::uint64_t harness_bytes = 0;        // the harness's own per-timer arrays and cancel queue
+  std::vector<Sample> series;
+
+  // Memory. The baseline is taken with the engine started and every harness array allocated and
+  // touched; the growth is read at the sample with the most timers pending, less what the
+  // producers' calendars (the harness's only growing structure) held then.
+  std::uint64_t rss_base_bytes = 0;
+  std::uint64_t rss_at_peak_bytes = 0;
+  std::uint64_t calendar_bytes_at_peak = 0;
+  std::uint64_t peak_pending = 0;         // in the wheels plus queued, at that sample
   std::uint64_t peak_rss_bytes = 0;       // getrusage ru_maxrss, whole process
+  std::uint64_t harness_bytes = 0;        // slot table, rings and plans, allocated up front
+  double bytes_per_pending() const noexcept;
 
-  // What else the machine was doing: preemption shows as involuntary context switches of this
-  // process during the run (getrusage deltas), and as the 1-minute load average (/proc/loadavg).
+  // Machine: what else was going on (getrusage deltas of this process, /proc/loadavg).
   std::uint64_t voluntary_switches = 0;
   std::uint64_t involuntary_switches = 0;
-  double loadavg_start = -1;              // -1 where /proc/loadavg cannot be read
+  double loadavg_start = -1;
   double loadavg_end = -1;
 
-  // Exactly-once accounting. Each counter but the first four must end at zero.
-  std::uint64_t pending_end = 0;          // wheel.pending() at the end
-  std::uint64_t double_fires = 0;         // a callback ran for a timer that had already fired
-  std::uint64_t fired_after_cancel = 0;   // a callback ran for a timer cancel() said was stopped
-  std::uint64_t early_fires = 0;          // callback clock read < deadline
-  std::uint64_t fired_before_tick = 0;    // fired in an advance(now) with now < rounded deadline
-  std::uint64_t fired_a_pass_late = 0;    // not fired in the first pass with now >= rounded deadline
-  std::uint64_t cancel_true_not_pending = 0;  // cancel() true for a timer not pending
-  std::uint64_t cancel_false_pending = 0;     // cancel() false for a timer still pending
-  std::uint64_t stale_cancels = 0;        // cancel() on every id after the run ...
-  std::uint64_t stale_cancel_true = 0;    // ... of which returned true (must be 0)
-  std::uint64_t state_fired = 0;          // per-timer states counted after the run
-  std::uint64_t state_cancelled = 0;
-  std::uint64_t state_other = 0;          // neither fired nor cancelled (must be 0)
-  std::uint64_t ran_before_next_deadline = 0;  // advance(now) ran callbacks, next_deadline() > now
-  std::uint64_t next_deadline_missing = 0;     // next_deadline() empty while pending() > 0
-  std::uint64_t pending_mismatch = 0;     // status lines where pending() != scheduled - resolved
-  // The wheel's own counters at the end, which must agree with the harness's.
-  std::uint64_t wheel_scheduled = 0;
-  std::uint64_t wheel_fired = 0;
-  std::uint64_t wheel_cancelled = 0;
-  std::uint64_t wheel_rejected = 0;
-  std::uint64_t wheel_passes = 0;
+  // Exactly-once accounting. Every counter from double_fires on must end at zero.
+  std::uint64_t returned = 0;             // timers stop() returned
+  std::uint64_t pending_slots = 0;        // slots whose instance was pending after stop()
+  std::uint64_t returned_cancel_false = 0;   // cancel() on a returned timer returned false
+  std::uint64_t pending_not_returned = 0;    // a pending slot's handle not cancelled by that
+  std::uint64_t stale_cancels = 0;        // cancel() on every resolved slot's last handle ...
+  std::uint64_t stale_cancel_true = 0;    // ... of which returned true
+  std::uint64_t double_fires = 0;
+  std::uint64_t fired_after_cancel = 0;
+  std::uint64_t stray_fires = 0;
+  std::uint64_t early_fires = 0;
+  std::uint64_t fired_before_tick = 0;
+  std::uint64_t cancel_true_not_pending = 0;
+  std::uint64_t off_shard = 0;
+  std::uint64_t probe_failures = 0;
+
+  std::vector<std::string> notices;       // the engine's log lines (binding refused, ...)
 
   // One line per broken rule; empty iff the run passed.
   std::vector<std::string> failures;
   bool ok() const noexcept { return failures.empty(); }
+
+  // Totals the rules use.
+  std::uint64_t total_scheduled() const noexcept { return scheduled + rearmed + probes; }
+  std::uint64_t total_cancelled() const noexcept { return cancelled + probes - probe_failures; }
+  std::uint64_t total_rejected() const noexcept;
+  // Fires of one-shot and burst timers: every periodic fire makes exactly one re-arm attempt.
+  std::uint64_t oneshot_fired() const noexcept;
 };
 
 // Fills report.failures from the accounting fields. Called once, after the run.
 void check_accounting(Report& report);
 
 void print_report(const Report& report, std::ostream& out);
-void write_json(const Report& report, std::ostream& out);
-
-// "1ms", "100us", "20s": the shortest exact rendering of a duration, as --help and the report
-// print the options.
-std::string format_duration(std::int64_t ns);
+// The whole report as one JSON document (the SVG is drawn from it).
+std::string report_json(const Report& report);
 
 }  // namespace tickwheel::stress

@@ -1,0 +1,342 @@
+// stress/options.cpp — the command line (CLI11), the profile fallback, and the renderings of a
+// configuration (durations, the one-line description).
+#include "options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "profiles.hpp"
+
+namespace tickwheel::stress {
+namespace {
+
+constexpr std::int64_t kDay = 86'400'000'000'000;
+// Slots are numbered with 32 bits (the harness's per-timer state and the callable's capture).
+constexpr std::uint64_t kMaxSlots = std::numeric_limits<std::uint32_t>::max();
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Registers options bound to members of one Options, and remembers for each how to take its value
+// from a profile and how to print it, so that a profile fills exactly the options not given and
+// --help can list a profile's changes from the code that makes them.
+class Binder {
+ public:
+  Binder(CLI::App& app, Options& o) : app_(app), o_(o) {}
+
+  template <class T>
+  CLI::Option* add(const std::string& name, T Options::*member, const std::string& help,
+                   std::string (*show)(const T&)) {
+    CLI::Option* opt = app_.add_option(name, o_.*member, help);
+    opt->default_str(show(o_.*member));
+    entries_.push_back(Entry{
+        opt, name, [this, member](const Options& from) { o_.*member = from.*member; },
+        [member, show](const Options& from) { return show(from.*member); }});
+    return opt;
+  }
+  // A --name/--no-name flag pair bound to a bool member.
+  CLI::Option* flag(const std::string& name, bool Options::*member, const std::string& help) {
+    CLI::Option* opt = app_.add_flag(name + ",!--no-" + name.substr(2), o_.*member, help);
+    entries_.push_back(Entry{
+        opt, name, [this, member](const Options& from) { o_.*member = from.*member; },
+        [name, member](const Options& from) {
+          return from.*member ? std::string() : "--no-" + name.substr(2);
+        }});
+    return opt;
+  }
+
+  // Every registered option not given on the command line takes the profile's value.
+  void fill_from(const Options& profile) const {
+    for (const Entry& e : entries_) {
+      if (e.opt->count() == 0) e.take(profile);
+    }
+  }
+  // " --timers 2000000 --cancel-share 0.95": the options whose values differ between the two.
+  std::string changes(const Options& profile, const Options& base) const {
+    std::string out;
+    for (const Entry& e : entries_) {
+      const std::string value = e.show(profile);
+      if (value == e.show(base)) continue;
+      out += value.rfind("--", 0) == 0 ? " " + value : " " + e.name + " " + value;
+    }
+    return out;
+  }
+
+ private:
+  struct Entry {
+    CLI::Option* opt;
+    std::string name;
+    std::function<void(const Options&)> take;
+    std::function<std::string(const Options&)> show;
+  };
+  CLI::App& app_;
+  Options& o_;
+  std::vector<Entry> entries_;
+};
+
+std::string show_duration(const std::int64_t& ns) { return format_duration(ns); }
+std::string show_u64(const std::uint64_t& v) { return std::to_string(v); }
+std::string show_size(const std::size_t& v) { return std::to_string(v); }
+std::string show_unsigned(const unsigned& v) { return std::to_string(v); }
+std::string show_double(const double& v) { return number(v); }
+std::string show_delay(const DelayKind& k) { return std::string(name_of(k)); }
+std::string show_wait(const WaitStrategy& w) { return std::string(name_of(w)); }
+
+}  // namespace
+
+std::string_view name_of(DelayKind k) noexcept {
+  switch (k) {
+    case DelayKind::fixed: return "fixed";
+    case DelayKind::uniform: return "uniform";
+    case DelayKind::exponential: return "exponential";
+    case DelayKind::bimodal: return "bimodal";
+  }
+  return "?";
+}
+
+std::string_view name_of(WaitStrategy w) noexcept {
+  switch (w) {
+    case WaitStrategy::sleep: return "sleep";
+    case WaitStrategy::spin: return "spin";
+    case WaitStrategy::hybrid: return "hybrid";
+  }
+  return "?";
+}
+
+std::string format_duration(std::int64_t ns) {
+  static constexpr std::pair<std::int64_t, const char*> kUnits[] = {
+      {3'600'000'000'000, "h"}, {60'000'000'000, "min"}, {1'000'000'000, "s"},
+      {1'000'000, "ms"},        {1'000, "us"}};
+  for (const auto& [size, name] : kUnits) {
+    if (ns != 0 && ns % size == 0) return std::to_string(ns / size) + name;
+  }
+  return std::to_string(ns) + "ns";
+}
+
+std::string describe(const Options& o) {
+  std::string delay;
+  switch (o.delay) {
+    case DelayKind::fixed: delay = "fixed " + format_duration(o.delay_mean_ns); break;
+    case DelayKind::uniform:
+      delay = "uniform " + format_duration(o.delay_min_ns) + ".." + format_duration(o.delay_max_ns);
+      break;
+    case DelayKind::exponential: delay = "exponential mean " + format_duration(o.delay_mean_ns); break;
+    case DelayKind::bimodal:
+      delay = "bimodal " + format_duration(o.delay_short_ns) + " (" + number(o.short_share * 100) +
+              "%) / " + format_duration(o.delay_long_ns);
+      break;
+  }
+  std::string s = "profile " + o.profile + ": " + std::to_string(o.timers) + " timers, delay " + delay +
+                  ", cancel share " + number(o.cancel_share) + ", " + std::to_string(o.periodic) +
+                  " periodic every " + format_duration(o.period_ns);
+  s += o.burst != 0 ? ", bursts of " + std::to_string(o.burst) + " every " + format_duration(o.burst_every_ns)
+                    : ", no bursts";
+  s += ", producers " + (o.producers != 0 ? std::to_string(o.producers) : std::string("one per shard")) +
+       ", cancellers " + std::to_string(o.cancellers) + ", " +
+       (o.schedule_rate > 0 ? "schedule rate " + number(o.schedule_rate) + "/s" : std::string("unpaced")) +
+       ", " + format_duration(o.duration_ns) + ", seed " + std::to_string(o.seed);
+  s += " | engine: shards " + (o.shards != 0 ? std::to_string(o.shards) : std::string("one per core")) +
+       ", tick " + format_duration(o.tick_ns) + ", wait " + std::string(name_of(o.wait)) +
+       ", transfer cap " + std::to_string(o.transfer_cap) + (o.pin ? ", pinned" : ", not pinned") +
+       ", max pending " + (o.max_pending != 0 ? std::to_string(o.max_pending) : std::string("unlimited"));
+  return s;
+}
+
+CommandLine parse_command_line(int argc, char** argv) {
+  CommandLine result;
+  Options& o = result.options;
+  CLI::App app{
+      "tickwheel-stress: drives a tickwheel::Engine (real worker threads, the real monotonic clock)\n"
+      "with producer threads that keep a population of one-shot timers armed, cancel a share of them\n"
+      "before they fire (from the producers and from canceller threads), and periodic timers that\n"
+      "re-arm themselves. It measures and reports; it asserts no latency figure. Reports: schedule,\n"
+      "cancel and fire throughput; the lateness of every fire (callback start - deadline) as\n"
+      "percentiles; tick lag; per-shard counters; transfer-cap hits; wake-ups; memory per pending\n"
+      "timer; the clock's own cost; and exactly-once accounting, which alone decides the exit status.",
+      "tickwheel-stress"};
+
+  const std::map<std::string, std::int64_t> units{{"ns", 1},
+                                                  {"us", 1'000},
+                                                  {"ms", 1'000'000},
+                                                  {"s", 1'000'000'000},
+                                                  {"min", 60'000'000'000},
+                                                  {"h", 3'600'000'000'000}};
+  CLI::AsNumberWithUnit duration(
+      units,
+      CLI::AsNumberWithUnit::Options(CLI::AsNumberWithUnit::CASE_SENSITIVE |
+                                     CLI::AsNumberWithUnit::UNIT_REQUIRED),
+      "UNIT");
+  duration.description("");  // the type name and the footer say it: DURATION, e.g. 100us
+  const auto up_to_a_day = CLI::Range(std::int64_t{0}, kDay).description("");
+  const auto positive_up_to_a_day = CLI::Range(std::int64_t{1}, kDay).description("");
+  auto as_duration = [&](CLI::Option* opt, const CLI::Validator& range) {
+    opt->type_name("DURATION")->transform(duration)->check(range);
+  };
+
+  std::vector<std::string> profile_names;
+  for (const Profile& p : profiles()) profile_names.emplace_back(p.name);
+  app.add_option("--profile", o.profile, "Named workload (listed below); options given override it")
+      ->capture_default_str()
+      ->check(CLI::IsMember(profile_names));
+
+  Binder bind(app, o);
+  // Workload.
+  bind.add("--timers", &Options::timers,
+           "One-shot population: slots kept armed (re-armed when their timer fires or is cancelled), "
+           "so about this many are pending throughout",
+           show_u64)
+      ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
+  bind.add("--producers", &Options::producers,
+           "Producer threads (each schedules on its own home shard); 0 = one per shard", show_unsigned)
+      ->check(CLI::Range(0u, 256u));
+  bind.add("--schedule-rate", &Options::schedule_rate,
+           "Most schedule calls per second over all producers; 0 = as fast as the slots come due "
+           "(the fill is then a tight loop)",
+           show_double)
+      ->check(CLI::NonNegativeNumber);
+  bind.add("--cancel-share", &Options::cancel_share,
+           "Share of one-shot timers cancelled before they fire, each at a time uniform between its "
+           "schedule and its deadline",
+           show_double)
+      ->check(CLI::Range(0.0, 1.0));
+  bind.add("--cancellers", &Options::cancellers,
+           "Extra threads that cancel: each producer deals its cancels round robin between itself "
+           "and these N threads, so N/(N+1) of them come from another thread; 0 = producers only",
+           show_unsigned)
+      ->check(CLI::Range(0u, 256u));
+  bind.add("--delay", &Options::delay,
+           "One-shot delay distribution: fixed (--delay-mean), uniform (--delay-min..--delay-max), "
+           "exponential (mean --delay-mean), bimodal (--delay-short with probability --short-share, "
+           "else --delay-long)",
+           show_delay)
+      ->type_name("KIND")
+      ->transform(CLI::CheckedTransformer(
+                      std::map<std::string, DelayKind>{{"fixed", DelayKind::fixed},
+                                                       {"uniform", DelayKind::uniform},
+                                                       {"exponential", DelayKind::exponential},
+                                                       {"bimodal", DelayKind::bimodal}})
+                      .description("{fixed,uniform,exponential,bimodal}"));
+  as_duration(bind.add("--delay-min", &Options::delay_min_ns, "uniform: shortest delay", show_duration),
+              up_to_a_day);
+  as_duration(bind.add("--delay-max", &Options::delay_max_ns, "uniform: longest delay", show_duration),
+              up_to_a_day);
+  as_duration(bind.add("--delay-mean", &Options::delay_mean_ns,
+                       "fixed: the delay; exponential: the mean delay", show_duration),
+              up_to_a_day);
+  as_duration(bind.add("--delay-short", &Options::delay_short_ns,
+                       "bimodal: the short delay (a request timeout)", show_duration),
+              up_to_a_day);
+  as_duration(bind.add("--delay-long", &Options::delay_long_ns,
+                       "bimodal: the long delay (an idle timeout)", show_duration),
+              up_to_a_day);
+  bind.add("--short-share", &Options::short_share, "bimodal: share of delays that are short",
+           show_double)
+      ->check(CLI::Range(0.0, 1.0));
+  bind.add("--periodic", &Options::periodic,
+           "Periodic timers, besides the one-shots, started at random phases; each callback re-arms "
+           "its timer with schedule_after(period) on its own shard",
+           show_u64)
+      ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
+  as_duration(bind.add("--period", &Options::period_ns, "Period of the periodic timers", show_duration),
+              positive_up_to_a_day);
+  bind.add("--burst", &Options::burst,
+           "Timers the first producer schedules in one tight loop every --burst-every (a flood "
+           "meant to exceed the transfer cap); 0 = no bursts",
+           show_u64)
+      ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
+  as_duration(bind.add("--burst-every", &Options::burst_every_ns, "Interval between bursts",
+                       show_duration),
+              positive_up_to_a_day);
+  as_duration(bind.add("--duration", &Options::duration_ns,
+                       "How long the producers run; then the engine is stopped and checked",
+                       show_duration),
+              CLI::Range(std::int64_t{100'000'000}, kDay).description(""));
+  bind.add("--seed", &Options::seed, "Seeds the delays, fates and phases (not the timing)", show_u64);
+  // Engine.
+  bind.add("--shards", &Options::shards, "Engine shards (a wheel and a worker each); 0 = one per "
+           "physical core", show_size)
+      ->check(CLI::Range(std::size_t{0}, std::size_t{4096}));
+  as_duration(bind.add("--tick", &Options::tick_ns, "Wheel tick of every shard, 1us..1h", show_duration),
+              CLI::Range(std::int64_t{1'000}, std::int64_t{3'600'000'000'000}).description(""));
+  bind.add("--wait", &Options::wait,
+           "How a worker waits: sleep (futex until the next deadline), spin (busy-poll, a core per "
+           "shard), hybrid (spin 50us after each pass, then sleep)",
+           show_wait)
+      ->type_name("MODE")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, WaitStrategy>{{"sleep", WaitStrategy::sleep},
+                                                                            {"spin", WaitStrategy::spin},
+                                                                            {"hybrid", WaitStrategy::hybrid}})
+                      .description("{sleep,spin,hybrid}"));
+  bind.add("--transfer-cap", &Options::transfer_cap, "Hand-offs a worker moves into its wheel per pass",
+           show_size)
+      ->check(CLI::PositiveNumber);
+  bind.flag("--pin", &Options::pin,
+            "Bind each worker to a physical core (hwloc); --no-pin leaves them to the scheduler "
+            "(default: --pin)");
+  bind.add("--max-pending", &Options::max_pending,
+           "Pending timers per shard past which schedules are rejected (counted, re-tried); "
+           "0 = unlimited",
+           show_size);
+  // Output.
+  app.add_option("--json", o.json_path, "Write the whole report as JSON to this file; '' = none")
+      ->capture_default_str();
+  app.add_option("--svg", o.svg_path,
+                 "Write the lateness plot (percentile curve, and p99 and max per second) as a "
+                 "self-contained SVG to this file; '' = none")
+      ->capture_default_str();
+  app.add_option("--svg-from", o.svg_from,
+                 "Run nothing: render --svg from this JSON report, as written by --json")
+      ->check(CLI::ExistingFile);
+  app.add_flag("--quiet", o.quiet, "No status line on stderr while running");
+
+  std::string footer =
+      "=VALUE after an option is its default, i.e. the `default` profile's. Durations take a unit:\n"
+      "ns, us, ms, s, min or h (e.g. 100us, 20s).\n"
+      "Profiles, and what each changes (an option given on the command line wins):\n";
+  const Options base;
+  for (const Profile& p : profiles()) {
+    Options changed;
+    p.apply(changed);
+    footer += "  " + std::string(p.name) + ": " + std::string(p.summary) + "\n";
+    const std::string diff = bind.changes(changed, base);
+    if (!diff.empty()) footer += "     " + diff + "\n";
+  }
+  footer +=
+      "While running, one status line per second goes to stderr (rewritten in place on a terminal);\n"
+      "the report goes to stdout, the JSON and SVG files where --json and --svg say.\n"
+      "Exit status: 0 if every timer fired exactly once, was cancelled, or was returned by stop(),\n"
+      "and no accounting rule broke; 1 if one broke (each is listed in the report); 2 if the engine\n"
+      "or the system refused the setup, or a file could not be read or written; CLI11's own codes\n"
+      "for a malformed command line.";
+  app.footer(footer);
+
+  try {
+    app.parse(argc, argv);
+    const Profile* profile = find_profile(o.profile);
+    Options from_profile;
+    profile->apply(from_profile);
+    from_profile.profile = o.profile;
+    bind.fill_from(from_profile);
+    if (o.delay == DelayKind::uniform && o.delay_min_ns > o.delay_max_ns) {
+      throw CLI::ValidationError("--delay-min", format_duration(o.delay_min_ns) +
+                                                    " is longer than --delay-max " +
+                                                    format_duration(o.delay_max_ns));
+    }
+    if (o.timers + o.periodic + o.burst > kMaxSlots) {
+      throw CLI::ValidationError("--timers", "--timers + --periodic + --burst must be below 2^32");
+    }
+  } catch (const CLI::ParseError& e) {
+    result.exit_code = app.exit(e);
+  }
+  return result;
+}
+
+}  // namespace tickwheel::stress

@@ -1,0 +1,383 @@
+// stress/producer.cpp — the producer loop, the timed schedule and cancel batches, and the
+// canceller threads.
+#include "producer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "clock.hpp"
+
+namespace tickwheel::stress {
+namespace {
+
+constexpr std::int64_t kHour = 3'600'000'000'000;
+// Work per loop iteration, so the stop flag and the other duties are looked at every millisecond
+// or two even when a producer cannot keep up.
+constexpr std::size_t kEventBudget = 16'384;
+constexpr std::size_t kArmBudget = 16'384;
+// The longest a producer sleeps at once, so it notices the stop flag promptly when it is idle.
+constexpr std::int64_t kMaxSleepNs = 10'000'000;
+// Schedule credit a paced producer may bank while it is busy elsewhere: 10 ms of its rate.
+constexpr double kTokenHorizonS = 0.01;
+// The longest pause of re-arms after refused schedules.
+constexpr std::int64_t kMaxBackoffNs = 100'000'000;
+
+std::size_t status_index(Status s) noexcept { return static_cast<std::size_t>(s); }
+
+// Each producer its own stream, reproducible from the run's seed.
+std::mt19937_64 seeded(std::uint64_t seed, unsigned index) {
+  std::seed_seq seq{seed, seed >> 32, std::uint64_t{index}};
+  return std::mt19937_64(seq);
+}
+
+}  // namespace
+
+void settle_cancel(Slot& slot, std::uint32_t seq, bool won, CancelCounters& c) noexcept {
+  if (!won) {
+    c.lost.add(1);
+    return;
+  }
+  c.cancelled.add(1);
+  std::uint32_t found = slot_word(seq, SlotState::pending);
+  // acq_rel: the acquire half pairs with a fire's release, so a fire that got there first (which
+  // the engine says cannot happen after a cancel() that returned true) is seen; the release half
+  // pairs with the producer's acquire load that sees (seq, cancelled) and re-arms the slot.
+  if (!slot.state.compare_exchange_strong(found, slot_word(seq, SlotState::cancelled),
+                                          std::memory_order_acq_rel, std::memory_order_acquire)) {
+    ++c.true_not_pending;
+  }
+}
+
+// ---- Producer ----
+
+Producer::Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRange periodic,
+                   SlotRange burst)
+    : shared_(shared),
+      o_(*shared.options),
+      index_(index),
+      periodic_(periodic),
+      burst_(burst),
+      rng_(seeded(shared.options->seed, index)),
+      delay_(*shared.options),
+      cancel_pick_(shared.options->cancel_share),
+      calendar_(Clock::now()),
+      retry_ns_(shared.options->tick_ns + Calendar::kWidth),
+      ready_(oneshots.size()),
+      jobs_(shared.cancellers.size()) {
+  // Everything a producer needs per slot is allocated here, before the driver's RSS baseline, so
+  // that the memory growth it measures during the run is the engine's (and the calendars', which
+  // are counted and subtracted).
+  for (std::uint32_t s = oneshots.begin; s < oneshots.end; ++s) make_ready(s);
+  burst_idle_.reserve(burst.size());
+  for (std::uint32_t s = burst.begin; s < burst.end; ++s) burst_idle_.push_back(s);
+  plan_.reserve(std::max<std::size_t>(kBatch, burst.size()));
+  arm_buf_.reserve(kBatch);
+  own_cancels_.reserve(kEventBudget);
+  own_seqs_.reserve(kEventBudget);
+  results_.resize(kBatch);
+}
+
+void Producer::run() noexcept {
+  const bool ok = probe();
+  // Release: the driver's acquire load of `probed` then sees home_ and setup_error_.
+  shared_.probed.fetch_add(1, std::memory_order_release);
+  while (!shared_.go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  if (!ok || shared_.stop.load(std::memory_order_relaxed)) return;
+  start_periodic();
+  loop();
+}
+
+bool Producer::probe() {
+  Timer probe = shared_.engine->schedule_at(Clock::at(Clock::now() + kHour), []() noexcept {});
+  if (!probe) {
+    setup_error_ = "producer " + std::to_string(index_) + ": its first schedule failed (" +
+                   std::string(to_string(probe.status())) + ")";
+    return false;
+  }
+  ++probes;
+  home_ = probe.shard();
+  rec_ = &shared_.recorders[home_];
+  if (!probe.cancel()) ++probe_failures;
+  return true;
+}
+
+void Producer::make_ready(std::uint32_t slot) {
+  if (burst_.contains(slot)) {
+    burst_idle_.push_back(slot);
+    return;
+  }
+  ready_[(ready_head_ + ready_count_) % ready_.size()] = slot;
+  ++ready_count_;
+}
+
+void Producer::start_periodic() {
+  Slot* slots = shared_.slots;
+  std::uniform_int_distribution<std::int64_t> phase(0, o_.period_ns - 1);
+  for (std::uint32_t from = periodic_.begin; from < periodic_.end;) {
+    const std::uint32_t to = from + static_cast<std::uint32_t>(std::min<std::size_t>(kBatch, periodic_.end - from));
+    plan_.clear();
+    for (std::uint32_t s = from; s < to; ++s) {
+      const std::uint32_t seq = next_seq(seq_of(slots[s].state.load(std::memory_order_relaxed)));
+      // Relaxed: the schedule's hand-off publishes it to the callback (see the engine's contract).
+      slots[s].state.store(slot_word(seq, SlotState::pending), std::memory_order_relaxed);
+      plan_.push_back(Plan{s, seq, phase(rng_), -1.0, 0});
+    }
+    Timer* first = shared_.periodic_first;
+    const std::uint32_t base = shared_.periodic.begin;
+    const std::int64_t t0 = Clock::now();
+    for (Plan& p : plan_) {
+      p.deadline = t0 + p.delay;
+      first[p.slot - base] = shared_.engine->schedule_at(Clock::at(p.deadline),
+                                                         FirePeriodic{rec_, p.deadline, p.slot, p.seq});
+    }
+    const std::int64_t t1 = Clock::now();
+    schedules.calls.add(plan_.size());
+    schedules.ns.add(static_cast<std::uint64_t>(t1 - t0));
+    schedules.batches.add(1);
+    for (const Plan& p : plan_) {
+      const Timer& t = first[p.slot - base];
+      if (!t) {
+        slots[p.slot].state.store(slot_word(p.seq, SlotState::idle), std::memory_order_relaxed);
+        rejected.add(1);
+        ++rejected_by[status_index(t.status())];
+        continue;
+      }
+      scheduled.add(1);
+      ++periodic_started;
+      if (t.shard() != home_) ++off_shard;
+    }
+    from = to;
+  }
+}
+
+void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
+  Slot* slots = shared_.slots;
+  plan_.clear();
+  for (const std::uint32_t s : which) {
+    // Relaxed: this thread is the slot's only arming thread, and it saw the previous instance
+    // resolved through an acquire load (or the slot was never armed).
+    const std::uint32_t seq = next_seq(seq_of(slots[s].state.load(std::memory_order_relaxed)));
+    // Relaxed: the schedule's hand-off publishes it to the callback (see the engine's contract).
+    slots[s].state.store(slot_word(seq, SlotState::pending), std::memory_order_relaxed);
+    const std::int64_t delay = delay_(rng_);
+    plan_.push_back(Plan{s, seq, delay, cancel_pick_(rng_) ? unit_(rng_) : -1.0, 0});
+  }
+  // The timed part: the schedule calls and the store of each handle, nothing else. A deadline is
+  // the batch's start plus the delay, so it is exact for the harness and at most one batch
+  // (kBatch calls, microseconds) earlier than "now + delay" at the call itself.
+  const std::int64_t t0 = Clock::now();
+  for (Plan& p : plan_) {
+    p.deadline = t0 + p.delay;
+    slots[p.slot].timer = shared_.engine->schedule_at(Clock::at(p.deadline),
+                                                      FireOnce{rec_, p.deadline, p.slot, p.seq});
+  }
+  const std::int64_t t1 = Clock::now();
+  const auto ns = static_cast<std::uint64_t>(t1 - t0);
+  schedules.calls.add(plan_.size());
+  schedules.ns.add(ns);
+  schedules.batches.add(1);
+  if (burst) {
+    bursts.add(1);
+    burst_calls.add(plan_.size());
+    burst_ns.add(ns);
+    max_burst_ns.raise_to(ns);
+  }
+  bool refused = false;
+  for (const Plan& p : plan_) {
+    const Timer& t = slots[p.slot].timer;
+    if (!t) {
+      slots[p.slot].state.store(slot_word(p.seq, SlotState::idle), std::memory_order_relaxed);
+      rejected.add(1);
+      ++rejected_by[status_index(t.status())];
+      make_ready(p.slot);  // tried again after the back-off
+      refused = true;
+      continue;
+    }
+    scheduled.add(1);
+    if (t.shard() != home_) ++off_shard;
+    if (p.cancel_at >= 0) {
+      const auto at = t0 + static_cast<std::int64_t>(static_cast<double>(p.delay) * p.cancel_at);
+      calendar_.push(Event::make(at, p.slot, p.seq, EventKind::cancel));
+    } else {
+      calendar_.push(Event::make(p.deadline + retry_ns_, p.slot, p.seq, EventKind::check));
+    }
+  }
+  backoff_ns_ = refused ? std::min(std::max(2 * backoff_ns_, retry_ns_), kMaxBackoffNs) : 0;
+  arm_after_ = refused ? t1 + backoff_ns_ : 0;
+}
+
+void Producer::on_event(const Event& e, std::int64_t now) {
+  Slot& slot = shared_.slots[e.slot];
+  if (e.kind() == EventKind::check) {
+    // Acquire: pairs with the release of the fire's or the cancel's compare-and-swap.
+    if (state_of(slot.state.load(std::memory_order_acquire)) == SlotState::pending) {
+      calendar_.push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
+    } else {
+      make_ready(e.slot);
+    }
+    return;
+  }
+  const std::size_t route = next_route_;
+  next_route_ = route == jobs_.size() ? 0 : route + 1;
+  if (route == 0) {
+    own_cancels_.push_back(e.slot);
+    own_seqs_.push_back(e.seq());
+    return;
+  }
+  jobs_[route - 1].push_back(CancelJob{slot.timer, e.slot, e.seq()});
+  delegated.add(1);
+  // The canceller settles the slot; a check finds it resolved and re-arms it.
+  calendar_.push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
+}
+
+std::size_t Producer::cancel_own(std::int64_t now) {
+  Slot* slots = shared_.slots;
+  const std::size_t total = own_cancels_.size();
+  for (std::size_t from = 0; from < total; from += kBatch) {
+    const std::size_t n = std::min(kBatch, total - from);
+    const std::int64_t t0 = Clock::now();
+    for (std::size_t i = 0; i < n; ++i) results_[i] = slots[own_cancels_[from + i]].timer.cancel() ? 1 : 0;
+    const std::int64_t t1 = Clock::now();
+    cancels.times.calls.add(n);
+    cancels.times.ns.add(static_cast<std::uint64_t>(t1 - t0));
+    cancels.times.batches.add(1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t s = own_cancels_[from + i];
+      settle_cancel(slots[s], own_seqs_[from + i], results_[i] != 0, cancels);
+      if (results_[i] != 0) {
+        make_ready(s);  // a message reset the timer: re-armed at once
+      } else {
+        calendar_.push(Event::make(now + retry_ns_, s, own_seqs_[from + i], EventKind::check));
+      }
+    }
+  }
+  own_cancels_.clear();
+  own_seqs_.clear();
+  return total;
+}
+
+void Producer::flush_jobs() {
+  for (std::size_t i = 0; i < jobs_.size(); ++i) {
+    if (!jobs_[i].empty()) shared_.cancellers[i]->post(jobs_[i]);
+  }
+}
+
+void Producer::refill_tokens(std::int64_t now) noexcept {
+  const double rate = shared_.rate_per_producer;
+  tokens_ = std::min(tokens_ + static_cast<double>(now - tokens_at_) * rate / 1e9,
+                     std::max(1.0, rate * kTokenHorizonS));
+  tokens_at_ = now;
+}
+
+void Producer::loop() {
+  const double rate = shared_.rate_per_producer;
+  std::int64_t next_burst = burst_.size() != 0 ? shared_.start_ns + o_.burst_every_ns : Calendar::kNever;
+  tokens_at_ = Clock::now();
+  while (!shared_.stop.load(std::memory_order_relaxed)) {
+    const std::int64_t now = Clock::now();
+    std::size_t work = calendar_.run_due(now, kEventBudget, [&](const Event& e) { on_event(e, now); });
+    work += cancel_own(now);
+    flush_jobs();
+    if (now >= next_burst) {
+      if (!burst_idle_.empty()) {
+        // Swapped out first: a refused schedule puts its slot back into burst_idle_.
+        flood_.swap(burst_idle_);
+        arm(flood_, /*burst=*/true);
+        flood_.clear();
+        ++work;
+      }
+      while (next_burst <= now) next_burst += o_.burst_every_ns;
+    }
+
+    std::size_t allowed = now >= arm_after_ ? std::min(ready_count_, kArmBudget) : 0;
+    if (rate > 0) {
+      refill_tokens(now);
+      allowed = std::min(allowed, static_cast<std::size_t>(tokens_));
+    }
+    std::size_t armed = 0;
+    while (armed < allowed && now >= arm_after_) {  // a refused batch starts a back-off
+      const std::size_t n = std::min(kBatch, allowed - armed);
+      arm_buf_.clear();
+      for (std::size_t i = 0; i < n; ++i) {
+        arm_buf_.push_back(ready_[ready_head_]);
+        ready_head_ = (ready_head_ + 1) % ready_.size();
+      }
+      ready_count_ -= n;
+      arm(arm_buf_, /*burst=*/false);
+      armed += n;
+    }
+    if (rate > 0) tokens_ -= static_cast<double>(armed);
+    work += armed;
+    calendar_bytes.raise_to(calendar_.bytes());
+
+    if (work == 0) {
+      std::int64_t wake = std::min({calendar_.next_due(), next_burst, now + kMaxSleepNs});
+      if (ready_count_ != 0) {
+        // Re-arms are waiting: for the back-off to end, or for the next schedule token.
+        std::int64_t arm_at = std::max(arm_after_, now);
+        if (rate > 0) {
+          arm_at = std::max(arm_at, now + static_cast<std::int64_t>((1.0 - tokens_) / rate * 1e9) + 1);
+        }
+        wake = std::min(wake, arm_at);
+      }
+      Clock::sleep_until(wake);
+    }
+  }
+  flush_jobs();
+}
+
+// ---- Canceller ----
+
+void Canceller::post(std::vector<CancelJob>& jobs) {
+  bool was_empty = false;
+  {
+    std::lock_guard lock(mutex_);
+    was_empty = inbox_.empty();
+    if (was_empty) {
+      inbox_.swap(jobs);
+    } else {
+      inbox_.insert(inbox_.end(), jobs.begin(), jobs.end());
+    }
+  }
+  jobs.clear();
+  // A canceller with work in its inbox has not gone to sleep on it, or will find it before it does.
+  if (was_empty) wake_.notify_one();
+}
+
+void Canceller::finish() {
+  {
+    std::lock_guard lock(mutex_);
+    finished_ = true;
+  }
+  wake_.notify_one();
+}
+
+void Canceller::run() noexcept {
+  std::vector<CancelJob> work;
+  std::uint8_t won[Producer::kBatch];
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return !inbox_.empty() || finished_; });
+      if (inbox_.empty()) return;
+      work.swap(inbox_);
+    }
+    for (std::size_t from = 0; from < work.size(); from += Producer::kBatch) {
+      const std::size_t n = std::min(Producer::kBatch, work.size() - from);
+      const std::int64_t t0 = Clock::now();
+      for (std::size_t i = 0; i < n; ++i) won[i] = work[from + i].timer.cancel() ? 1 : 0;
+      const std::int64_t t1 = Clock::now();
+      cancels.times.calls.add(n);
+      cancels.times.ns.add(static_cast<std::uint64_t>(t1 - t0));
+      cancels.times.batches.add(1);
+      for (std::size_t i = 0; i < n; ++i) {
+        const CancelJob& job = work[from + i];
+        settle_cancel(shared_.slots[job.slot], job.seq, won[i] != 0, cancels);
+      }
+    }
+    work.clear();
+  }
+}
+
+}  // namespace tickwheel::stress

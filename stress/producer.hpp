@@ -1,0 +1,204 @@
+// stress/producer.hpp — the threads that load the engine: producers, which keep their slots armed
+// and cancel a share of their timers, and cancellers, which take a share of those cancels from
+// other threads.
+//
+// A producer, on its thread:
+//   1. schedules one probe timer (an hour out) and cancels it: the engine keeps all of a thread's
+//      schedule_at() calls on one home shard, picked on its first schedule, and the probe tells the
+//      producer which one, so its callables can carry that shard's recorder. It then waits for the
+//      driver's go: the cancellers start only once every producer has probed, so the producers take
+//      the first places of the engine's round robin (one shard each, while they are no more than
+//      the shards) and a canceller's registration cannot push two producers onto one shard;
+//   2. arms its share of the periodic timers at random phases over one period;
+//   3. loops until told to stop: runs the due events of its calendar (a cancel, or a check that
+//      finds a slot's timer fired or cancelled), cancels what is due, re-arms what is resolved, and
+//      sleeps when there is nothing to do. Every re-arm draws a new delay and a fate: with
+//      probability cancel_share a cancel at a time uniform between now and the deadline, else a
+//      check just after the deadline. A refused schedule (a full shard) puts the slot back in line
+//      and pauses re-arms for a back-off that doubles while refusals go on.
+// Schedule and cancel calls are made in batches of at most kBatch (a burst is one batch), each
+// bracketed by two clock reads with nothing else inside, so the time inside the engine's calls is
+// measured apart from the harness's own planning and bookkeeping.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "calendar.hpp"
+#include "options.hpp"
+#include "workload.hpp"
+
+namespace tickwheel::stress {
+
+class Canceller;
+
+// A half-open range of slot numbers.
+struct SlotRange {
+  std::uint32_t begin = 0;
+  std::uint32_t end = 0;
+  std::uint32_t size() const noexcept { return end - begin; }
+  bool contains(std::uint32_t s) const noexcept { return s >= begin && s < end; }
+};
+
+// What the driver shares with every producer and canceller. Set up before any thread starts.
+struct RunShared {
+  const Options* options = nullptr;
+  Engine* engine = nullptr;
+  Slot* slots = nullptr;
+  Timer* periodic_first = nullptr;    // the first instance's handle of each periodic slot, indexed
+                                      // from periodic.begin (later ones are in the slot, written by
+                                      // the worker that re-arms it)
+  ShardRecorder* recorders = nullptr;
+  std::vector<Canceller*> cancellers;
+  SlotRange periodic;
+  std::atomic<unsigned> probed{0};    // producers past their probe
+  std::atomic<bool> go{false};        // the driver's start signal (after start_ns is set)
+  std::atomic<bool> stop{false};      // producers finish their loop
+  double rate_per_producer = 0;       // schedule calls per second each producer may make; 0 = unpaced
+  std::int64_t start_ns = 0;          // written before go (release), read after it (acquire)
+};
+
+// Calls and the time spent inside them, bracketed per batch. Single writer (the owning thread).
+struct CallTimes {
+  Counter calls;
+  Counter ns;       // sum over batches of (clock after - clock before)
+  Counter batches;
+};
+
+// A cancel handed to a canceller thread.
+struct CancelJob {
+  Timer timer;
+  std::uint32_t slot;
+  std::uint32_t seq;
+};
+
+// Counters of the cancels one thread made. Single writer.
+struct CancelCounters {
+  CallTimes times;
+  Counter cancelled;             // cancel() returned true
+  Counter lost;                  // cancel() returned false: the fire won the race
+  // cancel() returned true, but the slot's instance had already fired or been resolved. Single
+  // writer; read at the end.
+  std::uint64_t true_not_pending = 0;
+};
+
+class Producer {
+ public:
+  static constexpr std::size_t kBatch = 256;  // schedule or cancel calls per timed bracket
+
+  Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRange periodic, SlotRange burst);
+  void run() noexcept;  // the thread body
+
+  // After the probe (the driver waits for RunShared::probed).
+  std::size_t home() const noexcept { return home_; }
+  const std::string& setup_error() const noexcept { return setup_error_; }
+
+  // Live: single writer (this producer's thread), any reader.
+  CallTimes schedules;          // one-shot, periodic-start and burst schedule calls (bursts included)
+  Counter scheduled;            // calls that returned a timer
+  Counter rejected;             // calls that returned a failure
+  CancelCounters cancels;       // the cancels this producer made itself
+  Counter delegated;            // cancels handed to canceller threads
+  Counter calendar_bytes;       // its calendar's storage, which grows with the population
+  Counter bursts;
+  Counter burst_calls;
+  Counter burst_ns;             // time inside the bursts' schedule calls
+  Counter max_burst_ns;
+  // Read after the thread is joined.
+  StatusCounts rejected_by{};
+  std::uint64_t periodic_started = 0;
+  std::uint64_t probes = 0;            // probe timers scheduled (each cancelled at once)
+  std::uint64_t probe_failures = 0;    // a probe whose cancel() returned false
+  std::uint64_t off_shard = 0;         // a timer that landed on another shard than the home one
+
+ private:
+  struct Plan {
+    std::uint32_t slot;
+    std::uint32_t seq;
+    std::int64_t delay;
+    double cancel_at;  // share of the delay at which to cancel, or < 0: let it fire
+    std::int64_t deadline;
+  };
+
+  bool probe();
+  void loop();
+  void on_event(const Event& e, std::int64_t now);
+  std::size_t cancel_own(std::int64_t now);
+  void flush_jobs();
+  void arm(std::span<const std::uint32_t> slots, bool burst);
+  void start_periodic();
+  void make_ready(std::uint32_t slot);
+  void refill_tokens(std::int64_t now) noexcept;
+
+  RunShared& shared_;
+  const Options& o_;
+  const unsigned index_;
+  const SlotRange periodic_;
+  const SlotRange burst_;
+  std::size_t home_ = 0;
+  ShardRecorder* rec_ = nullptr;
+  std::string setup_error_;
+
+  std::mt19937_64 rng_;
+  DelayDraw delay_;
+  std::bernoulli_distribution cancel_pick_;
+  std::uniform_real_distribution<double> unit_{0.0, 1.0};
+  Calendar calendar_;
+  std::int64_t retry_ns_;                // when a check finds the timer still pending, look again
+  // Slots to re-arm, oldest first: a ring as large as the one-shot range, since a slot is in it
+  // at most once (a slot is always in exactly one of: the ring, the calendar, burst_idle_).
+  std::vector<std::uint32_t> ready_;
+  std::size_t ready_head_ = 0;
+  std::size_t ready_count_ = 0;
+  std::vector<std::uint32_t> arm_buf_;
+  std::vector<std::uint32_t> burst_idle_;    // burst slots waiting for the next burst
+  std::vector<std::uint32_t> flood_;         // the slots of the burst being armed
+  std::vector<Plan> plan_;
+  std::vector<std::uint32_t> own_cancels_;  // slots whose cancel is due, made by this thread
+  std::vector<std::uint32_t> own_seqs_;
+  std::vector<std::uint8_t> results_;
+  std::vector<std::vector<CancelJob>> jobs_;  // per canceller, flushed once per loop
+  std::size_t next_route_ = 0;               // round robin: 0 = this thread, i = canceller i-1
+  double tokens_ = 0;                        // schedule calls allowed now (--schedule-rate)
+  std::int64_t tokens_at_ = 0;
+  // After a batch with rejected schedules (max_pending_reached, out_of_memory), no re-arm before
+  // arm_after_; the back-off doubles while batches keep being refused, so a full shard costs a
+  // batch of refusals per back-off, not a busy loop of them.
+  std::int64_t arm_after_ = 0;
+  std::int64_t backoff_ns_ = 0;
+};
+
+class Canceller {
+ public:
+  explicit Canceller(RunShared& shared) : shared_(shared) {}
+  // Any producer: moves the jobs in under the inbox lock (one lock per batch, never per cancel,
+  // and never around a cancel() call) and wakes the canceller if it was idle.
+  void post(std::vector<CancelJob>& jobs);
+  // No more posts will come: run() drains the inbox and returns.
+  void finish();
+  void run() noexcept;  // the thread body
+
+  CancelCounters cancels;  // single writer: this canceller's thread
+
+ private:
+  RunShared& shared_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<CancelJob> inbox_;  // under mutex_
+  bool finished_ = false;         // under mutex_
+};
+
+// The cancels' side of the slot protocol, shared by producers and cancellers: after cancel()
+// returned `won` for the slot's instance `seq`, moves the slot to cancelled (or counts the broken
+// rule if the instance had fired).
+void settle_cancel(Slot& slot, std::uint32_t seq, bool won, CancelCounters& c) noexcept;
+
+}  // namespace tickwheel::stress
