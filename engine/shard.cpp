@@ -20,10 +20,13 @@ namespace {
 
 thread_local Shard* t_current_shard = nullptr;
 
-// The reserve of free nodes a worker keeps for producers: refilled to kReserveTarget whenever a
-// pass finds it below kReserveLow. 16 Ki nodes is 1 MiB of node memory per shard.
-constexpr std::size_t kReserveLow = std::size_t{8} << 10;
-constexpr std::size_t kReserveTarget = std::size_t{16} << 10;
+// The reserve of free nodes a worker keeps for producers: refilled to its target whenever a pass
+// finds it below half of it. The target starts at 16 Ki nodes (1 MiB of node memory per shard) and
+// doubles, up to kReserveMax (64 MiB), each time a pass finds the reserve emptied: producers then
+// took nodes from their overflow pools, whose memory the shard keeps once those timers end, so
+// without the growth every burst larger than the reserve would map overflow memory anew.
+constexpr std::size_t kReserveStart = std::size_t{16} << 10;
+constexpr std::size_t kReserveMax = std::size_t{1} << 20;
 constexpr std::size_t kBulk = 1024;  // nodes, hand-offs or cancel records moved per queue call
 
 void futex_wake(std::atomic<std::uint32_t>* word) noexcept {
@@ -62,7 +65,8 @@ Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nan
       pin_(opts.pin_workers),
       manual_(opts.threads == Threads::manual),
       cpu_(core.cpu_for(index)),
-      wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0}) {
+      wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0}),
+      reserve_target_(kReserveStart) {
   wheel_.share();
   wheel_.pool_.use_arena(arena_.id);
 }
@@ -180,7 +184,7 @@ void Shard::run() {
 
 void Shard::prepare() noexcept {
   reserve_token_ = new moodycamel::ProducerToken(free_nodes_);
-  refill();
+  top_up(reserve_target_);
   ready_.store(true, std::memory_order_release);
 }
 
@@ -267,9 +271,13 @@ std::size_t Shard::transfer(std::size_t cap) noexcept {
 
 void Shard::refill() noexcept {
   const std::size_t have = free_nodes_.size_approx();
-  if (have >= kReserveLow) return;
+  if (have == 0 && reserve_target_ < kReserveMax) reserve_target_ *= 2;  // emptied since last pass
+  if (have < reserve_target_ / 2) top_up(reserve_target_ - have);
+}
+
+void Shard::top_up(std::size_t want) noexcept {
   Node* nodes[kBulk];
-  for (std::size_t want = kReserveTarget - have; want != 0;) {
+  while (want != 0) {
     const std::size_t n = wheel_.take_free_nodes(nodes, std::min(kBulk, want));
     if (n == 0) break;
     if (!free_nodes_.enqueue_bulk(*reserve_token_, nodes, n)) {

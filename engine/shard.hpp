@@ -109,6 +109,7 @@ class Shard {
   std::size_t pass(Nanos now, std::size_t limit) noexcept;
   std::size_t transfer(std::size_t cap) noexcept;
   void refill() noexcept;
+  void top_up(std::size_t want) noexcept;  // moves up to `want` free nodes into the reserve
   void wait();
   void sleep_until(std::optional<Nanos> deadline);
   void publish_stats() noexcept;
@@ -139,6 +140,7 @@ class Shard {
   std::optional<Nanos> planned_ns_;  // the deadline the last wait aimed at, for the tick lag
   bool cap_hit_ = false;
   moodycamel::ProducerToken* reserve_token_ = nullptr;  // the worker is free_nodes_' only producer
+  std::size_t reserve_target_;  // free nodes refill() aims at; grows with bursts (see there)
 
   // Written by the worker, read by any thread (stats(), admit()): relaxed counters, each a
   // snapshot; nothing is ordered by them.
