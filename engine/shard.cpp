@@ -298,11 +298,13 @@ void Shard::publish_stats() noexcept {
 void Shard::wait() {
   switch (wait_strategy_) {
     case WaitStrategy::spin:
+      planned_ns_ = wheel_.next_deadline();  // the next pass's tick lag is measured against it
       cpu_relax();
       return;
     case WaitStrategy::hybrid: {
       const Nanos spin_end = monotonic_now() + hybrid_spin_;
       const std::optional<Nanos> next = wheel_.next_deadline();
+      planned_ns_ = next;  // as for spin; sleep_until() sets it again if the spin runs out
       for (;;) {
         const Nanos now = monotonic_now();
         if ((next && now >= *next) || transfers_.size_approx() != 0 || stopping_.load(std::memory_order_acquire)) return;

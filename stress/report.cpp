@@ -244,14 +244,13 @@ void print_report(const Report& r, std::ostream& out) {
        percentile_line(r.periodic_lateness) + "\n";
   s += "  past the tick, callback start - deadline rounded up to the tick (us):\n    " +
        percentile_line(r.lateness_past_tick) + "\n";
-  s += "tick lag    a pass's start behind the wake-up it planned; the engine keeps only the worst "
-       "per shard:";
+  s += "tick lag    a pass's start behind the deadline it waited (or spun) for; the engine keeps "
+       "only the worst per shard:";
   for (std::size_t i = 0; i < r.per_shard.size(); ++i) {
     s += printf_string(" shard %zu %.1f us%s", i, us(static_cast<double>(r.per_shard[i].engine.max_tick_lag_ns)),
                        i + 1 < r.per_shard.size() ? "," : "");
   }
-  // A spinning worker plans no wake-up, so the engine has nothing to measure its lag against.
-  s += o.wait == WaitStrategy::spin ? " (spin: no planned wake-up, so the engine records no lag)\n" : "\n";
+  s += "\n";
   const EngineStats& e = r.engine;
   s += printf_string(
       "engine      transfer-cap hits %llu (passes that moved %zu hand-offs and left more); passes "
