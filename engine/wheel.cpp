@@ -10,10 +10,13 @@
 //       the slot of that unit % S. So level L's slot for the current unit cur_ >> bL is empty: it
 //       was moved down at the boundary that started the unit.
 //   I3  The due slot holds timers scheduled at or before cur_ (outside advance(), or by callbacks,
-//       which must not run in the pass that scheduled them). The next advance() moves them to the
-//       late slot (when that is empty) and runs the late slot first, then the batch.
+//       which must not run in the pass that scheduled them), and periodic timers re-armed at a tick
+//       at or before target_ (behind by a period: they run one period per call). The next
+//       advance() merges them into the late slot and runs the late slot first, then the batch.
+//       Nothing enters the late slot while it runs, so no call runs a timer twice.
 //   I4  occupied_ bit s is set iff slot s has a node; count_[s] >= the number of nodes in slot s.
-//   I5  A linked node (pprev != nullptr) holds a live callable and is pending, except: a node
+//   I5  A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
+//       between its runs: it is unlinked while it runs, state running), except: a node
 //       cancelled by Wheel::cancel() waiting in unlink_queue_ (callable gone; the queue is flushed
 //       before anything walks the lists), and, in an Engine, a node another thread cancelled
 //       (state kCancelled, callable alive) until its shard retires it or a walk meets it.
@@ -38,10 +41,24 @@ inline void prefetch_node(const void* node) noexcept { __builtin_prefetch(node, 
 TimerId checked(TimerId id) {
   if (!id) {
     const Status why = id.status();
-    const std::string message = std::string("tickwheel: schedule failed: ") + std::string(to_string(why));
+    std::string message = std::string("tickwheel: schedule failed: ") + std::string(to_string(why));
+    if (why == Status::bad_period) {
+      message += " (a period must be > 0 and at most 2^60 - 1 ns, and a fixed-rate period a whole "
+                 "number of ticks: use Cadence::fixed_delay or a finer tick)";
+    }
     throw ScheduleError(why, message.c_str());
   }
   return id;
+}
+
+// The schedule word of a periodic timer, or 0 for a period schedule_every() refuses.
+std::uint64_t Wheel::periodic_meta(Nanos period, const PeriodicOptions& opts) const noexcept {
+  using Meta = detail::PeriodicMeta;
+  assert(opts.cadence <= Cadence::fixed_delay && opts.misfire <= Misfire::skip);
+  if (period.count() <= 0 || static_cast<std::uint64_t>(period.count()) > Meta::kMaxPeriod) return 0;
+  if (opts.cadence == Cadence::fixed_rate && period.count() % tick_.count() != 0) return 0;
+  return Meta::make(static_cast<std::uint64_t>(period.count()), static_cast<unsigned>(opts.cadence),
+                    static_cast<unsigned>(opts.misfire));
 }
 
 Wheel::Wheel(WheelOptions opts)
@@ -74,7 +91,7 @@ Wheel::~Wheel() {
   flush_unlinks();
   for (unsigned s = 0; s < kAllSlots; ++s) {
     for (Node* head : slots_[s].head) {
-      for (Node* node = head; node != nullptr; node = node->next) node->thunk(node->storage, false);
+      for (Node* node = head; node != nullptr; node = node->next) detail::destroy_callable(node);
     }
   }
 }
@@ -145,12 +162,19 @@ Wheel::Node* Wheel::pop_head(unsigned slot, unsigned way) noexcept {
 bool Wheel::cancel(TimerId id) noexcept {
   Node* node = pool_.find(id.index_);
   // Only a pending generation matches (I5), so a failed id (gen 0) or a free node never does.
-  if (node == nullptr || (id.gen_ & 3) != detail::kPending ||
-      node->gen.load(std::memory_order_relaxed) != id.gen_) {
-    return false;
+  if (node == nullptr || (id.gen_ & 3) != detail::kPending) return false;
+  if (const std::uint32_t gen = node->gen.load(std::memory_order_relaxed); gen != id.gen_) {
+    // Not pending. The one other state a live id can name is its periodic timer running, i.e. a
+    // cancel from inside its own callback: refuse the re-arm. The callable is in use, so the fire
+    // path destroys it when the callback returns (rearm()); the timer no longer counts as pending.
+    if (gen != id.gen_ - detail::kPending + detail::kRunning) return false;
+    node->gen.store(id.gen_ - detail::kPending + detail::kCancelled, std::memory_order_relaxed);
+    --pending_;
+    ++stats_.cancelled;
+    return true;
   }
   node->gen.store(id.gen_ - detail::kPending + detail::kCancelled, std::memory_order_relaxed);
-  node->thunk(node->storage, false);
+  detail::destroy_callable(node);
   --pending_;
   ++stats_.cancelled;
   const bool lagging = cur_ != target_ && !in_advance_;
@@ -170,21 +194,55 @@ bool Wheel::cancel(TimerId id) noexcept {
   return true;
 }
 
-// Takes a due node from pending to fired. A standalone wheel owns its nodes outright; a wheel
-// inside an Engine races cancel() on other threads, and exactly one compare-and-swap wins.
-bool Wheel::claim(Node* node) noexcept {
-  const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+// Takes a due node whose generation the caller loaded as `gen` from pending to `state`: kFired
+// for a one-shot timer, kRunning for a periodic one. A standalone wheel owns its nodes outright; a
+// wheel inside an Engine races cancel() on other threads, and exactly one compare-and-swap wins.
+bool Wheel::claim(Node* node, std::uint32_t gen, std::uint32_t state) noexcept {
+  const std::uint32_t claimed = gen - detail::kPending + state;
   if (!shared_) {
     assert((gen & 3) == detail::kPending);
-    node->gen.store(gen + 1, std::memory_order_relaxed);
+    node->gen.store(claimed, std::memory_order_relaxed);
     return true;
   }
   std::uint32_t expected = gen;
   // acq_rel: pairs with the canceller's compare-and-swap, so the loser of the race sees the
   // winner's state. The callable itself was published to this thread by the hand-off queue.
   return (gen & 3) == detail::kPending &&
-         node->gen.compare_exchange_strong(expected, gen + 1, std::memory_order_acq_rel,
+         node->gen.compare_exchange_strong(expected, claimed, std::memory_order_acq_rel,
                                            std::memory_order_relaxed);
+}
+
+// Running -> pending, the generation unchanged (so the timer's id stays valid), and linked at
+// `next`: in the wheel if that is after this call's now, else in the due slot, for the next call
+// (I3), so a timer that is behind runs once per call and cannot livelock a pass. If a cancel came
+// while the callback ran, the re-arm is refused and the lifetime ends here instead.
+void Wheel::rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept {
+  ++stats_.rearmed;  // the period after this run: linked now, or taken by that cancel
+  const std::uint32_t pending = running - detail::kRunning + detail::kPending;
+  bool rearmed = true;
+  if (!shared_) {
+    // Only cancel(), from inside the callback, can have moved it on; it counted the cancel.
+    rearmed = node->gen.load(std::memory_order_relaxed) == running;
+    if (rearmed) node->gen.store(pending, std::memory_order_relaxed);
+  } else {
+    std::uint32_t expected = running;
+    // acq_rel: pairs with a canceller's compare-and-swap running -> cancelled, as claim() does
+    // with pending -> cancelled; exactly one of the two wins. The canceller leaves the recycling,
+    // and the counting, to this thread, and its cancel record then finds the node unlinked.
+    rearmed = node->gen.compare_exchange_strong(expected, pending, std::memory_order_acq_rel,
+                                                std::memory_order_relaxed);
+    if (!rearmed) {
+      --pending_;
+      ++stats_.cancelled;
+    }
+  }
+  if (!rearmed) {
+    detail::destroy_callable(node);
+    pool_.release(node);
+    return;
+  }
+  node->due = next;
+  link(node, next <= target_ ? kDueSlot : wheel_slot(next));
 }
 
 // Unlinks and frees the cancelled nodes queued by cancel(). Their neighbours are cold, so all of
@@ -237,6 +295,30 @@ std::uint64_t Wheel::move_down(unsigned slot, std::uint64_t max_nodes) noexcept 
   return moved;
 }
 
+// Moves all nodes of `from` into `to`. If `to` is empty, O(kWays): sub-lists move whole. Otherwise
+// each sub-list of `from` goes in front of the same sub-list of `to`, which costs a walk of `from`
+// only: for the due slot that is one visit per link into it, never a second walk of leftovers.
+void Wheel::merge(unsigned from, unsigned to) noexcept {
+  if (!occupied(from)) return;
+  if (!occupied(to)) return splice(from, to);
+  Slot& src = slots_[from];
+  Slot& dst = slots_[to];
+  for (unsigned w = 0; w < kWays; ++w) {
+    Node* first = src.head[w];
+    if (first == nullptr) continue;
+    Node* last = first;
+    while (last->next != nullptr) last = last->next;
+    last->next = dst.head[w];
+    if (last->next != nullptr) last->next->pprev = &last->next;
+    dst.head[w] = first;
+    first->pprev = &dst.head[w];
+    src.head[w] = nullptr;
+  }
+  occupied_[from / 64] &= ~(std::uint64_t{1} << (from % 64));
+  count_[to] += count_[from];
+  count_[from] = 0;
+}
+
 // Moves all nodes of `from` into the empty slot `to`. O(kWays): sub-lists move whole.
 void Wheel::splice(unsigned from, unsigned to) noexcept {
   if (!occupied(from)) return;
@@ -270,12 +352,18 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
         continue;
       }
       Node* node = pop_head(slot, way);
+      // The one question a periodic node adds to a one-shot fire, asked of the thunk the run
+      // calls next anyway.
+      if (const std::uint64_t meta = node->thunk(node->storage, detail::Op::meta); meta != 0) [[unlikely]] {
+        ran += fire_periodic(node, meta);
+        continue;
+      }
       assert(node->due <= cur_);
       --pending_;
-      if (!claim(node)) {
+      if (!claim(node, node->gen.load(std::memory_order_relaxed), detail::kFired)) {
         // Cancelled from another thread after it was linked: the canceller's claim won, so it
         // never runs; recycled here, and the queued cancel record will find it gone.
-        node->thunk(node->storage, false);
+        detail::destroy_callable(node);
         pool_.release(node);
         ++stats_.cancelled;
         continue;
@@ -283,7 +371,7 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
       ++stats_.fired;
       ++ran;
       try {
-        node->thunk(node->storage, true);
+        node->thunk(node->storage, detail::Op::run);
       } catch (...) {
         pool_.release(node);  // the thunk destroyed the callable on its way out
         throw;
@@ -292,6 +380,68 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
     }
   }
   return ran;
+}
+
+// A periodic node taken from a firing slot: claims it, runs it (or drops the run, for Misfire::skip
+// a whole period late) and re-arms it. Returns how many callbacks ran (0 or 1). A periodic timer
+// stays in pending_ through its run; only a cancel takes it out. If the callback throws, the timer
+// is re-armed first, then the exception leaves.
+std::size_t Wheel::fire_periodic(Node* node, std::uint64_t meta) {
+  using Meta = detail::PeriodicMeta;
+  const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+  if (!claim(node, gen, detail::kRunning)) {
+    // Cancelled from another thread while linked, as in fire().
+    detail::destroy_callable(node);
+    pool_.release(node);
+    --pending_;
+    ++stats_.cancelled;
+    return 0;
+  }
+  const std::uint32_t running = gen - detail::kPending + detail::kRunning;
+  const std::uint64_t due = node->due;  // the tick this run is for: <= target_ (I3)
+  assert(due <= target_);
+  if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_rate) &&
+      Meta::misfire(meta) == static_cast<unsigned>(Misfire::skip)) {
+    const std::uint64_t period = Meta::period(meta) / static_cast<std::uint64_t>(tick_.count());
+    if (target_ - due >= period) {
+      ++stats_.skipped;
+      rearm(node, running, first_grid_point_after_now(due, period));
+      return 0;
+    }
+  }
+  ++stats_.fired;
+  try {
+    node->thunk(node->storage, detail::Op::run);
+  } catch (...) {
+    rearm(node, running, next_run(meta, due));
+    throw;
+  }
+  rearm(node, running, next_run(meta, due));
+  return 1;
+}
+
+// The tick of a periodic timer's next run after the run for tick `due` (see Cadence and Misfire in
+// wheel.hpp), clamped to the horizon.
+std::uint64_t Wheel::next_run(std::uint64_t meta, std::uint64_t due) const noexcept {
+  using Meta = detail::PeriodicMeta;
+  const std::uint64_t period_ns = Meta::period(meta);
+  if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay)) {
+    return due_tick(detail::saturating_add(now_, Nanos(static_cast<Nanos::rep>(period_ns))));
+  }
+  // Fixed rate: period_ns is a whole number of ticks (periodic_meta()). No overflow: due and
+  // target_ are below 2^63 / kMinTick < 2^54, the period in ticks below 2^60 / kMinTick.
+  const std::uint64_t period = period_ns / static_cast<std::uint64_t>(tick_.count());
+  const std::uint64_t next = due + period;
+  if (next > target_ || Meta::misfire(meta) == static_cast<unsigned>(Misfire::catch_up)) {
+    return std::min(next, max_tick_);
+  }
+  return first_grid_point_after_now(due, period);
+}
+
+// The first tick of the grid due, due + period, ... after target_, clamped to the horizon.
+// Precondition: due <= target_.
+std::uint64_t Wheel::first_grid_point_after_now(std::uint64_t due, std::uint64_t period) const noexcept {
+  return std::min(due + ((target_ - due) / period + 1) * period, max_tick_);
 }
 
 // Paced look-ahead cascade. For each upper level, the slot of the next unit (which must be empty
@@ -452,13 +602,11 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
 
   std::size_t ran = 0;
   try {
-    // First what is due at or before cur_: late timers (I3; those a cut-short call left, then
-    // those scheduled since) ahead of the leftovers of a pass cut short (I1). Then the ticks.
+    // First what is due at or before cur_: late timers (I3; those a cut-short call left and those
+    // due since, merged, so that what this call's callbacks make due waits for the next call)
+    // ahead of the leftovers of a pass cut short (I1). Then the ticks.
+    merge(kDueSlot, kLateSlot);
     ran = fire(kLateSlot, limit);
-    if (!occupied(kLateSlot)) {
-      splice(kDueSlot, kLateSlot);
-      ran += fire(kLateSlot, limit - ran);
-    }
     if (!occupied(kLateSlot)) ran += fire(kBatchSlot, limit - ran);
     if (!occupied(kLateSlot) && !occupied(kBatchSlot)) pace(target, top_level());
     ran += step(target, limit - ran);
@@ -482,6 +630,9 @@ std::optional<Nanos> Wheel::next_deadline() const noexcept {
   if (pending_ == 0) return std::nullopt;
   if (occupied(kDueSlot) || occupied(kLateSlot) || occupied(kBatchSlot)) return now_;
   const std::uint64_t t = next_event_tick(top_level());
+  // Nothing linked although pending_ > 0: the one pending timer is a periodic timer whose callback
+  // is running (this is called from inside it); its next run is not known until it returns.
+  if (t == ~std::uint64_t{0}) return std::nullopt;
   assert(t <= max_tick_);
   return Nanos(static_cast<Nanos::rep>(t) * tick_.count());
 }
@@ -508,7 +659,7 @@ void Wheel::adopt(Node* node) noexcept {
   node->due = due_tick(Nanos(static_cast<Nanos::rep>(node->due)));
   if ((node->gen.load(std::memory_order_acquire) & 3) != detail::kPending) {
     // Cancelled while in the hand-off queue: its cancel record finds it unlinked and skips it.
-    node->thunk(node->storage, false);
+    detail::destroy_callable(node);
     pool_.release(node);
     ++stats_.cancelled;
     return;
@@ -521,7 +672,7 @@ bool Wheel::retire(Node* node, std::uint32_t cancelled_gen) noexcept {
   // Still that lifetime, still linked: ours to unlink. Otherwise a walk or adopt() recycled it.
   if (node->pprev == nullptr || node->gen.load(std::memory_order_relaxed) != cancelled_gen) return false;
   unlink(node);
-  node->thunk(node->storage, false);
+  detail::destroy_callable(node);
   pool_.release(node);
   --pending_;
   ++stats_.cancelled;

@@ -4,6 +4,9 @@
 //   - a wheel warmed up to 100k pending timers runs 1M churn operations (cancel a random pending
 //     timer, schedule a new one, advance one tick) with zero operator-new calls and no pool growth;
 //   - scheduling a million timers calls operator new zero times (the pool maps its segments);
+//   - 10k periodic timers of every cadence and misfire policy run 100k advances (a quarter of a
+//     million periods) with zero operator-new calls and no pool growth: a period re-links the
+//     timer's own node;
 //   - the wheel's memory per pending timer at 1M pending (stats().bytes / pending) is one 64-byte
 //     node plus its share of the slot arrays, with the slot-array size measured, not hard-coded.
 // Counters only; nothing here depends on time.
@@ -179,6 +182,37 @@ TEST(WheelAlloc, SteadyStateChurnAllocatesNothing) {
   EXPECT_GT(after.moved, before.moved) << "the churn is meant to cascade";
   EXPECT_LE(after.pool_nodes, kPending + 64) << "nodes are recycled, not leaked";
   RecordProperty("pool_nodes", std::to_string(after.pool_nodes));
+}
+
+TEST(WheelAlloc, PeriodicTimersAllocateNothingPerPeriod) {
+  constexpr std::size_t kTimers = 10'000;
+  Wheel w({.tick = 1ms});
+  std::mt19937_64 rng(2718);
+  std::uint64_t runs = 0;
+  for (std::size_t i = 0; i < kTimers; ++i) {
+    const PeriodicOptions opts{.cadence = static_cast<Cadence>(i % 2),
+                               .initial_delay = std::nullopt,
+                               .misfire = static_cast<Misfire>(i % 3)};
+    const Nanos period = Nanos(1ms) * static_cast<std::int64_t>(1 + rng() % 5000);  // up to level 1
+    ASSERT_TRUE(w.schedule_every(period, [&runs] { ++runs; }, opts));
+  }
+  // Warm-up: every level the timers will use has been used, so the measured phase is steady.
+  for (int step = 0; step < 10'000; ++step) w.advance(w.now() + 1ms);
+
+  const std::uint64_t news_before = news();
+  const WheelStats before = w.stats();
+  const std::uint64_t runs_before = runs;
+  for (int step = 0; step < 100'000; ++step) {
+    w.advance(w.now() + Nanos(1ms) * static_cast<std::int64_t>(1 + step % 3));  // now and then a gap
+  }
+  const WheelStats after = w.stats();
+
+  EXPECT_EQ(news() - news_before, 0u) << "operator new called while periodic timers ran";
+  EXPECT_EQ(after.pool_segments, before.pool_segments) << "the pool grew";
+  EXPECT_EQ(after.pool_nodes, kTimers) << "one node per periodic timer, for its whole life";
+  EXPECT_EQ(w.pending(), kTimers);
+  EXPECT_GT(runs - runs_before, 200'000u) << "the phase is meant to run many periods";
+  EXPECT_EQ(after.rearmed - before.rearmed, (after.fired - before.fired) + (after.skipped - before.skipped));
 }
 
 TEST(WheelAlloc, AMillionPendingCostOneNodeEachPlusTheSlotArrays) {

@@ -19,6 +19,10 @@ enum class Status : std::uint8_t {
   out_of_memory,        // the node pool could not grow (address space or the 2^32-node limit)
   stopped,              // Engine: stop() was called; nothing is scheduled any more
   no_such_shard,        // Engine: schedule_on() named a shard >= shard_count()
+  bad_period,           // schedule_every(): the period is <= 0, longer than 2^60 - 1 ns, or, for a
+                        // fixed-rate timer, not a whole number of ticks (the wheel runs timers only
+                        // on ticks, and a grid kept in whole ticks never drifts): use
+                        // Cadence::fixed_delay or a finer tick
 };
 
 // A short, stable, human-readable name for a status ("max_pending_reached", ...). Any thread.
@@ -30,6 +34,7 @@ constexpr std::string_view to_string(Status s) noexcept {
     case Status::out_of_memory: return "out_of_memory";
     case Status::stopped: return "stopped";
     case Status::no_such_shard: return "no_such_shard";
+    case Status::bad_period: return "bad_period";
   }
   return "unknown";
 }

@@ -3,6 +3,9 @@
 // Reasons you might want this
 //   - O(1) schedule and cancel with millions of timers pending, and no heap allocation per timer:
 //     a pending timer is one 64-byte pooled node with the callback stored inline.
+//   - Periodic timers (schedule_every) at fixed rate or fixed delay, with a choice of what to do
+//     after falling behind: one node for the timer's whole life, re-linked after each run, so a
+//     period costs no allocation and the TimerId stays valid until it is cancelled.
 //   - No idle ticking: occupancy bitmaps find the next non-empty slot with a count-trailing-zeros,
 //     so advance() jumps over empty time for free and next_deadline() tells an event loop exactly
 //     how long it may sleep.
@@ -42,6 +45,9 @@
 // Costs (measured figures are in the README and bench/; here only the shape):
 //   schedule    O(1): pop a pooled node, store the callable, link it at a slot head, set one bit.
 //   cancel      O(1): one generation compare, an unlink, a push on the free list.
+//   fire        O(1) per callback: one indirect call asks the node's thunk whether it is periodic
+//               (a one-shot's answer is a constant), one more runs it; a periodic timer is then
+//               re-linked in place, as a schedule would link it.
 //   advance     O(timers fired + timers moved down + non-empty slots crossed); empty time is free.
 //   next_deadline  O(levels): two bit scans per level.
 // Each slot is one cache line holding 8 independent sub-lists, and every walk of a slot round-robins
@@ -119,6 +125,39 @@ static_assert(sizeof(TimerId) == 8);
 // Example: auto id = tickwheel::checked(wheel.schedule_after(5ms, fn));
 TimerId checked(TimerId id);
 
+// Periodic timers (Wheel::schedule_every). Time is the wheel's: the caller's now, in ticks.
+//
+// Cadence. fixed_rate runs on a grid d, d + p, d + 2p, ... where d is the first run's tick and p
+// the period, which must be a whole number of ticks: the wheel runs timers only on ticks, and a
+// grid kept in whole ticks never drifts (for any other period use fixed_delay or a finer tick).
+// fixed_delay runs each time one period after the now of the advance() call that ran it before,
+// rounded up to the tick like any deadline. The wheel never reads a clock, so a long callback
+// delays the next run only as far as the caller's next now says.
+enum class Cadence : std::uint8_t { fixed_rate, fixed_delay };
+
+// Misfire: what a fixed-rate timer does once it is a whole period or more behind, that is, when the
+// advance() that runs the period for tick d has now >= d + p, so several periods are due at once
+// (the caller stalled, or advances less often than every period). Less than a period behind, the
+// run is just late and the next one stays on the grid. fixed_delay ignores it.
+//   catch_up       every missed period runs, in order, one per advance() call: the next run is
+//                  d + p even though that is already past, and a past run waits for the next call,
+//                  so a timer that has fallen behind never makes a call run it twice;
+//   fire_once_now  the run that is due runs once for all of them, and the timer resumes at the
+//                  first grid point after now;
+//   skip           none of them runs: the due period is dropped (counted in WheelStats::skipped)
+//                  and the timer resumes at the first grid point after now. A grid point that
+//                  falls exactly on now is dropped with the rest, so a loop that advances only
+//                  every two periods or less often never runs a skip timer: drive the wheel from
+//                  next_deadline(), or use fire_once_now.
+enum class Misfire : std::uint8_t { catch_up, fire_once_now, skip };
+
+struct PeriodicOptions {
+  Cadence cadence = Cadence::fixed_rate;
+  std::optional<Nanos> initial_delay;  // first run after this (a negative delay counts as zero);
+                                       // default: one period
+  Misfire misfire = Misfire::fire_once_now;
+};
+
 // Runtime options, validated by the constructor (std::invalid_argument naming the bad value).
 struct WheelOptions {
   Nanos tick{std::chrono::milliseconds(1)};  // resolution; from 1 us to 1 h
@@ -127,11 +166,20 @@ struct WheelOptions {
 };
 
 // Counters for tests, benchmarks and the stress report. Cheap to read (a copy of a few fields).
+//
+// Accounting. Every link of a timer, by a schedule or by a periodic re-arm, ends in exactly one run,
+// skip or cancel, or is still pending; so between advance() calls
+//     scheduled + rearmed == fired + skipped + cancelled + pending().
+// A periodic timer cancelled while its own callback runs has no link to cancel: that cancel takes
+// the period the re-arm would have linked, which counts in `rearmed` when the callback returns.
 struct WheelStats {
-  std::uint64_t scheduled = 0;       // successful schedules
-  std::uint64_t rejected = 0;        // schedules refused (max_pending, out of memory)
+  std::uint64_t scheduled = 0;       // successful schedules, one-shot and periodic
+  std::uint64_t rejected = 0;        // schedules refused (max_pending, out of memory; not bad_period)
   std::uint64_t cancelled = 0;       // cancels that returned true
-  std::uint64_t fired = 0;           // callbacks started
+  std::uint64_t fired = 0;           // callbacks started (each run of a periodic timer counts)
+  std::uint64_t rearmed = 0;         // periodic runs and skips after which the timer had a next
+                                     // period: linked again, or taken by a cancel during the run
+  std::uint64_t skipped = 0;         // periodic runs dropped by Misfire::skip
   std::uint64_t moved = 0;           // node moves from an upper level to a lower one
   std::uint64_t moved_ahead = 0;     // of those, moves done ahead of time by pacing
   std::uint64_t passes = 0;          // advance() calls
@@ -183,12 +231,39 @@ class Wheel {
     return schedule_at(detail::saturating_add(now_, delay), std::forward<F>(fn));
   }
 
+  // Schedules fn() to run every `period` (see Cadence and Misfire above) until cancelled, the first
+  // time at now() + opts.initial_delay (one period if unset, zero if negative), rounded up to the
+  // tick and clamped to horizon() like any deadline. The timer keeps its node and its id for its
+  // whole life: after each run it is linked again, at no allocation, and cancel(id) stops it, also
+  // from inside its own callback. fn is as for schedule_at but at most 16 bytes: the node keeps the
+  // schedule in the other 8 (a compile error otherwise). A periodic timer counts once in pending()
+  // and against max_pending from the schedule until it is cancelled, its runs included. If fn
+  // throws, the timer keeps its schedule (it is re-armed as if the run returned) and the exception
+  // propagates from advance() as for a one-shot timer. At the end of time (the horizon reached)
+  // every next run is due at once, so a periodic timer then runs on every advance() call. O(1).
+  // Fails, with nothing changed, with Status::bad_period if period <= 0, period > 2^60 - 1 ns, or
+  // the cadence is fixed_rate and period is not a whole number of ticks; otherwise as schedule_at.
+  template <class F>
+  [[nodiscard]] TimerId schedule_every(Nanos period, F&& fn, PeriodicOptions opts = {}) noexcept {
+    detail::check_periodic_callable<F>();
+    const std::uint64_t meta = periodic_meta(period, opts);
+    if (meta == 0) return TimerId::failure(Status::bad_period);
+    detail::Node* node = acquire_node();
+    if (node == nullptr) return TimerId::failure(acquire_failure());
+    detail::store_periodic_callable(node, meta, std::forward<F>(fn));
+    const Nanos delay = opts.initial_delay.value_or(period);
+    return commit(node, detail::saturating_add(now_, delay > Nanos(0) ? delay : Nanos(0)));
+  }
+
   // True iff the timer was pending and now never fires; its callable is destroyed before cancel
   // returns. A node deep in its slot's list (its neighbours cold) is unlinked in a batch (of 32
   // cancels, or at the next advance()) with the neighbours of the whole batch prefetched together,
-  // so such a cancel touches one cache line synchronously instead of three. False, with nothing touched, for a default or failed id, an id
-  // whose timer already fired (or is firing: a callback cancelling itself gets false) or was
-  // cancelled, or an id whose node now holds another timer. O(1). Safe from inside callbacks.
+  // so such a cancel touches one cache line synchronously instead of three. Also true for a
+  // periodic timer whose callback is running (cancelled from inside it): that run goes on, no
+  // further run starts, and the callable is destroyed once the callback returns. False, with
+  // nothing touched, for a default or failed id, an id whose one-shot timer already fired (or is
+  // firing: a one-shot callback cancelling itself gets false) or was cancelled, or an id whose node
+  // now holds another timer. O(1). Safe from inside callbacks.
   bool cancel(TimerId id) noexcept;
 
   // Moves the wheel's time to `now` (time never goes back: an earlier now is treated as now()) and
@@ -200,7 +275,8 @@ class Wheel {
   //     placed, and next_deadline() answered, against the present, not a stale position;
   //   - a timer scheduled at or before the tick being processed (a past deadline, a zero delay)
   //     counts as due at that tick, as Netty places a late timeout in the current bucket, and
-  //     runs at the start of the next call, before anything that call finds due;
+  //     runs at the start of the next call, before anything that call finds due (such timers run
+  //     in no particular order among themselves);
   //   - ticks are processed in order: every timer of tick T runs before any timer of tick T+1;
   //     within one tick the order is unspecified;
   //   - callbacks may schedule and cancel any timer, themselves included; a timer cancelled by an
@@ -208,9 +284,14 @@ class Wheel {
   //     not yet reached by the pass runs in this pass when its tick comes, one at or before the
   //     tick being processed runs in the next call (so a callback re-arming itself at zero delay
   //     cannot livelock the pass);
+  //   - a periodic timer runs at most once per call: its next run is linked after each run, and
+  //     one already due by this call's now (a fixed-rate timer behind by a period, Misfire::
+  //     catch_up) waits for the next call like a timer scheduled in the past. A run counts
+  //     against `limit`; a run dropped by Misfire::skip does not;
   //   - calling advance() from inside a callback is refused: it returns 0 and does nothing;
   //   - if a callback throws, its timer counts as fired, the wheel is left consistent (the rest of
-  //     the pass resumes in the next call) and the exception propagates to the caller.
+  //     the pass resumes in the next call; a periodic timer is re-armed as after any run) and the
+  //     exception propagates to the caller.
   // Returns how many callbacks ran. Cost: O(fired + moved + non-empty slots crossed); the timers
   // moved down ahead of time are a share of the next upper slot in proportion to the time passed
   // since the last call, so a pass every tick never meets a cascade burst.
@@ -219,9 +300,11 @@ class Wheel {
   // The earliest time at which advance() could run a callback: exact for timers in level 0 (the
   // next 512 ticks), a lower bound (the start of the slot) for timers further out, now() if a timer
   // is already due, nullopt if nothing is pending. O(levels). An event loop may sleep until then.
+  // Inside a periodic timer's callback that timer's next run is not linked yet and not counted.
   std::optional<Nanos> next_deadline() const noexcept;
 
-  std::size_t pending() const noexcept { return pending_; }  // scheduled, not yet fired or cancelled
+  // Timers scheduled and not yet fired (one-shot) or cancelled; a periodic timer counts once.
+  std::size_t pending() const noexcept { return pending_; }
   Nanos now() const noexcept { return now_; }               // the last advance()'s now, or start
   Nanos tick() const noexcept { return tick_; }
   // The latest deadline a timer can have: the last tick that a Nanos can represent.
@@ -237,13 +320,16 @@ class Wheel {
   void share() noexcept { shared_ = true; }
   // Links a node a producer prepared (callable, pending gen, and in `due` the deadline in
   // nanoseconds, >= 0) and handed over; recycles it instead if it was cancelled in transit.
+  // A periodic node's fixed-rate grid starts at that deadline's tick.
   void adopt(Node* node) noexcept;
   // Unlinks and recycles a node another thread cancelled, if it is still that lifetime and still
-  // linked; returns whether it did.
+  // linked; returns whether it did. A periodic node cancelled while it ran is unlinked: the fire
+  // path, whose re-arm the cancel refused, recycles it, and this is a no-op.
   bool retire(Node* node, std::uint32_t cancelled_gen) noexcept;
   // Hands out up to n nodes from the pool for producers to prepare (growing it if need be).
   std::size_t take_free_nodes(Node** out, std::size_t n) noexcept;
-  // Calls fn(node) for every node that holds a pending timer. O(pending).
+  // Calls fn(node) for every node that holds a pending timer (a periodic one between its runs).
+  // O(pending).
   template <class Fn>
   void for_each_pending(Fn&& fn) const noexcept {
     for (unsigned s = 0; s < kAllSlots; ++s) {
@@ -255,10 +341,10 @@ class Wheel {
     }
   }
   void release_node(Node* node) noexcept { pool_.release(node); }
-  bool claim(Node* node) noexcept;
+  bool claim(Node* node, std::uint32_t gen, std::uint32_t state) noexcept;
 
   static constexpr unsigned kWheelSlots = kLevels * kSlots;
-  static constexpr unsigned kDueSlot = kWheelSlots;        // scheduled at or before cur_, for the next call
+  static constexpr unsigned kDueSlot = kWheelSlots;        // due by the current call, for the next one
   static constexpr unsigned kLateSlot = kWheelSlots + 1;   // due slot contents being run, ahead of the batch
   static constexpr unsigned kBatchSlot = kWheelSlots + 2;  // the timers of tick cur_ being run
   static constexpr unsigned kAllSlots = kWheelSlots + 3;
@@ -278,6 +364,7 @@ class Wheel {
 
   Node* acquire_node() noexcept;
   Status acquire_failure() const noexcept;
+  std::uint64_t periodic_meta(Nanos period, const PeriodicOptions& opts) const noexcept;
   TimerId commit(Node* node, Nanos deadline) noexcept;
   std::uint64_t due_tick(Nanos deadline) const noexcept;
   unsigned wheel_slot(std::uint64_t due) const noexcept;
@@ -291,8 +378,13 @@ class Wheel {
   bool occupied(unsigned slot) const noexcept;
   std::uint64_t move_down(unsigned slot, std::uint64_t max_nodes) noexcept;
   void splice(unsigned from, unsigned to) noexcept;
+  void merge(unsigned from, unsigned to) noexcept;
   void flush_unlinks() noexcept;
   std::size_t fire(unsigned slot, std::size_t budget);
+  std::size_t fire_periodic(Node* node, std::uint64_t meta);
+  std::uint64_t next_run(std::uint64_t meta, std::uint64_t due) const noexcept;
+  std::uint64_t first_grid_point_after_now(std::uint64_t due, std::uint64_t period) const noexcept;
+  void rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept;
   std::size_t step(std::uint64_t target, std::size_t budget);
   void pace(std::uint64_t target, unsigned top) noexcept;
   void cascade_at(std::uint64_t t, unsigned top) noexcept;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -19,9 +20,21 @@ inline constexpr std::size_t kCacheLine = 64;
 // Bytes of callable a node stores inline: three pointers, enough for `this`, an id and a pointer.
 inline constexpr std::size_t kInlineCallableBytes = 24;
 
-// Runs (when `invoke`) and then destroys the callable stored at `storage`. The destroy happens
-// even when the call throws, so a throwing callback never leaks its captures.
-using Thunk = void (*)(void* storage, bool invoke);
+// A periodic timer keeps its schedule (see PeriodicMeta) in the first 8 bytes of that storage and
+// its callable in the rest: two pointers.
+inline constexpr std::size_t kMetaBytes = 8;
+inline constexpr std::size_t kPeriodicCallableBytes = kInlineCallableBytes - kMetaBytes;
+
+// What the wheel asks of a stored callable. The thunk is the only code that knows the callable's
+// type, so it is also where a node says whether it is periodic: that costs a one-shot fire one
+// indirect call to the thunk it is about to call anyway (same target, so well predicted), and the
+// node keeps its one-cache-line layout.
+enum class Op : std::uint8_t {
+  run,      // one-shot: run, then destroy (even if the call throws). Periodic: run, keep.
+  destroy,  // destroy without running
+  meta,     // 0 for a one-shot timer; a periodic timer's schedule word, never 0
+};
+using Thunk = std::uint64_t (*)(void* storage, Op op);
 
 struct alignas(kCacheLine) Node {
   // List links, hlist style: `pprev` points at whatever points at this node (a slot's head or the
@@ -30,13 +43,31 @@ struct alignas(kCacheLine) Node {
   Node* next;
   Node** pprev;
   std::uint64_t due;   // deadline in ticks, rounded up to the tick
-  // Generation and state of the node's current lifetime, in one word, so that a cancel and a
-  // fire racing on different threads are decided by one compare-and-swap. A lifetime uses four
-  // values: 4k+1 pending, 4k+2 fired (claimed to run), 4k+3 cancelled; the next lifetime starts
-  // at 4(k+1)+1. A TimerId holds the pending value, so it matches only while its timer is pending,
-  // and 0 (a fresh node, a failed id) never matches; a stale id could match again only after 2^30
-  // lifetimes of one node. Memory order: see each use (a standalone Wheel uses relaxed throughout,
-  // one thread touches it; the Engine's cross-thread uses name their pairings).
+  // Generation and state of the node's current lifetime, in one word, so that a cancel and a fire
+  // racing on different threads are decided by one compare-and-swap. Lifetime k uses four values:
+  //
+  //   4k+1 pending    linked in the wheel (or in an Engine's hand-off queue); a TimerId holds this
+  //   4k+2 fired      a one-shot timer claimed to run: terminal
+  //   4k+3 cancelled  terminal
+  //   4k+4 running    a periodic timer claimed to run (the value is 4(k+1), so (gen & 3) == 0)
+  //
+  //   one-shot:  pending --claim--> fired
+  //              pending --cancel-> cancelled
+  //   periodic:  pending --claim--> running --re-arm--> pending   (same value: the id stays valid)
+  //              pending --cancel-> cancelled
+  //              running --cancel-> cancelled  (the run in progress finishes; no further run, and
+  //                                             the fire path, finding the re-arm refused,
+  //                                             destroys the callable and recycles the node)
+  //
+  // A periodic timer ends only by a cancel (or is dropped, pending, with its wheel). The next
+  // lifetime starts at next_lifetime(gen) = 4(k+1)+1 from either terminal state, and from running
+  // too (4k+4 -> 4k+5), so no state can hand a node out with a generation still in use. A TimerId
+  // holds the pending value, so it matches only while its timer is pending (or, as pending + 3,
+  // while its periodic timer runs), and 0 (a fresh node, a failed id) never matches a pending
+  // value; a stale id could match again only after 2^30 lifetimes of one node. (Running in the
+  // last lifetime, k = 2^30 - 1, wraps to 0: harmless, as ids compare with the same wrap.) Memory
+  // order: see each use (a standalone Wheel uses relaxed throughout, one thread touches it; the
+  // Engine's cross-thread uses name their pairings).
   std::atomic<std::uint32_t> gen;
   std::uint32_t index; // the node's position in its pool; fixed once the node is first handed out
   Thunk thunk;
@@ -47,31 +78,71 @@ static_assert(std::is_trivially_destructible_v<Node>,
               "nodes live in mapped memory that is unmapped whole, never destroyed one by one");
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 
-// The states of a lifetime (gen & 3), and the first generation of the next lifetime.
+// The states of a lifetime, as offsets from 4k: (gen & 3) names the state, 0 meaning running.
 inline constexpr std::uint32_t kPending = 1;
 inline constexpr std::uint32_t kFired = 2;
 inline constexpr std::uint32_t kCancelled = 3;
+inline constexpr std::uint32_t kRunning = 4;
 constexpr std::uint32_t next_lifetime(std::uint32_t gen) noexcept { return ((gen + 3) & ~3u) + kPending; }
-static_assert(next_lifetime(0) == 1 && next_lifetime(2) == 5 && next_lifetime(3) == 5);
+static_assert(next_lifetime(0) == 1 && next_lifetime(2) == 5 && next_lifetime(3) == 5 && next_lifetime(4) == 5);
+static_assert(next_lifetime(0xFFFFFFFFu) == 1, "the last lifetime's cancelled state wraps to the first");
 
 template <class F>
-void thunk_for(void* storage, bool invoke) {
+std::uint64_t thunk_for(void* storage, Op op) {
+  if (op == Op::meta) return 0;
   F* fn = std::launder(static_cast<F*>(storage));
   struct Destroy {
     F* fn;
     ~Destroy() { fn->~F(); }
   } destroy{fn};
-  if (invoke) (*fn)();
+  if (op == Op::run) (*fn)();
+  return 0;
 }
 
-// Compile-time contract on what a node can store. Each failure names the fix.
 template <class F>
-constexpr void check_callable() {
+std::uint64_t periodic_thunk_for(void* storage, Op op) {
+  auto* bytes = static_cast<std::byte*>(storage);
+  if (op == Op::meta) {
+    std::uint64_t meta;
+    std::memcpy(&meta, bytes, sizeof meta);
+    return meta;
+  }
+  F* fn = std::launder(reinterpret_cast<F*>(bytes + kMetaBytes));
+  if (op == Op::run) {
+    (*fn)();
+  } else {
+    fn->~F();
+  }
+  return 0;
+}
+
+// The schedule word of a periodic timer: the period in nanoseconds in the low 60 bits, the cadence
+// in bit 60, the misfire policy in bits 61-62. The enums' values are the public ones (wheel.hpp);
+// here they are only numbers, so that this header stays below the public API.
+struct PeriodicMeta {
+  static constexpr unsigned kPeriodBits = 60;
+  static constexpr std::uint64_t kMaxPeriod = (std::uint64_t{1} << kPeriodBits) - 1;
+
+  static constexpr std::uint64_t make(std::uint64_t period_ns, unsigned cadence, unsigned misfire) noexcept {
+    return period_ns | (std::uint64_t{cadence} << kPeriodBits) | (std::uint64_t{misfire} << (kPeriodBits + 1));
+  }
+  static constexpr std::uint64_t period(std::uint64_t meta) noexcept { return meta & kMaxPeriod; }
+  static constexpr unsigned cadence(std::uint64_t meta) noexcept {
+    return static_cast<unsigned>(meta >> kPeriodBits) & 1;
+  }
+  static constexpr unsigned misfire(std::uint64_t meta) noexcept {
+    return static_cast<unsigned>(meta >> (kPeriodBits + 1)) & 3;
+  }
+};
+static_assert(PeriodicMeta::period(PeriodicMeta::make(PeriodicMeta::kMaxPeriod, 1, 2)) == PeriodicMeta::kMaxPeriod);
+static_assert(PeriodicMeta::cadence(PeriodicMeta::make(5, 1, 2)) == 1 &&
+              PeriodicMeta::misfire(PeriodicMeta::make(5, 1, 2)) == 2);
+
+// Compile-time contract on what a node can store, apart from its size. Each failure names the fix.
+template <class F>
+constexpr void check_callable_traits() {
   using Fn = std::decay_t<F>;
   static_assert(std::is_invocable_v<Fn&>, "tickwheel: the callback must be callable as fn()");
-  static_assert(sizeof(Fn) <= kInlineCallableBytes,
-                "tickwheel: the callback is larger than 24 bytes (three pointers). The node stores it "
-                "inline so a timer never allocates; capture a pointer to your state instead.");
   static_assert(alignof(Fn) <= alignof(std::max_align_t) && alignof(Fn) <= 8,
                 "tickwheel: the callback needs more than 8-byte alignment");
   static_assert(std::is_nothrow_constructible_v<Fn, F&&>,
@@ -80,8 +151,25 @@ constexpr void check_callable() {
   static_assert(std::is_nothrow_destructible_v<Fn>, "tickwheel: the callback's destructor may throw");
 }
 
+template <class F>
+constexpr void check_callable() {
+  static_assert(sizeof(std::decay_t<F>) <= kInlineCallableBytes,
+                "tickwheel: the callback is larger than 24 bytes (three pointers). The node stores it "
+                "inline so a timer never allocates; capture a pointer to your state instead.");
+  check_callable_traits<F>();
+}
+
+template <class F>
+constexpr void check_periodic_callable() {
+  static_assert(sizeof(std::decay_t<F>) <= kPeriodicCallableBytes,
+                "tickwheel: the periodic callback is larger than 16 bytes (two pointers). The node "
+                "stores it inline beside the 8-byte schedule word so a period never allocates; "
+                "capture a pointer to your state instead.");
+  check_callable_traits<F>();
+}
+
 // Destroys the callable stored in a node without running it.
-inline void destroy_callable(Node* node) noexcept { node->thunk(node->storage, false); }
+inline void destroy_callable(Node* node) noexcept { node->thunk(node->storage, Op::destroy); }
 
 // Constructs the callable in the node and records how to run it. Precondition: check_callable<F>.
 template <class F>
@@ -89,6 +177,16 @@ void store_callable(Node* node, F&& fn) noexcept {
   using Fn = std::decay_t<F>;
   ::new (static_cast<void*>(node->storage)) Fn(std::forward<F>(fn));
   node->thunk = &thunk_for<Fn>;
+}
+
+// The same for a periodic timer, with its schedule word (never 0) in front of the callable.
+// Precondition: check_periodic_callable<F>.
+template <class F>
+void store_periodic_callable(Node* node, std::uint64_t meta, F&& fn) noexcept {
+  using Fn = std::decay_t<F>;
+  std::memcpy(node->storage, &meta, sizeof meta);
+  ::new (static_cast<void*>(node->storage + kMetaBytes)) Fn(std::forward<F>(fn));
+  node->thunk = &periodic_thunk_for<Fn>;
 }
 
 }  // namespace tickwheel::detail
