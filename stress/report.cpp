@@ -2,12 +2,12 @@
 #include "report.hpp"
 
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <sstream>
 #include <string_view>
 #include <utility>
 
+#include "format.hpp"
 #include "json.hpp"
 
 namespace tickwheel::stress {
@@ -17,16 +17,6 @@ namespace {
 // The percentiles the report prints, with their JSON key; max is added separately.
 constexpr std::pair<double, std::string_view> kPercentiles[] = {
     {50.0, "p50"}, {90.0, "p90"}, {99.0, "p99"}, {99.9, "p99_9"}, {99.99, "p99_99"}};
-
-[[gnu::format(printf, 1, 2)]] std::string printf_string(const char* fmt, ...);
-std::string printf_string(const char* fmt, ...) {
-  char buf[1024];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, args);
-  va_end(args);
-  return buf;
-}
 
 unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
 double us(double ns) { return ns / 1e3; }
@@ -62,10 +52,10 @@ std::string percentile_line(const Histogram& h) {
   if (h.count() == 0) return "none";
   std::string line;
   for (const auto& [p, name] : kPercentiles) {
-    line += printf_string("%.*s %.3f  ", static_cast<int>(name.size()), name.data(),
+    line += format("%.*s %.3f  ", static_cast<int>(name.size()), name.data(),
                           us(static_cast<double>(h.percentile(p))));
   }
-  line += printf_string("max %.3f  mean %.3f  (n = %llu)", us(static_cast<double>(h.max())),
+  line += format("max %.3f  mean %.3f  (n = %llu)", us(static_cast<double>(h.max())),
                         us(h.mean()), ull(h.count()));
   return line;
 }
@@ -134,54 +124,54 @@ void check_accounting(Report& r) {
   const std::uint64_t scheduled = r.total_scheduled();
   const std::uint64_t cancelled = r.total_cancelled();
   rule(r, scheduled != r.fired + cancelled + r.returned,
-       printf_string("scheduled %llu != fired %llu + cancelled %llu + returned at stop %llu "
+       format("scheduled %llu != fired %llu + cancelled %llu + returned at stop %llu "
                      "(a timer was lost or counted twice)",
                      ull(scheduled), ull(r.fired), ull(cancelled), ull(r.returned)));
   rule(r, r.double_fires != 0,
-       printf_string("%llu callbacks ran for a timer that had already fired", ull(r.double_fires)));
+       format("%llu callbacks ran for a timer that had already fired", ull(r.double_fires)));
   rule(r, r.fired_after_cancel != 0,
-       printf_string("%llu callbacks ran for a timer whose cancel() had returned true",
+       format("%llu callbacks ran for a timer whose cancel() had returned true",
                      ull(r.fired_after_cancel)));
   rule(r, r.stray_fires != 0,
-       printf_string("%llu callbacks ran for a timer instance that was no longer the slot's own "
+       format("%llu callbacks ran for a timer instance that was no longer the slot's own "
                      "(resolved before, or never scheduled)",
                      ull(r.stray_fires)));
   rule(r, r.early_fires != 0,
-       printf_string("%llu callbacks started before their deadline (earliest by %lld ns)",
+       format("%llu callbacks started before their deadline (earliest by %lld ns)",
                      ull(r.early_fires), static_cast<long long>(-r.min_lateness_ns)));
   rule(r, r.fired_before_tick != 0,
-       printf_string("%llu callbacks started before their deadline rounded up to the tick",
+       format("%llu callbacks started before their deadline rounded up to the tick",
                      ull(r.fired_before_tick)));
   rule(r, r.cancel_true_not_pending != 0,
-       printf_string("%llu cancel() calls returned true for a timer that had already fired",
+       format("%llu cancel() calls returned true for a timer that had already fired",
                      ull(r.cancel_true_not_pending)));
   rule(r, r.off_shard != 0,
-       printf_string("%llu timers landed on another shard than their thread's home shard",
+       format("%llu timers landed on another shard than their thread's home shard",
                      ull(r.off_shard)));
   rule(r, r.probe_failures != 0,
-       printf_string("%llu probe timers (an hour out) could not be cancelled", ull(r.probe_failures)));
+       format("%llu probe timers (an hour out) could not be cancelled", ull(r.probe_failures)));
   rule(r, r.pending_slots != r.returned,
-       printf_string("%llu slots were pending after stop() but stop() returned %llu timers",
+       format("%llu slots were pending after stop() but stop() returned %llu timers",
                      ull(r.pending_slots), ull(r.returned)));
   rule(r, r.returned_cancel_false != 0,
-       printf_string("%llu timers stop() returned refused cancel(), so they were not pending",
+       format("%llu timers stop() returned refused cancel(), so they were not pending",
                      ull(r.returned_cancel_false)));
   rule(r, r.pending_not_returned != 0,
-       printf_string("%llu pending slots' timers were not among those stop() returned",
+       format("%llu pending slots' timers were not among those stop() returned",
                      ull(r.pending_not_returned)));
   rule(r, r.stale_cancel_true != 0,
-       printf_string("%llu of %llu cancel() calls on stale handles (fired or cancelled) returned true",
+       format("%llu of %llu cancel() calls on stale handles (fired or cancelled) returned true",
                      ull(r.stale_cancel_true), ull(r.stale_cancels)));
   const EngineStats& e = r.engine;
   rule(r,
        e.scheduled != scheduled || e.fired != r.fired || e.cancelled != cancelled ||
            e.rejected != r.total_rejected(),
-       printf_string("Engine::stats() (scheduled %llu, fired %llu, cancelled %llu, rejected %llu) "
+       format("Engine::stats() (scheduled %llu, fired %llu, cancelled %llu, rejected %llu) "
                      "disagrees with the harness (%llu, %llu, %llu, %llu)",
                      ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected),
                      ull(scheduled), ull(r.fired), ull(cancelled), ull(r.total_rejected())));
   rule(r, e.callback_errors != 0,
-       printf_string("%llu callbacks threw, though none of the harness's can", ull(e.callback_errors)));
+       format("%llu callbacks threw, though none of the harness's can", ull(e.callback_errors)));
 }
 
 void print_report(const Report& r, std::ostream& out) {
@@ -190,16 +180,16 @@ void print_report(const Report& r, std::ostream& out) {
   const double cancel_ns = ns_per_call(r.cancel_ns, r.cancel_batches, r.cancel_calls, r.clock_read_ns);
   std::string s;
   s += "tickwheel-stress: " + r.config + "\n";
-  s += printf_string(
+  s += format(
       "clock       steady_clock::now() costs %.1f ns per read (median of 5 loops of 1M reads); "
       "|steady_clock - CLOCK_MONOTONIC| %lld ns. Every fire's lateness includes one read, every "
       "timed batch one more\n",
       r.clock_read_ns, static_cast<long long>(r.clock_monotonic_offset_ns));
-  s += printf_string(
+  s += format(
       "run         %.3f s of load (%u producers, %u cancellers, %zu shards, %u hardware threads); "
       "Engine::stop() took %.3f ms\n",
       r.run_s, r.producers, r.cancellers, r.shards, r.hardware_threads, r.stop_s * 1e3);
-  s += printf_string(
+  s += format(
       "schedule    %llu calls by producers, %llu scheduled (%.0f/s over the run), rejected: %s\n"
       "            inside schedule_at(): %.1f ns per call net of the clock = %.2f M/s per producer "
       "thread (%.1f calls per timed batch: up to 256, a burst whole; small batches pay cold caches)\n"
@@ -214,7 +204,7 @@ void print_report(const Report& r, std::ostream& out) {
           : "");
   if (r.bursts != 0) {
     const double avg_ms = static_cast<double>(r.burst_ns) / static_cast<double>(r.bursts) / 1e6;
-    s += printf_string(
+    s += format(
         "            bursts: %llu, %llu schedules in all, each one tight loop of %.2f ms on average "
         "(%.1f M/s), the longest %.2f ms = %.2f ticks; the transfer-cap hit counter %s (%llu hits, "
         "cap %zu)\n",
@@ -225,7 +215,7 @@ void print_report(const Report& r, std::ostream& out) {
         r.engine.transfer_cap_hits != 0 ? "moved" : "did not move: no pass found more than the cap queued",
         ull(r.engine.transfer_cap_hits), o.transfer_cap);
   }
-  s += printf_string(
+  s += format(
       "cancel      %llu calls (%.0f/s), %llu of them from canceller threads: %llu true, %llu false "
       "(the fire won: the cancel came at or after the deadline)\n"
       "            inside cancel(): %.1f ns per call net of the clock = %.2f M/s per thread (%.1f "
@@ -237,7 +227,7 @@ void print_report(const Report& r, std::ostream& out) {
           ? static_cast<double>(r.cancelled) / static_cast<double>(r.cancelled + r.oneshot_fired())
           : 0.0,
       o.cancel_share);
-  s += printf_string("fire        %llu callbacks (%.0f/s)\n", ull(r.fired), per_second(r.fired, r.run_s));
+  s += format("fire        %llu callbacks (%.0f/s)\n", ull(r.fired), per_second(r.fired, r.run_s));
   s += "  lateness, callback start - deadline (us), every fire:\n    " + percentile_line(r.lateness) + "\n";
   s += "  one-shot timers only:\n    " + percentile_line(r.oneshot_lateness) + "\n";
   s += "  periodic timers only (re-armed from their callback, so about a tick late by construction):\n    " +
@@ -247,12 +237,12 @@ void print_report(const Report& r, std::ostream& out) {
   s += "tick lag    a pass's start behind the deadline it waited (or spun) for; the engine keeps "
        "only the worst per shard:";
   for (std::size_t i = 0; i < r.per_shard.size(); ++i) {
-    s += printf_string(" shard %zu %.1f us%s", i, us(static_cast<double>(r.per_shard[i].engine.max_tick_lag_ns)),
+    s += format(" shard %zu %.1f us%s", i, us(static_cast<double>(r.per_shard[i].engine.max_tick_lag_ns)),
                        i + 1 < r.per_shard.size() ? "," : "");
   }
   s += "\n";
   const EngineStats& e = r.engine;
-  s += printf_string(
+  s += format(
       "engine      transfer-cap hits %llu (passes that moved %zu hand-offs and left more); passes "
       "%llu (%.0f/s); wake-ups %llu (%.0f/s); callback errors %llu\n",
       ull(e.transfer_cap_hits), o.transfer_cap, ull(e.passes), per_second(e.passes, r.run_s),
@@ -261,7 +251,7 @@ void print_report(const Report& r, std::ostream& out) {
        "wake-ups/s  lateness p50/p99/max us  binding\n";
   for (std::size_t i = 0; i < r.per_shard.size(); ++i) {
     const ShardReport& sh = r.per_shard[i];
-    s += printf_string(
+    s += format(
         "            %5zu  %9llu  %9llu  %9llu  %8llu  %8llu  %7llu  %8llu  %10.0f  %.1f/%.1f/%.1f  %s\n", i,
         ull(sh.engine.scheduled), ull(sh.engine.fired), ull(sh.engine.cancelled),
         ull(sh.engine.rejected), ull(sh.engine.transfer_cap_hits), ull(sh.engine.passes),
@@ -270,7 +260,7 @@ void print_report(const Report& r, std::ostream& out) {
         us(static_cast<double>(sh.lateness.percentile(99))), us(static_cast<double>(sh.lateness.max())),
         sh.engine.binding.c_str());
   }
-  s += printf_string(
+  s += format(
       "memory      %.1f B per pending timer: RSS grew %.1f MiB from the baseline to the second "
       "with the most timers pending (%llu), less %.1f MiB of the producers' calendars\n"
       "            peak RSS %.1f MiB (whole process; the harness's own arrays %.1f MiB, allocated "
@@ -278,36 +268,36 @@ void print_report(const Report& r, std::ostream& out) {
       r.bytes_per_pending(),
       mib(r.rss_at_peak_bytes > r.rss_base_bytes ? r.rss_at_peak_bytes - r.rss_base_bytes : 0),
       ull(r.peak_pending), mib(r.calendar_bytes_at_peak), mib(r.peak_rss_bytes), mib(r.harness_bytes));
-  s += printf_string(
+  s += format(
       "machine     context switches during the run: %llu voluntary, %llu involuntary (preempted); "
       "load average (1 min) %.2f at the start, %.2f at the end\n",
       ull(r.voluntary_switches), ull(r.involuntary_switches), r.loadavg_start, r.loadavg_end);
   for (const std::string& n : r.notices) s += "notice      " + n + "\n";
-  s += printf_string(
+  s += format(
       "accounting  scheduled %llu = fired %llu + cancelled %llu + returned at stop %llu "
       "(probes %llu included; rejected %llu accounted separately)\n",
       ull(r.total_scheduled()), ull(r.fired), ull(r.total_cancelled()), ull(r.returned),
       ull(r.probes), ull(r.total_rejected()));
-  s += printf_string(
+  s += format(
       "            double fires %llu, fired after cancel %llu, stray fires %llu, early fires %llu "
       "(min lateness %.3f us), fired before the tick %llu, cancel true on a fired timer %llu, "
       "off-shard %llu\n",
       ull(r.double_fires), ull(r.fired_after_cancel), ull(r.stray_fires), ull(r.early_fires),
       us(static_cast<double>(r.min_lateness_ns)), ull(r.fired_before_tick),
       ull(r.cancel_true_not_pending), ull(r.off_shard));
-  s += printf_string(
+  s += format(
       "            at stop: %llu slots pending, %llu timers returned, %llu of them refused "
       "cancel(), %llu pending slots not among them; stale cancels %llu, of which true %llu\n",
       ull(r.pending_slots), ull(r.returned), ull(r.returned_cancel_false), ull(r.pending_not_returned),
       ull(r.stale_cancels), ull(r.stale_cancel_true));
-  s += printf_string(
+  s += format(
       "            Engine::stats(): scheduled %llu, fired %llu, cancelled %llu, rejected %llu, "
       "callback errors %llu\n",
       ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected), ull(e.callback_errors));
   if (r.ok()) {
     s += "result      PASS: every timer fired exactly once, was cancelled, or was returned by stop()\n";
   } else {
-    s += printf_string("result      FAIL: %zu rule(s) broken\n", r.failures.size());
+    s += format("result      FAIL: %zu rule(s) broken\n", r.failures.size());
     for (const std::string& f : r.failures) s += "  - " + f + "\n";
   }
   out << s << std::flush;

@@ -3,9 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <string_view>
+
+#include "format.hpp"
 
 namespace tickwheel::stress {
 
@@ -16,16 +17,6 @@ constexpr double kHeight = 820;
 constexpr double kLeft = 90;    // room for the y labels
 constexpr double kRight = 60;   // room for the last percentile label
 constexpr std::size_t kConfigLine = 150;  // characters per line of the configuration
-
-[[gnu::format(printf, 1, 2)]] std::string format(const char* fmt, ...);
-std::string format(const char* fmt, ...) {
-  char buf[512];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, args);
-  va_end(args);
-  return buf;
-}
 
 std::string escape(std::string_view s) {
   std::string out;
