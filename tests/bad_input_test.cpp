@@ -1,0 +1,680 @@
+// Tier 1 (bad input): one test per row of the README's "Bad input" table, each checking the defined
+// result of that input on the Wheel and on the Engine, as their headers state it: delays that are
+// zero, negative or overflowing and deadlines in the past; option values out of range (the
+// constructor throws std::invalid_argument naming the option and the value); shard counts of zero
+// and above the core count; empty callables and throwing ones; cancels of handles that name no
+// pending timer; schedules after stop() and beyond max_pending; stop(), advance() and poll() where
+// they are refused; and time that goes back.
+//
+// Engine tests run caller-driven (Threads::manual, an injected clock) wherever the row allows, so
+// that what a pass runs is decided by the test alone; the rows about worker threads use them, on
+// the real clock, waiting (bounded) for events and never asserting a timing figure.
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tickwheel/engine.hpp"
+#include "tickwheel/status.hpp"
+#include "tickwheel/wheel.hpp"
+
+namespace tickwheel::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = 30s) {
+  const auto end = Clock::now() + limit;
+  while (!pred()) {
+    if (Clock::now() > end) return pred();
+    std::this_thread::sleep_for(100us);
+  }
+  return true;
+}
+
+// Runs and destructions per id. Atomic, so that worker-mode tests may share it; declared before
+// the Wheel or Engine of each test, whose destructor destroys the callables never run.
+struct Hits {
+  explicit Hits(std::size_t n) : ran(n), destroyed(n) {}
+  std::vector<std::atomic<int>> ran;
+  std::vector<std::atomic<int>> destroyed;
+  std::atomic<std::size_t> runs{0};
+};
+
+// A move-only callable that counts its run and, once across its moves, its destruction.
+class Hit {
+ public:
+  Hit(Hits* h, std::size_t id) noexcept : h_(h), id_(id) {}
+  Hit(Hit&& o) noexcept : h_(o.h_), id_(o.id_), armed_(std::exchange(o.armed_, false)) {}
+  Hit(const Hit&) = delete;
+  Hit& operator=(const Hit&) = delete;
+  Hit& operator=(Hit&&) = delete;
+  ~Hit() {
+    if (armed_) h_->destroyed[id_].fetch_add(1);
+  }
+  void operator()() {
+    h_->ran[id_].fetch_add(1);
+    h_->runs.fetch_add(1, std::memory_order_release);
+  }
+
+ private:
+  Hits* h_;
+  std::size_t id_;
+  bool armed_ = true;
+};
+static_assert(sizeof(Hit) <= 24);
+
+struct LogSink {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::vector<std::string> containing(std::string_view what) {
+    std::lock_guard lock(mu);
+    std::vector<std::string> out;
+    for (const std::string& l : lines) {
+      if (l.find(what) != std::string::npos) out.push_back(l);
+    }
+    return out;
+  }
+};
+std::function<void(std::string_view)> log_into(const std::shared_ptr<LogSink>& sink) {
+  return [sink](std::string_view line) {
+    std::lock_guard lock(sink->mu);
+    sink->lines.emplace_back(line);
+  };
+}
+
+// The injected clock, on a tick boundary at the start (each test moves it by whole ticks unless
+// it says otherwise).
+std::atomic<std::int64_t> g_fake_ns{1'000'000'000'000};
+Nanos fake_now() noexcept { return Nanos(g_fake_ns.load(std::memory_order_relaxed)); }
+Nanos advance_clock(Nanos by) {
+  return Nanos(g_fake_ns.fetch_add(by.count(), std::memory_order_relaxed) + by.count());
+}
+
+EngineOptions manual(std::size_t shards = 1) {
+  EngineOptions o;
+  o.shards = shards;
+  o.threads = Threads::manual;
+  o.clock = &fake_now;
+  return o;
+}
+
+EngineOptions workers(std::size_t shards) {
+  EngineOptions o;
+  o.shards = shards;
+  o.pin_workers = false;
+  return o;
+}
+
+Clock::time_point at(Nanos t) { return Clock::time_point(std::chrono::duration_cast<Clock::duration>(t)); }
+
+// `make()` must throw std::invalid_argument whose message contains every one of `words`.
+template <class Make>
+void expect_invalid(Make make, std::initializer_list<std::string> words) {
+  try {
+    make();
+    ADD_FAILURE() << "accepted; expected std::invalid_argument naming " << *words.begin();
+  } catch (const std::invalid_argument& err) {
+    const std::string what = err.what();
+    for (const std::string& w : words) EXPECT_NE(what.find(w), std::string::npos) << "\"" << w << "\" not in: " << what;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Delays and deadlines
+
+// Zero delay: the deadline is now, rounded up to the tick. On a tick boundary that is the current
+// tick, so the very next advance()/poll() runs it, even at the same now; between two boundaries it
+// is the next tick, and it runs once the clock reaches that.
+TEST(BadInput, ZeroDelayIsDueAtNowRoundedUpToTheTick) {
+  Hits h(4);
+  Wheel w({.tick = 1ms});
+  EXPECT_EQ(w.advance(5ms), 0u);
+  ASSERT_TRUE(w.schedule_after(0ns, Hit(&h, 0)));
+  EXPECT_EQ(w.advance(5ms), 1u) << "on a tick boundary: the next advance at the same now";
+  EXPECT_EQ(w.advance(5500us), 0u);
+  ASSERT_TRUE(w.schedule_after(0ns, Hit(&h, 1)));
+  EXPECT_EQ(w.advance(5500us), 0u) << "mid-tick: rounded up to the next tick, not run early";
+  EXPECT_EQ(w.advance(6ms), 1u);
+
+  Engine e(manual());
+  ASSERT_TRUE(e.schedule_after(0ns, Hit(&h, 2)));
+  EXPECT_EQ(e.poll(0), 1u);
+  const Nanos mid = advance_clock(500us);
+  ASSERT_TRUE(e.schedule_after(0ns, Hit(&h, 3)));
+  EXPECT_EQ(e.poll(0, mid), 0u);
+  EXPECT_EQ(e.poll(0, advance_clock(500us)), 1u);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(h.ran[i].load(), 1) << i;
+}
+
+// A negative delay (down to Nanos::min(), no overflow) is a deadline in the past: due at once.
+TEST(BadInput, NegativeDelayIsDueAtOnce) {
+  Hits h(6);
+  Wheel w({.tick = 1ms});
+  EXPECT_EQ(w.advance(5500us), 0u);
+  ASSERT_TRUE(w.schedule_after(-1ns, Hit(&h, 0)));  // 5.4999 ms: rounded up to tick 6, not early
+  ASSERT_TRUE(w.schedule_after(-3ms, Hit(&h, 1)));
+  ASSERT_TRUE(w.schedule_after(Nanos::min(), Hit(&h, 2)));
+  EXPECT_EQ(w.advance(5500us), 2u);
+  EXPECT_EQ(w.advance(6ms), 1u);
+
+  Engine e(manual());
+  ASSERT_TRUE(e.schedule_after(-1ns, Hit(&h, 3)));
+  ASSERT_TRUE(e.schedule_after(-1h, Hit(&h, 4)));
+  ASSERT_TRUE(e.schedule_after(Nanos::min(), Hit(&h, 5)));
+  EXPECT_EQ(e.poll(0), 3u);
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(h.ran[i].load(), 1) << i;
+}
+
+// Nanos::max() as a delay: now + delay saturates instead of overflowing, and the deadline is
+// clamped to horizon(). The timer is pending, cancellable, and due only at the horizon; the
+// Engine's stop() returns it.
+TEST(BadInput, OverflowingDelaySaturatesToTheHorizon) {
+  Hits h(6);
+  Wheel w({.tick = 1ms});
+  EXPECT_EQ(w.advance(5ms), 0u);
+  const TimerId a = w.schedule_after(Nanos::max(), Hit(&h, 0));
+  const TimerId b = w.schedule_after(Nanos::max() - 1ns, Hit(&h, 1));
+  const TimerId c = w.schedule_at(Nanos::max(), Hit(&h, 2));
+  ASSERT_TRUE(a && b && c);
+  ASSERT_TRUE(w.next_deadline().has_value());
+  EXPECT_LE(*w.next_deadline(), w.horizon());
+  EXPECT_EQ(w.advance(w.horizon() - w.tick()), 0u) << "ran before the horizon";
+  EXPECT_TRUE(w.cancel(b));
+  EXPECT_EQ(w.advance(Nanos::max()), 2u);
+  EXPECT_EQ(h.ran[0].load() + h.ran[2].load(), 2);
+  EXPECT_EQ(h.ran[1].load(), 0);
+
+  Engine e(manual());
+  std::vector<Timer> handles;
+  handles.push_back(e.schedule_after(Nanos::max(), Hit(&h, 3)));
+  handles.push_back(e.schedule_at(Clock::time_point::max(), Hit(&h, 4)));
+  handles.push_back(e.schedule_on(0, Nanos::max(), Hit(&h, 5)));
+  for (const Timer& t : handles) ASSERT_TRUE(t);
+  EXPECT_EQ(e.poll(0, advance_clock(std::chrono::hours(24 * 365 * 100))), 0u) << "ran a century in";
+  EXPECT_EQ(e.stats().pending, 3u);
+  EXPECT_EQ(e.stop().size(), 3u);
+  for (std::size_t i = 3; i < 6; ++i) EXPECT_EQ(h.ran[i].load(), 0) << i;
+}
+
+// schedule_at() a deadline in the past (before now(), negative, the clock's minimum): due at once.
+TEST(BadInput, DeadlineInThePastIsDueAtOnce) {
+  Hits h(6);
+  Wheel w({.tick = 1ms});
+  EXPECT_EQ(w.advance(10s), 0u);
+  ASSERT_TRUE(w.schedule_at(1s, Hit(&h, 0)));
+  ASSERT_TRUE(w.schedule_at(Nanos(-5), Hit(&h, 1)));
+  ASSERT_TRUE(w.schedule_at(Nanos::min(), Hit(&h, 2)));
+  EXPECT_EQ(w.advance(10s), 3u);
+
+  Engine e(manual());
+  const Nanos now = fake_now();
+  ASSERT_TRUE(e.schedule_at(at(now - 1s), Hit(&h, 3)));
+  ASSERT_TRUE(e.schedule_at(at(Nanos(-5)), Hit(&h, 4)));
+  ASSERT_TRUE(e.schedule_at(Clock::time_point::min(), Hit(&h, 5)));
+  EXPECT_EQ(e.poll(0, now), 3u);
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(h.ran[i].load(), 1) << i;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+// A tick outside [1 us, 1 h]: std::invalid_argument naming the tick and its value, from both
+// constructors. The bounds themselves are accepted.
+TEST(BadInput, TickOutOfRangeIsRejectedNamingTheValue) {
+  const std::vector<std::pair<Nanos, std::string>> bad = {
+      {0ns, "got 0ns"}, {-1ms, "got -1000000ns"}, {999ns, "got 999ns"}, {1h + 1ns, "got 3600000000001ns"},
+      {Nanos::max(), "got " + std::to_string(Nanos::max().count()) + "ns"}};
+  for (const auto& [tick, value] : bad) {
+    expect_invalid([&] { Wheel w({.tick = tick}); }, {"tick", value});
+    expect_invalid(
+        [&] {
+          EngineOptions o = manual();
+          o.tick = tick;
+          Engine e(o);
+        },
+        {"tick", value});
+  }
+  for (Nanos tick : {Nanos(1us), Nanos(1h)}) {
+    Wheel w({.tick = tick});
+    EXPECT_EQ(w.tick(), tick);
+    EngineOptions o = manual();
+    o.tick = tick;
+    Engine e(o);
+    EXPECT_EQ(e.tick(), tick);
+  }
+}
+
+TEST(BadInput, WheelNegativeStartIsRejectedNamingTheValue) {
+  expect_invalid([] { Wheel w({.start = -1ns}); }, {"start", "got -1ns"});
+  Wheel w({.start = 0ns});
+  EXPECT_EQ(w.now(), 0ns);
+}
+
+// The pool indexes nodes with 32 bits: a max_pending above 2^32 - 1 can never be honoured.
+TEST(BadInput, WheelMaxPendingBeyondThePoolIsRejectedNamingTheValue) {
+  expect_invalid([] { Wheel w({.max_pending = std::size_t{1} << 32}); }, {"max_pending", "got 4294967296"});
+  Wheel w({.max_pending = (std::size_t{1} << 32) - 1});
+  EXPECT_EQ(w.pending(), 0u);
+}
+
+// The physical cores this process may run on, counted without hwloc: distinct (package, core)
+// pairs of the CPUs in its affinity mask, from sysfs. (hwloc counts the cores of the cgroup's
+// allowed CPUs, which is the same set unless the test runs under a narrower taskset.)
+std::size_t physical_cores() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (::sched_getaffinity(0, sizeof mask, &mask) != 0) return 0;
+  std::set<std::pair<int, int>> cores;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &mask)) continue;
+    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    int package = -1, core = cpu;
+    std::ifstream(dir + "physical_package_id") >> package;
+    std::ifstream(dir + "core_id") >> core;
+    cores.emplace(package, core);
+  }
+  return cores.size();
+}
+
+TEST(BadInput, ZeroShardsMeansOnePerPhysicalCore) {
+  const std::size_t cores = physical_cores();
+  ASSERT_GE(cores, 1u);
+  Hits h(cores);
+  Engine e(workers(0));
+  ASSERT_EQ(e.shard_count(), cores);
+  EXPECT_EQ(e.stats().shards.size(), cores);
+  for (std::size_t s = 0; s < cores; ++s) ASSERT_TRUE(e.schedule_on(s, 0ns, Hit(&h, s)));
+  ASSERT_TRUE(eventually([&] { return h.runs.load(std::memory_order_acquire) == cores; }));
+}
+
+// More shards than physical cores is allowed (workers share cores). With pinning on and no cpus
+// list, the constructor says so once through the log hook, naming both numbers; unpinned, or with
+// no more shards than cores, it says nothing. Every shard runs its timers.
+TEST(BadInput, MoreShardsThanCoresIsAllowedWithOneNotice) {
+  const std::size_t cores = Engine(workers(0)).shard_count();
+  const std::string notice = std::to_string(cores + 1) + " shards on " + std::to_string(cores) + " physical cores";
+  auto sink = std::make_shared<LogSink>();
+  {
+    Hits h(cores + 1);
+    EngineOptions o = workers(cores + 1);
+    o.pin_workers = true;
+    o.log = log_into(sink);
+    Engine e(o);
+    EXPECT_EQ(e.shard_count(), cores + 1);
+    EXPECT_EQ(sink->containing("shards on").size(), 1u);
+    ASSERT_EQ(sink->containing(notice).size(), 1u) << "expected a notice containing: " << notice;
+    for (std::size_t s = 0; s <= cores; ++s) ASSERT_TRUE(e.schedule_on(s, 0ns, Hit(&h, s)));
+    ASSERT_TRUE(eventually([&] { return h.runs.load(std::memory_order_acquire) == cores + 1; }));
+    for (std::size_t s = 0; s <= cores; ++s) EXPECT_EQ(h.ran[s].load(), 1) << "shard " << s;
+  }
+  EXPECT_EQ(sink->containing("shards on").size(), 1u) << "said more than once";
+
+  auto quiet = std::make_shared<LogSink>();
+  EngineOptions unpinned = workers(cores + 1);
+  unpinned.log = log_into(quiet);
+  Engine a(unpinned);
+  EngineOptions enough = workers(cores);
+  enough.pin_workers = true;
+  enough.log = log_into(quiet);
+  Engine b(enough);
+  EXPECT_TRUE(quiet->containing("shards on").empty());
+}
+
+TEST(BadInput, TooManyShardsIsRejectedNamingTheValue) {
+  expect_invalid([] { Engine e(workers(4097)); }, {"shards", "at most 4096", "got 4097"});
+  expect_invalid([] { Engine e(workers(std::numeric_limits<std::size_t>::max())); },
+                 {"shards", std::to_string(std::numeric_limits<std::size_t>::max())});
+}
+
+// transfer_cap 0 would never move a hand-off into a wheel: rejected. 1 is legal: one hand-off per
+// pass.
+TEST(BadInput, ZeroTransferCapIsRejectedNamingTheValue) {
+  expect_invalid(
+      [] {
+        EngineOptions o = manual();
+        o.transfer_cap = 0;
+        Engine e(o);
+      },
+      {"transfer_cap", "got 0"});
+  Hits h(3);
+  EngineOptions o = manual();
+  o.transfer_cap = 1;
+  Engine e(o);
+  for (std::size_t i = 0; i < 3; ++i) ASSERT_TRUE(e.schedule_after(0ns, Hit(&h, i)));
+  EXPECT_EQ(e.poll(0), 1u);
+  EXPECT_EQ(e.poll(0), 1u);
+  EXPECT_EQ(e.poll(0), 1u);
+  EXPECT_EQ(e.poll(0), 0u);
+  EXPECT_EQ(e.stats().transfer_cap_hits, 2u);
+}
+
+TEST(BadInput, NegativeHybridSpinIsRejectedNamingTheValue) {
+  expect_invalid(
+      [] {
+        EngineOptions o = workers(1);
+        o.wait = WaitStrategy::hybrid;
+        o.hybrid_spin = -1ns;
+        Engine e(o);
+      },
+      {"hybrid_spin", "got -1ns"});
+}
+
+TEST(BadInput, AnOwnClockWithWorkerThreadsIsRejected) {
+  expect_invalid(
+      [] {
+        EngineOptions o = workers(1);
+        o.clock = &fake_now;
+        Engine e(o);
+      },
+      {"clock", "Threads::manual"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Callables
+
+// An empty std::function by value is 32 bytes with this standard library, so the size check
+// refuses it at compile time (compile_fail.oversized_callable checks that refusal). Wrapped by
+// std::ref it compiles, and running it throws std::bad_function_call: the Wheel lets that leave
+// advance() (the timer counts as fired); the Engine catches it and counts a callback error.
+static_assert(sizeof(std::function<void()>) > 24, "an empty std::function by value must not fit a node");
+
+TEST(BadInput, EmptyStdFunctionThrowsBadFunctionCallWhenItRuns) {
+  std::function<void()> empty;
+  Wheel w({.tick = 1ms});
+  const TimerId id = w.schedule_after(1ms, std::ref(empty));
+  ASSERT_TRUE(id);
+  EXPECT_THROW(w.advance(1ms), std::bad_function_call);
+  EXPECT_EQ(w.stats().fired, 1u);
+  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_FALSE(w.cancel(id));
+
+  Engine e(manual());
+  ASSERT_TRUE(e.schedule_after(0ns, std::ref(empty)));
+  EXPECT_EQ(e.poll(0), 1u);
+  EXPECT_EQ(e.stats().callback_errors, 1u);
+  EXPECT_EQ(e.stats().fired, 1u);
+}
+
+// A callback that throws: the Wheel's advance() lets the exception out (the timer counts as
+// fired; the rest of the pass runs in the next call). The Engine catches it at the pass, counts it
+// in stats().callback_errors, gives one notice through the log hook per engine, and goes on.
+TEST(BadInput, ThrowingCallback) {
+  Hits h(4);
+  Wheel w({.tick = 1ms});
+  ASSERT_TRUE(w.schedule_after(1ms, [] { throw std::runtime_error("bad callback"); }));
+  ASSERT_TRUE(w.schedule_after(2ms, Hit(&h, 0)));
+  EXPECT_THROW(w.advance(2ms), std::runtime_error);
+  EXPECT_EQ(w.advance(2ms), 1u);
+  EXPECT_EQ(w.stats().fired, 2u);
+
+  auto sink = std::make_shared<LogSink>();
+  EngineOptions o = manual();
+  o.log = log_into(sink);
+  Engine e(o);
+  ASSERT_TRUE(e.schedule_after(0ns, [] { throw std::runtime_error("bad callback"); }));
+  ASSERT_TRUE(e.schedule_after(0ns, Hit(&h, 1)));
+  ASSERT_TRUE(e.schedule_after(0ns, [] { throw 7; }));
+  ASSERT_TRUE(e.schedule_after(1ms, Hit(&h, 2)));
+  EXPECT_EQ(e.poll(0, advance_clock(1ms)), 4u);
+  EXPECT_EQ(e.stats().callback_errors, 2u);
+  EXPECT_EQ(sink->containing("callback_errors").size(), 1u) << "one notice per engine";
+  EXPECT_EQ(sink->lines.size(), 1u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(h.ran[i].load(), 1) << i;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handles
+
+// cancel() of an id or handle that names no pending timer returns false and touches nothing: a
+// default one, a failed schedule's, a fired timer's, a cancelled one's (the second cancel), a
+// stale one whose node now holds another timer, and (Wheel) an id forged from a raw integer.
+TEST(BadInput, CancelOfDefaultFailedStaleOrForgedHandlesIsFalse) {
+  Hits h(8);
+  Wheel w({.tick = 1ms, .max_pending = 3});
+  ASSERT_TRUE(w.schedule_after(1h, Hit(&h, 0)));
+  const TimerId fired = w.schedule_after(1ms, Hit(&h, 1));
+  const TimerId cancelled = w.schedule_after(1h, Hit(&h, 2));
+  const TimerId failed = w.schedule_after(1h, Hit(&h, 3));
+  ASSERT_FALSE(failed);
+  EXPECT_TRUE(w.cancel(cancelled));
+  EXPECT_EQ(w.advance(1ms), 1u);
+  const TimerId reused = w.schedule_after(1h, Hit(&h, 4));  // takes the fired timer's node
+  ASSERT_TRUE(reused);
+  ASSERT_EQ(reused.raw() & 0xffffffffu, fired.raw() & 0xffffffffu) << "the test meant a reused node";
+  const std::size_t pending = w.pending();
+  EXPECT_FALSE(w.cancel(TimerId{}));
+  EXPECT_FALSE(w.cancel(failed));
+  EXPECT_FALSE(w.cancel(fired));
+  EXPECT_FALSE(w.cancel(cancelled));
+  EXPECT_FALSE(w.cancel(TimerId::from_raw(reused.raw() + (std::uint64_t{4} << 32))));  // a later lifetime
+  EXPECT_FALSE(w.cancel(TimerId::from_raw((std::uint64_t{1} << 32) | 0xfffffff0u)));  // an index no node had
+  EXPECT_FALSE(w.cancel(TimerId::from_raw(~std::uint64_t{0})));
+  EXPECT_EQ(w.pending(), pending);
+  EXPECT_EQ(w.stats().cancelled, 1u);
+  EXPECT_TRUE(w.cancel(reused)) << "the node's current timer was touched";
+
+  Engine e(manual());
+  Timer none;
+  Timer no_shard = e.schedule_on(5, 0ns, Hit(&h, 5));
+  Timer done = e.schedule_after(0ns, Hit(&h, 6));
+  Timer later = e.schedule_after(1h, Hit(&h, 7));
+  ASSERT_TRUE(done && later);
+  ASSERT_FALSE(no_shard);
+  EXPECT_EQ(e.poll(0), 1u);
+  Timer twice = later;
+  EXPECT_TRUE(twice.cancel());
+  EXPECT_FALSE(none.cancel());
+  EXPECT_FALSE(no_shard.cancel());
+  EXPECT_FALSE(done.cancel());
+  EXPECT_FALSE(later.cancel()) << "second cancel";
+  EXPECT_FALSE(twice.cancel());
+  EXPECT_EQ(e.poll(0), 0u);
+  const EngineStats s = e.stats();
+  EXPECT_EQ(s.cancelled, 1u);
+  EXPECT_EQ(s.fired, 1u);
+  EXPECT_EQ(s.pending, 0u);
+  EXPECT_EQ(h.ran[7].load(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Engine's lifecycle
+
+// After stop(): every schedule fails with Status::stopped (schedule_on a missing shard still says
+// no_such_shard: the shard is checked first), the handle tests false, names shard 0 and cancels
+// nothing, the callable is destroyed at once, and the refusal counts in stats().rejected. A second
+// stop() returns nothing; poll() runs nothing.
+TEST(BadInput, ScheduleAfterStopFailsWithStopped) {
+  Hits h(5);
+  Engine e(manual(2));
+  EXPECT_TRUE(e.stop().empty());
+  std::vector<Timer> refused;
+  refused.push_back(e.schedule_after(0ns, Hit(&h, 0)));
+  refused.push_back(e.schedule_at(at(fake_now()), Hit(&h, 1)));
+  refused.push_back(e.schedule_on(1, 1ms, Hit(&h, 2)));
+  refused.push_back(e.schedule_on(Engine::any_shard, 1ms, Hit(&h, 3)));
+  for (Timer& t : refused) {
+    EXPECT_FALSE(t);
+    EXPECT_EQ(t.status(), Status::stopped);
+    EXPECT_EQ(t.shard(), 0u);
+    EXPECT_FALSE(t.cancel());
+  }
+  EXPECT_EQ(e.schedule_on(2, 0ns, Hit(&h, 4)).status(), Status::no_such_shard);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(h.destroyed[i].load(), 1) << "callable " << i;
+  EXPECT_EQ(e.stats().rejected, 4u);
+  EXPECT_TRUE(e.stop().empty());
+  EXPECT_EQ(e.poll(0, advance_clock(1s)), 0u);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(h.ran[i].load(), 0) << i;
+
+  Engine threaded(workers(1));
+  ASSERT_TRUE(threaded.schedule_after(1h, [] {}));
+  EXPECT_EQ(threaded.stop().size(), 1u);
+  EXPECT_EQ(threaded.schedule_after(0ns, [] {}).status(), Status::stopped);
+  EXPECT_EQ(threaded.stats().rejected, 1u);
+}
+
+// stop() from inside one of the engine's callbacks would join the thread it runs on: refused with
+// std::logic_error saying so; the engine goes on.
+TEST(BadInput, StopFromACallbackThrowsLogicError) {
+  Hits h(1);
+  Engine e(manual());
+  std::string what;
+  ASSERT_TRUE(e.schedule_after(0ns, [e = &e, what = &what] {
+    try {
+      (void)e->stop();
+    } catch (const std::logic_error& err) {
+      *what = err.what();
+    }
+  }));
+  EXPECT_EQ(e.poll(0), 1u);
+  EXPECT_NE(what.find("stop() called from inside one of its timer callbacks"), std::string::npos) << what;
+  ASSERT_TRUE(e.schedule_after(0ns, Hit(&h, 0)));
+  EXPECT_EQ(e.poll(0), 1u) << "the engine stopped after a refused stop()";
+  EXPECT_EQ(e.stats().callback_errors, 0u);
+}
+
+// Re-entry from a callback: Wheel::advance() returns 0 and does nothing; Engine::poll() of the
+// shard being polled throws std::logic_error (out of the callback, where it can be caught).
+TEST(BadInput, AdvanceOrPollFromInsideACallbackIsRefused) {
+  Hits h(2);
+  Wheel w({.tick = 1ms});
+  std::size_t inner = 99;
+  ASSERT_TRUE(w.schedule_after(1ms, [w = &w, inner = &inner] { *inner = w->advance(1h); }));
+  ASSERT_TRUE(w.schedule_after(2ms, Hit(&h, 0)));
+  EXPECT_EQ(w.advance(1ms), 1u);
+  EXPECT_EQ(inner, 0u);
+  EXPECT_EQ(w.now(), 1ms) << "the inner advance() moved time";
+  EXPECT_EQ(h.ran[0].load(), 0) << "the inner advance() ran a timer";
+
+  Engine e(manual());
+  bool refused = false;
+  ASSERT_TRUE(e.schedule_after(0ns, [e = &e, refused = &refused] {
+    try {
+      (void)e->poll(0);
+    } catch (const std::logic_error&) {
+      *refused = true;
+    }
+  }));
+  ASSERT_TRUE(e.schedule_after(1ms, Hit(&h, 1)));
+  EXPECT_EQ(e.poll(0), 1u);
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(e.poll(0, advance_clock(1ms)), 1u) << "the refused poll left the shard marked as polled";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Limits
+
+// Schedules beyond max_pending fail with Status::max_pending_reached, change nothing (the callable
+// is destroyed) and count in stats().rejected. The Wheel frees a place at once when a timer fires
+// or is cancelled; the Engine once a pass of the shard has recycled it.
+TEST(BadInput, MaxPendingReachedRejectsAndCounts) {
+  constexpr std::size_t kLimit = 10;
+  Hits h(2 * kLimit + 4);
+  Wheel w({.tick = 1ms, .max_pending = kLimit});
+  std::vector<TimerId> ids;
+  for (std::size_t i = 0; i < kLimit; ++i) ids.push_back(w.schedule_after(1h, Hit(&h, i)));
+  const TimerId over = w.schedule_after(0ns, Hit(&h, kLimit));
+  EXPECT_FALSE(over);
+  EXPECT_EQ(over.status(), Status::max_pending_reached);
+  EXPECT_EQ(h.destroyed[kLimit].load(), 1);
+  EXPECT_EQ(w.stats().rejected, 1u);
+  EXPECT_EQ(w.pending(), kLimit);
+  EXPECT_TRUE(w.cancel(ids[0]));
+  EXPECT_TRUE(w.schedule_after(1h, Hit(&h, kLimit + 1)));
+
+  constexpr std::size_t kBase = kLimit + 2;
+  EngineOptions o = manual();
+  o.max_pending_per_shard = kLimit;
+  Engine e(o);
+  for (std::size_t i = 0; i < kLimit; ++i) ASSERT_TRUE(e.schedule_after(i == 0 ? 0ns : Nanos(1h), Hit(&h, kBase + i)));
+  const Timer refused = e.schedule_after(1h, Hit(&h, kBase + kLimit));
+  EXPECT_FALSE(refused);
+  EXPECT_EQ(refused.status(), Status::max_pending_reached);
+  EXPECT_EQ(h.destroyed[kBase + kLimit].load(), 1);
+  EXPECT_EQ(e.stats().rejected, 1u);
+  EXPECT_EQ(e.stats().shards[0].rejected, 1u);
+  EXPECT_EQ(e.poll(0), 1u);  // the first timer fires: its place is free again
+  EXPECT_TRUE(e.schedule_after(1h, Hit(&h, kBase + kLimit + 1)));
+  EXPECT_EQ(e.stop().size(), kLimit);
+}
+
+// schedule_on() a shard that does not exist: Status::no_such_shard, the callable destroyed at once,
+// nothing counted (no shard to count it in). Engine::any_shard is not such a shard.
+TEST(BadInput, ScheduleOnAMissingShardFailsWithNoSuchShard) {
+  Hits h(4);
+  Engine e(manual(2));
+  for (std::size_t shard : {std::size_t{2}, std::size_t{1000}, Engine::any_shard - 1}) {
+    const Timer t = e.schedule_on(shard, 0ns, Hit(&h, 0));
+    EXPECT_FALSE(t);
+    EXPECT_EQ(t.status(), Status::no_such_shard) << shard;
+  }
+  EXPECT_EQ(h.destroyed[0].load(), 3);
+  const EngineStats s = e.stats();
+  EXPECT_EQ(s.rejected, 0u);
+  EXPECT_EQ(s.scheduled + s.queue_depth, 0u);
+  const Timer any = e.schedule_on(Engine::any_shard, 0ns, Hit(&h, 1));
+  ASSERT_TRUE(any);
+  EXPECT_LT(any.shard(), 2u);
+  EXPECT_EQ(e.poll(any.shard()), 1u);
+}
+
+// poll() and next_deadline() with worker threads: std::logic_error; of a shard that does not
+// exist: std::out_of_range naming it.
+TEST(BadInput, PollMisuseIsRefused) {
+  Engine threaded(workers(1));
+  EXPECT_THROW((void)threaded.poll(0), std::logic_error);
+  EXPECT_THROW((void)threaded.poll(0, 1s, 1), std::logic_error);
+  EXPECT_THROW((void)threaded.next_deadline(0), std::logic_error);
+
+  Engine e(manual(2));
+  try {
+    (void)e.poll(2);
+    ADD_FAILURE() << "poll(2) of 2 shards accepted";
+  } catch (const std::out_of_range& err) {
+    EXPECT_NE(std::string(err.what()).find("shard 2 of 2"), std::string::npos) << err.what();
+  }
+  EXPECT_THROW((void)e.poll(Engine::any_shard), std::out_of_range);
+  EXPECT_THROW((void)e.next_deadline(7), std::out_of_range);
+  EXPECT_EQ(e.poll(1), 0u);
+}
+
+// Time never goes back: an earlier now is taken as the current one. Nothing runs early, and time
+// is not moved back (Wheel::now() stays).
+TEST(BadInput, TimeGoingBackIsTreatedAsNow) {
+  Hits h(2);
+  Wheel w({.tick = 1ms});
+  EXPECT_EQ(w.advance(10ms), 0u);
+  ASSERT_TRUE(w.schedule_after(5ms, Hit(&h, 0)));
+  EXPECT_EQ(w.advance(1ms), 0u);
+  EXPECT_EQ(w.advance(-1h), 0u);
+  EXPECT_EQ(w.now(), 10ms);
+  EXPECT_EQ(w.advance(15ms), 1u);
+
+  Engine e(manual());
+  const Nanos now = fake_now();
+  ASSERT_TRUE(e.schedule_after(5ms, Hit(&h, 1)));
+  EXPECT_EQ(e.poll(0, now), 0u);
+  EXPECT_EQ(e.poll(0, now - 1h), 0u);
+  EXPECT_EQ(e.poll(0, Nanos(0)), 0u);
+  EXPECT_EQ(e.poll(0, now + 5ms), 1u);
+}
+
+}  // namespace
+}  // namespace tickwheel::test
