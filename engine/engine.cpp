@@ -71,6 +71,7 @@ ProducerState::ProducerState(std::thread::id id, std::vector<std::unique_ptr<Sha
   for (std::size_t i = 0; i < all.size(); ++i) {
     shards[i].transfer = std::make_unique<moodycamel::ProducerToken>(all[i]->transfers());
     shards[i].cancel = std::make_unique<moodycamel::ProducerToken>(all[i]->cancels());
+    shards[i].returned = std::make_unique<moodycamel::ProducerToken>(all[i]->returned());
   }
 }
 
@@ -81,6 +82,7 @@ EngineCore::EngineCore(EngineOptions opts)
   const Nanos start = now();
   shards_.reserve(n);
   for (std::size_t i = 0; i < n; ++i) shards_.push_back(std::make_unique<Shard>(*this, i, opts_, start));
+  has_executor_ = opts_.executor != nullptr && dynamic_cast<InlineExecutor*>(opts_.executor.get()) == nullptr;
   // Relaxed: a count, ordering nothing.
   const std::size_t alive = g_live_engines.fetch_add(1, std::memory_order_relaxed) + 1;
   if (opts_.warn_engines_above != 0 && alive > opts_.warn_engines_above &&
@@ -103,6 +105,7 @@ EngineCore::~EngineCore() {
     for (std::size_t i = 0; i < shards_.size(); ++i) {
       p->shards[i].transfer.reset();
       p->shards[i].cancel.reset();
+      p->shards[i].returned.reset();
     }
   }
   shards_.clear();  // the wheels destroy the callables of timers never run
@@ -117,6 +120,25 @@ unsigned EngineCore::cpu_for(std::size_t shard) const noexcept {
 void EngineCore::note_once(Notice kind, const std::string& message) {
   if (noticed_[static_cast<std::size_t>(kind)].exchange(true, std::memory_order_relaxed)) return;
   opts_.log(message);
+}
+
+void EngineCore::report_callback_error(std::exception_ptr error) noexcept {
+  try {
+    if (opts_.on_callback_error) {
+      opts_.on_callback_error(std::move(error));
+    } else {
+      note_once(Notice::callback_threw,
+                "tickwheel: a timer callback threw; the exception was dropped (counted in "
+                "stats().callback_errors; set EngineOptions::on_callback_error to see each one)");
+    }
+  } catch (...) {
+    // The handler (or the log) threw: dropped, as documented; the callback's thread goes on.
+  }
+}
+
+moodycamel::ProducerToken* EngineCore::returned_token(std::size_t shard) noexcept {
+  ProducerState* state = producer();
+  return state != nullptr ? state->shards[shard].returned.get() : nullptr;
 }
 
 bool EngineCore::is_own_worker(const Shard* shard) const noexcept {
@@ -220,6 +242,10 @@ Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) no
   ProducerState* state = producer();  // registered by acquire(): a table hit
   ProducerState::PerShard& mine = state->shards[shard->index()];
   if (!shard->hand_over(*mine.transfer, node)) return fail(*state, shard, node, Status::out_of_memory);
+  if (++mine.posted == ProducerState::kNudgeEvery) [[unlikely]] {
+    mine.posted = 0;
+    shard->nudge();
+  }
   // hand_over() ended with a seq_cst fence after the enqueue, and stop() has one between its store
   // of stopped_ and its drain of the queues (Dekker): so if this load sees false, stop()'s drain
   // will see the node, and if it sees true the node may have come too late for the drain.
@@ -228,11 +254,14 @@ Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) no
 }
 
 Timer EngineCore::settle_late(ProducerState& state, Shard* shard, Node* node, std::uint32_t gen) noexcept {
-  // stop() holds this mutex from its store of stopped_ until it has drained every queue, so here
-  // the queues are still. If its drain took the node, the node is among the timers stop()
-  // returned and the schedule stands; if not, it is the one item in this thread's sub-queue
-  // (earlier ones were drained, or settled here too): take it back and fail the schedule.
+  // stop() holds this mutex from its store of stopped_ until it has drained every queue, except
+  // while it waits for executor tasks (which may be what is scheduling here). Under it the queues
+  // are still. Not drained yet (that wait): the drain to come takes the node, and the schedule
+  // stands, among the timers stop() returns. Drained: if the drain took the node, likewise; if
+  // not, it is the one item in this thread's sub-queue (earlier ones were drained, or settled
+  // here too): take it back and fail the schedule.
   std::lock_guard lock(lifecycle_mutex_);
+  if (!joined_) return Timer(shard, node, gen);
   Node* back = nullptr;
   if (!shard->transfers().try_dequeue_from_producer(*state.shards[shard->index()].transfer, back)) {
     return Timer(shard, node, gen);
@@ -268,7 +297,12 @@ void EngineCore::post_cancel(Shard& shard, Node* node, std::uint32_t cancelled_g
   }
   ProducerState* state = producer();
   if (state != nullptr) {
-    shard.post_cancel(*state->shards[shard.index()].cancel, node, cancelled_gen);
+    ProducerState::PerShard& mine = state->shards[shard.index()];
+    shard.post_cancel(*mine.cancel, node, cancelled_gen);
+    if (++mine.posted == ProducerState::kNudgeEvery) [[unlikely]] {
+      mine.posted = 0;
+      shard.nudge();
+    }
   }
   // With no state (out of memory on this thread's first use) the record is not posted; the node
   // stays linked, harmless, until its time comes: the worker's claim then fails and recycles it.
@@ -291,19 +325,28 @@ void EngineCore::start() {
 }
 
 std::vector<Timer> EngineCore::stop() {
-  if (Shard* own = current_shard(); own != nullptr && &own->core() == this) {
+  const Shard* own = current_shard();
+  if ((own != nullptr && &own->core() == this) || current_task_engine() == this) {
     throw std::logic_error(
         "tickwheel::Engine::stop() called from inside one of its timer callbacks: it would join the "
-        "thread it runs on; call it from another thread");
+        "thread it runs on, or wait for its own task; call it from another thread");
   }
-  std::lock_guard lock(lifecycle_mutex_);
+  std::unique_lock lock(lifecycle_mutex_);
   if (stopped_.load(std::memory_order_relaxed)) return {};
   stopped_.store(true, std::memory_order_relaxed);
   // Dekker with commit(): a hand-off whose producer then reads stopped_ as false is seen by the
-  // drains below; one that reads true is settled by its producer once this returns (settle_late).
+  // drains below; one that reads true is settled by its producer under this mutex (settle_late).
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (auto& shard : shards_) shard->request_stop();
   for (auto& shard : shards_) shard->join();
+  if (has_executor_) {
+    // Callbacks still running on executor threads may schedule or cancel: let them, then wait
+    // them out. A hand-off that comes meanwhile stands (settle_late sees joined_ still false) and
+    // a cancel is posted; the drains below take both.
+    lock.unlock();
+    for (auto& shard : shards_) shard->wait_for_tasks();
+    lock.lock();
+  }
   std::vector<Timer> unprocessed;
   for (auto& shard : shards_) {
     Shard* s = shard.get();
@@ -343,6 +386,8 @@ EngineStats EngineCore::stats() const {
     total.scheduled += s.scheduled;
     total.fired += s.fired;
     total.cancelled += s.cancelled;
+    total.rearmed += s.rearmed;
+    total.skipped += s.skipped;
     total.rejected += s.rejected;
     total.pending += s.pending;
     total.queue_depth += s.queue_depth;
@@ -350,6 +395,7 @@ EngineStats EngineCore::stats() const {
     total.passes += s.passes;
     total.wakeups += s.wakeups;
     total.callback_errors += s.callback_errors;
+    total.executing += s.executing;
     total.max_tick_lag_ns = std::max(total.max_tick_lag_ns, s.max_tick_lag_ns);
     total.shards.push_back(std::move(s));
   }
@@ -378,21 +424,32 @@ std::size_t Engine::shard_count() const noexcept { return core_->shard_count(); 
 std::size_t Engine::poll(std::size_t shard, std::size_t limit) { return core_->poll(shard, core_->now(), limit); }
 std::size_t Engine::poll(std::size_t shard, Nanos now, std::size_t limit) { return core_->poll(shard, now, limit); }
 std::optional<Nanos> Engine::next_deadline(std::size_t shard) const { return core_->next_deadline(shard); }
+std::uint64_t Engine::periodic_meta(Nanos period, const PeriodicOptions& opts) const noexcept {
+  return detail::periodic_meta(period, opts, core_->tick());
+}
 Nanos Engine::tick() const noexcept { return core_->tick(); }
 
 // ---- Timer ----
 
 bool Timer::cancel() noexcept {
   if (node_ == nullptr) return false;
+  const std::uint32_t cancelled = gen_ - detail::kPending + detail::kCancelled;
+  const std::uint32_t running = gen_ - detail::kPending + detail::kRunning;  // periodic only
   std::uint32_t expected = gen_;
-  // acq_rel: pairs with the worker's claim (Wheel::claim) on the same word: exactly one of the two
-  // compare-and-swaps succeeds, and the loser sees the winner's state.
-  if (!node_->gen.compare_exchange_strong(expected, gen_ - detail::kPending + detail::kCancelled,
-                                          std::memory_order_acq_rel, std::memory_order_relaxed)) {
-    return false;
+  for (;;) {
+    // acq_rel: pairs with the worker's claim (Wheel::claim) and, for a periodic timer, its re-arm
+    // (Wheel::rearm) on the same word: exactly one of two racing compare-and-swaps succeeds, and
+    // the loser sees the winner's state.
+    if (node_->gen.compare_exchange_strong(expected, cancelled, std::memory_order_acq_rel,
+                                           std::memory_order_acquire)) {
+      if (expected == gen_) shard_->core().post_cancel(*shard_, node_, cancelled);
+      // From running, there is nothing to unlink: the re-arm, refused, recycles the node.
+      return true;
+    }
+    // A one-shot timer claimed, cancelled before, or reused: lost. A periodic timer running: try
+    // running -> cancelled. Re-armed meanwhile (back to pending): try pending -> cancelled again.
+    if (expected != gen_ && expected != running) return false;
   }
-  shard_->core().post_cancel(*shard_, node_, gen_ - detail::kPending + detail::kCancelled);
-  return true;
 }
 
 bool Timer::cancelled() const noexcept {

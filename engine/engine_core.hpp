@@ -31,12 +31,17 @@ namespace tickwheel::detail {
 
 struct ProducerState {
   static constexpr std::size_t kCache = 64;  // nodes per shard taken from its reserve at a time
+  // Hand-offs and cancels a thread posts to a shard between two nudges of its worker (see
+  // Shard::nudge): what bounds the backlog a sleeping worker can leave in its queues.
+  static constexpr std::uint32_t kNudgeEvery = 4096;
 
   struct PerShard {
     std::unique_ptr<moodycamel::ProducerToken> transfer;
     std::unique_ptr<moodycamel::ProducerToken> cancel;
+    std::unique_ptr<moodycamel::ProducerToken> returned;  // an executor thread's node returns
     std::array<Node*, kCache> cache{};
     std::size_t cached = 0;
+    std::uint32_t posted = 0;  // hand-offs and cancels since this thread last nudged the worker
   };
 
   ProducerState(std::thread::id id, std::vector<std::unique_ptr<Shard>>& shards, std::size_t home_shard);
@@ -65,6 +70,11 @@ class EngineCore {
   Status acquire(std::size_t shard, Node*& node, Shard*& target) noexcept;
   Timer commit(Shard* target, Node* node, Nanos when, bool relative) noexcept;
   void post_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen) noexcept;
+  // The calling thread's token for the shard's returned-node queue (registering the thread on its
+  // first use), or null if it could not be had (out of memory).
+  moodycamel::ProducerToken* returned_token(std::size_t shard) noexcept;
+  // A callback threw (any thread): EngineOptions::on_callback_error, or a one-time notice.
+  void report_callback_error(std::exception_ptr error) noexcept;
 
   void start();
   std::vector<Timer> stop();
@@ -96,6 +106,7 @@ class EngineCore {
   mutable std::mutex registry_mutex_;  // a thread's first use of the engine
   std::vector<std::unique_ptr<ProducerState>> producers_;
   std::vector<std::unique_ptr<Shard>> shards_;
+  bool has_executor_ = false;  // tasks may be out on executor threads; fixed at construction
 
   // start(), stop(), and after stop() cancels and late hand-offs: never the hot path.
   std::mutex lifecycle_mutex_;

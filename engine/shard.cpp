@@ -14,11 +14,13 @@
 
 #include "clock.hpp"
 #include "engine_core.hpp"
+#include "tickwheel/detail/arith.hpp"
 
 namespace tickwheel::detail {
 namespace {
 
 thread_local Shard* t_current_shard = nullptr;
+thread_local const EngineCore* t_task_engine = nullptr;
 
 // The reserve of free nodes a worker keeps for producers: refilled to its target whenever a pass
 // finds it below half of it. The target starts at 16 Ki nodes (1 MiB of node memory per shard) and
@@ -54,6 +56,7 @@ static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t),
               "the futex word is used through its address");
 
 Shard* current_shard() noexcept { return t_current_shard; }
+const EngineCore* current_task_engine() noexcept { return t_task_engine; }
 
 Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nanos start)
     : core_(core),
@@ -65,10 +68,13 @@ Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nan
       pin_(opts.pin_workers),
       manual_(opts.threads == Threads::manual),
       cpu_(core.cpu_for(index)),
+      tick_ns_(static_cast<std::uint64_t>(opts.tick.count())),
+      executor_(dynamic_cast<InlineExecutor*>(opts.executor.get()) != nullptr ? nullptr : opts.executor.get()),
       wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0}),
       reserve_target_(kReserveStart) {
   wheel_.share();
   wheel_.pool_.use_arena(arena_.id);
+  if (executor_ != nullptr) wheel_.set_dispatch(&Shard::dispatch, this);
 }
 
 Shard::~Shard() { delete reserve_token_; }
@@ -81,25 +87,107 @@ bool Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
   // when the producer's block list must grow, which stops once it covers the peak backlog; if
   // that allocation fails nothing was handed over and the caller fails the schedule.
   if (!transfers_.enqueue(token, node)) return false;
-  // Dekker with sleep_until(): this fence orders the enqueue before the load of the worker's plan,
-  // the worker's fence orders its plan before its look at the queue. So either the worker sees the
-  // node before it sleeps, or this load sees the plan and wakes it if the node is due earlier.
-  // The caller's load of stopped_ relies on this fence too (EngineCore::commit): one fence per
-  // hand-off serves both pairings.
+  // The caller's load of stopped_ relies on the fence in here too (EngineCore::commit): one fence
+  // per hand-off serves both pairings.
+  wake_if_before(due);
+  return true;
+}
+
+void Shard::wake_if_before(std::uint64_t due_ns) noexcept {
+  // Dekker with sleep_until(): this fence orders the caller's enqueue before the load of the
+  // worker's plan, the worker's fence orders its plan before its look at the queues. So either the
+  // worker sees the node before it sleeps, or this load sees the plan and wakes it if the node is
+  // due earlier.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (due < planned_wake_ns_.load(std::memory_order_relaxed)) {
+  if (due_ns < planned_wake_ns_.load(std::memory_order_relaxed)) {
     // Release: pairs with the worker's acquire load of the futex word before it plans a sleep.
     futex_.fetch_add(1, std::memory_order_release);
     futex_wake(&futex_);
   }
-  return true;
+}
+
+void Shard::dispatch(void* self, Node* node) noexcept {
+  auto* shard = static_cast<Shard*>(self);
+  // Relaxed: only this worker writes it, and stop() reads it after joining the worker.
+  shard->dispatched_.store(shard->dispatched_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  shard->executor_->execute(Task(shard, node));
+}
+
+void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noexcept {
+  using Meta = PeriodicMeta;
+  // Read before the run: a one-shot run destroys the callable, and with it what meta would ask.
+  const std::uint64_t meta = node->thunk(node->storage, Op::meta);
+  const EngineCore* const outer = t_task_engine;
+  t_task_engine = &core_;  // stop() from inside the callback is refused
+  try {
+    node->thunk(node->storage, Op::run);
+  } catch (...) {
+    callback_threw();
+  }
+  t_task_engine = outer;
+  std::uint64_t next_ns = std::numeric_limits<std::uint64_t>::max();  // a one-shot wakes no one
+  if (meta != 0) {
+    if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay)) {
+      // The worker places the next run from here (Wheel::rearm_returned); the node is this
+      // thread's until the enqueue below publishes it (release; the worker's dequeue acquires).
+      node->due = static_cast<std::uint64_t>(std::max<Nanos::rep>(core_.now().count(), 0));
+      next_ns = detail::saturating_add(node->due, Meta::period(meta));
+    } else {
+      // The next grid point, or a later one if the timer misfired: waking for the first is never
+      // late. `due` is the run's tick, written by the worker before it handed the task over.
+      next_ns = detail::saturating_add(node->due * tick_ns_, Meta::period(meta));
+    }
+  }
+  // An enqueue fails only when the queue cannot allocate; a node must not be lost, so try again
+  // (without this thread's token, then with it) until memory is found.
+  while (!(returned_token != nullptr ? returned_.enqueue(*returned_token, node) : returned_.enqueue(node))) {
+    returned_token = nullptr;
+    std::this_thread::yield();
+  }
+  if (meta != 0) wake_if_before(next_ns);
+  completed_.fetch_add(1, std::memory_order_release);  // see completed_
+}
+
+void Shard::callback_threw() noexcept {
+  callback_errors_.fetch_add(1, std::memory_order_relaxed);
+  core_.report_callback_error(std::current_exception());
+}
+
+void Shard::wait_for_tasks() const noexcept {
+  // Acquire: pairs with run_task()'s release increment, so the returned nodes are all visible.
+  while (completed_.load(std::memory_order_acquire) != dispatched_.load(std::memory_order_relaxed)) {
+    std::this_thread::yield();
+  }
+}
+
+void Shard::drain_returned() noexcept {
+  Node* nodes[kBulk];
+  std::size_t n;
+  while ((n = returned_.try_dequeue_bulk(nodes, kBulk)) != 0) {
+    for (std::size_t i = 0; i < n; ++i) {
+      Node* node = nodes[i];
+      if (node->thunk(node->storage, Op::meta) == 0) {
+        wheel_.release_node(node);  // a one-shot run destroyed its callable
+      } else {
+        wheel_.rearm_returned(node);
+      }
+    }
+  }
 }
 
 void Shard::post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept {
-  // Never wakes the worker: most timers are cancelled, and the node is harmless until the next
-  // pass (if its time comes first, the worker's claim fails and it recycles the node then, which
-  // is also what happens if this enqueue cannot allocate).
+  // Does not wake the worker (but for the caller's nudge, once per kNudgeEvery posts): most
+  // timers are cancelled, and the node is harmless until the next pass (if its time comes
+  // first, the worker's claim fails and it recycles the node then, which is also what happens
+  // if this enqueue cannot allocate).
   cancels_.enqueue(token, CancelRecord{node, cancelled_gen});
+}
+
+void Shard::nudge() noexcept {
+  // Relaxed: a hint. A worker that is awake (0) drains the queues before it plans its next sleep.
+  if (planned_wake_ns_.load(std::memory_order_relaxed) == 0) return;
+  futex_.fetch_add(1, std::memory_order_release);  // as in wake_if_before()
+  futex_wake(&futex_);
 }
 
 std::size_t Shard::take_nodes(Node** out, std::size_t n) noexcept {
@@ -108,9 +196,9 @@ std::size_t Shard::take_nodes(Node** out, std::size_t n) noexcept {
 
 bool Shard::admit() noexcept {
   if (max_pending_ == 0) return true;
-  // Pending = admitted - (fired + cancelled), the latter as the worker last published them: an
-  // overestimate by what fired since, so the limit is never exceeded, only reached a little early.
-  const std::uint64_t done = fired_.load(std::memory_order_relaxed) + cancelled_.load(std::memory_order_relaxed);
+  // Pending = admitted - done, the latter as the worker last published it: an overestimate by
+  // what ended since, so the limit is never exceeded, only reached a little early.
+  const std::uint64_t done = done_.load(std::memory_order_relaxed);
   const std::uint64_t before = admitted_.fetch_add(1, std::memory_order_relaxed);
   if (before - std::min(before, done) < max_pending_) return true;
   admitted_.fetch_sub(1, std::memory_order_relaxed);
@@ -123,13 +211,18 @@ ShardStats Shard::stats() const {
   s.scheduled = scheduled_.load(std::memory_order_relaxed);
   s.fired = fired_.load(std::memory_order_relaxed);
   s.cancelled = cancelled_.load(std::memory_order_relaxed);
+  s.rearmed = rearmed_.load(std::memory_order_relaxed);
+  s.skipped = skipped_.load(std::memory_order_relaxed);
   s.rejected = rejected_.load(std::memory_order_relaxed);
-  s.pending = s.scheduled - std::min(s.scheduled, s.fired + s.cancelled);
+  s.pending = pending_.load(std::memory_order_relaxed);
   s.queue_depth = transfers_.size_approx();
   s.transfer_cap_hits = cap_hits_.load(std::memory_order_relaxed);
   s.passes = passes_.load(std::memory_order_relaxed);
   s.wakeups = wakeups_.load(std::memory_order_relaxed);
   s.callback_errors = callback_errors_.load(std::memory_order_relaxed);
+  const std::uint64_t completed = completed_.load(std::memory_order_relaxed);
+  const std::uint64_t dispatched = dispatched_.load(std::memory_order_relaxed);
+  s.executing = dispatched - std::min(dispatched, completed);  // two snapshots: never negative
   s.max_tick_lag_ns = max_lag_ns_.load(std::memory_order_relaxed);
   s.bound_cpu = bound_cpu_.load(std::memory_order_relaxed);
   if (ready()) s.binding = binding_;  // acquire in ready() pairs with the worker's release
@@ -214,7 +307,7 @@ std::size_t Shard::poll(Nanos now, std::size_t limit) {
 }
 
 std::optional<Nanos> Shard::next_deadline(Nanos now) const noexcept {
-  if (transfers_.size_approx() != 0) return now;
+  if (transfers_.size_approx() != 0 || returned_.size_approx() != 0) return now;
   return wheel_.next_deadline();
 }
 
@@ -227,6 +320,7 @@ std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
   // Netty's order: cancels first (their nodes must not be transferred into the wheel as live
   // timers only to be unlinked again), then at most transfer_cap hand-offs, then what is due.
   drain_cancels();
+  drain_returned();
   const std::size_t moved = transfer(transfer_cap_);
   cap_hit_ = moved == transfer_cap_ && transfers_.size_approx() != 0;
   if (cap_hit_) cap_hits_.fetch_add(1, std::memory_order_relaxed);
@@ -238,10 +332,7 @@ std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
       break;
     } catch (...) {
       // The callback counts as fired; the wheel resumes the rest of the pass on the next call.
-      callback_errors_.fetch_add(1, std::memory_order_relaxed);
-      core_.note_once(EngineCore::Notice::callback_threw,
-                      "tickwheel: a timer callback threw; the exception was dropped (counted in "
-                      "stats().callback_errors)");
+      callback_threw();
     }
   }
   refill();
@@ -293,6 +384,10 @@ void Shard::publish_stats() noexcept {
   scheduled_.store(w.scheduled, std::memory_order_relaxed);
   fired_.store(w.fired, std::memory_order_relaxed);
   cancelled_.store(w.cancelled, std::memory_order_relaxed);
+  rearmed_.store(w.rearmed, std::memory_order_relaxed);
+  skipped_.store(w.skipped, std::memory_order_relaxed);
+  pending_.store(wheel_.pending(), std::memory_order_relaxed);
+  done_.store(w.fired + w.skipped + w.cancelled - w.rearmed, std::memory_order_relaxed);
 }
 
 void Shard::wait() {
@@ -307,7 +402,10 @@ void Shard::wait() {
       planned_ns_ = next;  // as for spin; sleep_until() sets it again if the spin runs out
       for (;;) {
         const Nanos now = monotonic_now();
-        if ((next && now >= *next) || transfers_.size_approx() != 0 || stopping_.load(std::memory_order_acquire)) return;
+        if ((next && now >= *next) || transfers_.size_approx() != 0 || returned_.size_approx() != 0 ||
+            stopping_.load(std::memory_order_acquire)) {
+          return;
+        }
         if (now >= spin_end) break;
         cpu_relax();
       }
@@ -327,9 +425,10 @@ void Shard::sleep_until(std::optional<Nanos> deadline) {
   const std::uint64_t plan = deadline ? static_cast<std::uint64_t>(deadline->count())
                                       : std::numeric_limits<std::uint64_t>::max();
   planned_wake_ns_.store(plan, std::memory_order_relaxed);
-  // Dekker with hand_over(): see the fence there.
+  // Dekker with wake_if_before(): see the fence there. Nodes back from the executor count as
+  // work too: a periodic one is not in the wheel's plan until it is re-armed.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (transfers_.size_approx() == 0 && !stopping_.load(std::memory_order_acquire)) {
+  if (transfers_.size_approx() == 0 && returned_.size_approx() == 0 && !stopping_.load(std::memory_order_acquire)) {
     futex_wait(&futex_, seq, deadline);
     wakeups_.fetch_add(1, std::memory_order_relaxed);
   }

@@ -9,7 +9,13 @@
 //             by compare-and-swap), tops free_nodes_ back up from the wheel's pool, then waits.
 //   cancel:   any thread wins the compare-and-swap on the node's generation, then posts
 //             {node, cancelled generation} on cancels_; the worker unlinks and recycles the node
-//             if it is still that lifetime and still linked (else whoever met it first did).
+//             if it is still that lifetime and still linked (else whoever met it first did). A
+//             periodic timer caught running is cancelled by a second compare-and-swap (running ->
+//             cancelled) with no record: its node is not linked, and the re-arm, refused, recycles it.
+//   executor: the worker claims a due node as usual and hands it over as a Task; the executor's
+//             thread runs it (run_task) and posts the node on returned_; the worker's next pass
+//             recycles it (one-shot) or re-arms it (periodic), waking for a periodic node whose
+//             next run is before its planned wake-up, as for a hand-off.
 // Only the worker ever links, unlinks or recycles a node, so the wheel stays single-threaded.
 #pragma once
 
@@ -50,6 +56,14 @@ class Shard {
   // False, with nothing handed over, if the queue could not allocate room.
   [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node) noexcept;
   void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
+  // Wakes the worker if it sleeps, whatever its plan: a producer calls it once per
+  // ProducerState::kNudgeEvery items it posted, so that a worker asleep until a far deadline does
+  // not let cancelled timers (and their callables) pile up in its queues without bound.
+  void nudge() noexcept;
+  // Runs a node the worker handed to the executor, on the calling thread, and gives it back (see
+  // Task::run). `returned_token` is the calling thread's producer token for returned(), or null.
+  void run_task(Node* node, moodycamel::ProducerToken* returned_token) noexcept;
+  moodycamel::ConcurrentQueue<Node*>& returned() noexcept { return returned_; }
   // Up to n free nodes from the reserve the worker keeps; 0 if it is empty right now.
   std::size_t take_nodes(Node** out, std::size_t n) noexcept;
   moodycamel::ConcurrentQueue<Node*>& transfers() noexcept { return transfers_; }
@@ -86,17 +100,22 @@ class Shard {
   void link_direct(Node* node) noexcept;
 
   // ---- After join() (the stopping thread, which now owns the shard). ----
-  // Retires posted cancels, adopts what is still in the hand-off queue, and calls fn(node, gen)
-  // for every timer still pending.
+  // Waits until every task handed to the executor has run (their threads may still schedule and
+  // cancel, so the caller must hold no lock they take).
+  void wait_for_tasks() const noexcept;
+  // Retires posted cancels, takes back what the executor returned, adopts what is still in the
+  // hand-off queue, and calls fn(node, gen) for every timer still pending.
   template <class Fn>
   void drain_stopped(Fn&& fn) {
     drain_cancels();
+    drain_returned();
     while (transfer(~std::size_t{0}) != 0) {
     }
     wheel_.for_each_pending([&](Node* node) { fn(node, node->gen.load(std::memory_order_relaxed)); });
     publish_stats();
   }
   void drain_cancels() noexcept;  // also used by the engine's destructor, after stop()
+  void drain_returned() noexcept;
   // A cancel that comes after stop() (the caller holds the engine's lifecycle mutex).
   void retire_now(Node* node, std::uint32_t cancelled_gen) noexcept {
     wheel_.retire(node, cancelled_gen);
@@ -109,6 +128,10 @@ class Shard {
   std::size_t pass(Nanos now, std::size_t limit) noexcept;
   std::size_t transfer(std::size_t cap) noexcept;
   void refill() noexcept;
+  // Wakes the worker if it sleeps, or is about to, past due_ns. Called after an enqueue.
+  void wake_if_before(std::uint64_t due_ns) noexcept;
+  static void dispatch(void* self, Node* node) noexcept;  // the wheel's executor hook
+  void callback_threw() noexcept;                         // inside a catch block, any thread
   void top_up(std::size_t want) noexcept;  // moves up to `want` free nodes into the reserve
   void wait();
   void sleep_until(std::optional<Nanos> deadline);
@@ -123,6 +146,8 @@ class Shard {
   const bool pin_;
   const bool manual_;
   const unsigned cpu_;
+  const std::uint64_t tick_ns_;
+  Executor* const executor_;  // null: callbacks run inline; else owned by the engine's options
 
   // The arena the wheel's node memory comes from (see detail/memory.hpp); declared before the
   // wheel so that it outlives the wheel's pool.
@@ -147,6 +172,13 @@ class Shard {
   alignas(kCacheLine) std::atomic<std::uint64_t> scheduled_{0};
   std::atomic<std::uint64_t> fired_{0};
   std::atomic<std::uint64_t> cancelled_{0};
+  std::atomic<std::uint64_t> rearmed_{0};
+  std::atomic<std::uint64_t> skipped_{0};
+  std::atomic<std::uint64_t> pending_{0};
+  // Timers that no longer hold a place against max_pending: fired + skipped + cancelled - rearmed,
+  // published as one word so that admit() never combines counters from different passes.
+  std::atomic<std::uint64_t> done_{0};
+  std::atomic<std::uint64_t> dispatched_{0};  // tasks handed to the executor
   std::atomic<std::uint64_t> passes_{0};
   std::atomic<std::uint64_t> wakeups_{0};
   std::atomic<std::uint64_t> cap_hits_{0};
@@ -159,6 +191,11 @@ class Shard {
   // Written by producers (admission, rejections); its own line so it does not bounce the above.
   alignas(kCacheLine) std::atomic<std::uint64_t> admitted_{0};
   std::atomic<std::uint64_t> rejected_{0};
+
+  // Written by executor threads: tasks run and returned. Release (each increment comes after the
+  // task's node is on returned_), so wait_for_tasks(), reading it with acquire, then finds every
+  // returned node in the queue.
+  alignas(kCacheLine) std::atomic<std::uint64_t> completed_{0};
 
   // The wake protocol. planned_wake_ns_: 0 while the worker is awake (it will look at the queue
   // before it sleeps), else the deadline in nanoseconds it will wake at (UINT64_MAX: not before it
@@ -174,9 +211,12 @@ class Shard {
   moodycamel::ConcurrentQueue<Node*> transfers_;
   moodycamel::ConcurrentQueue<CancelRecord> cancels_;
   moodycamel::ConcurrentQueue<Node*> free_nodes_;
+  moodycamel::ConcurrentQueue<Node*> returned_;  // nodes back from the executor
 };
 
 // The shard whose worker is the calling thread, or nullptr.
 Shard* current_shard() noexcept;
+// The engine whose task the calling thread is running (inside Task::run), or nullptr.
+const EngineCore* current_task_engine() noexcept;
 
 }  // namespace tickwheel::detail

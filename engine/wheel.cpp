@@ -51,15 +51,18 @@ TimerId checked(TimerId id) {
   return id;
 }
 
-// The schedule word of a periodic timer, or 0 for a period schedule_every() refuses.
-std::uint64_t Wheel::periodic_meta(Nanos period, const PeriodicOptions& opts) const noexcept {
-  using Meta = detail::PeriodicMeta;
+namespace detail {
+
+std::uint64_t periodic_meta(Nanos period, const PeriodicOptions& opts, Nanos tick) noexcept {
+  using Meta = PeriodicMeta;
   assert(opts.cadence <= Cadence::fixed_delay && opts.misfire <= Misfire::skip);
   if (period.count() <= 0 || static_cast<std::uint64_t>(period.count()) > Meta::kMaxPeriod) return 0;
-  if (opts.cadence == Cadence::fixed_rate && period.count() % tick_.count() != 0) return 0;
+  if (opts.cadence == Cadence::fixed_rate && period.count() % tick.count() != 0) return 0;
   return Meta::make(static_cast<std::uint64_t>(period.count()), static_cast<unsigned>(opts.cadence),
                     static_cast<unsigned>(opts.misfire));
 }
+
+}  // namespace detail
 
 Wheel::Wheel(WheelOptions opts)
     : tick_(opts.tick), now_(opts.start), cur_(0), target_(0), max_tick_(0), max_pending_(opts.max_pending) {
@@ -217,7 +220,6 @@ bool Wheel::claim(Node* node, std::uint32_t gen, std::uint32_t state) noexcept {
 // (I3), so a timer that is behind runs once per call and cannot livelock a pass. If a cancel came
 // while the callback ran, the re-arm is refused and the lifetime ends here instead.
 void Wheel::rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept {
-  ++stats_.rearmed;  // the period after this run: linked now, or taken by that cancel
   const std::uint32_t pending = running - detail::kRunning + detail::kPending;
   bool rearmed = true;
   if (!shared_) {
@@ -370,6 +372,10 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
       }
       ++stats_.fired;
       ++ran;
+      if (dispatch_ != nullptr) {
+        dispatch_(dispatch_context_, node);  // the executor runs it and returns the node
+        continue;
+      }
       try {
         node->thunk(node->storage, detail::Op::run);
       } catch (...) {
@@ -385,7 +391,8 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
 // A periodic node taken from a firing slot: claims it, runs it (or drops the run, for Misfire::skip
 // a whole period late) and re-arms it. Returns how many callbacks ran (0 or 1). A periodic timer
 // stays in pending_ through its run; only a cancel takes it out. If the callback throws, the timer
-// is re-armed first, then the exception leaves.
+// is re-armed first, then the exception leaves. With an executor the run is handed over instead,
+// and the node, still running, comes back through rearm_returned().
 std::size_t Wheel::fire_periodic(Node* node, std::uint64_t meta) {
   using Meta = detail::PeriodicMeta;
   const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
@@ -400,6 +407,7 @@ std::size_t Wheel::fire_periodic(Node* node, std::uint64_t meta) {
   const std::uint32_t running = gen - detail::kPending + detail::kRunning;
   const std::uint64_t due = node->due;  // the tick this run is for: <= target_ (I3)
   assert(due <= target_);
+  ++stats_.rearmed;  // the period after this run or skip: linked then, or taken by a cancel
   if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_rate) &&
       Meta::misfire(meta) == static_cast<unsigned>(Misfire::skip)) {
     const std::uint64_t period = Meta::period(meta) / static_cast<std::uint64_t>(tick_.count());
@@ -410,23 +418,28 @@ std::size_t Wheel::fire_periodic(Node* node, std::uint64_t meta) {
     }
   }
   ++stats_.fired;
+  if (dispatch_ != nullptr) {
+    dispatch_(dispatch_context_, node);
+    return 1;
+  }
   try {
     node->thunk(node->storage, detail::Op::run);
   } catch (...) {
-    rearm(node, running, next_run(meta, due));
+    rearm(node, running, next_run(meta, due, now_));
     throw;
   }
-  rearm(node, running, next_run(meta, due));
+  rearm(node, running, next_run(meta, due, now_));
   return 1;
 }
 
-// The tick of a periodic timer's next run after the run for tick `due` (see Cadence and Misfire in
-// wheel.hpp), clamped to the horizon.
-std::uint64_t Wheel::next_run(std::uint64_t meta, std::uint64_t due) const noexcept {
+// The tick of a periodic timer's next run after the run for tick `due` that ended at `ran_until`
+// (see Cadence and Misfire in wheel.hpp), clamped to the horizon. Inline runs end, in the wheel's
+// time, at the now of the advance() that ran them; an executor's runs at the time it reported.
+std::uint64_t Wheel::next_run(std::uint64_t meta, std::uint64_t due, Nanos ran_until) const noexcept {
   using Meta = detail::PeriodicMeta;
   const std::uint64_t period_ns = Meta::period(meta);
   if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay)) {
-    return due_tick(detail::saturating_add(now_, Nanos(static_cast<Nanos::rep>(period_ns))));
+    return due_tick(detail::saturating_add(ran_until, Nanos(static_cast<Nanos::rep>(period_ns))));
   }
   // Fixed rate: period_ns is a whole number of ticks (periodic_meta()). No overflow: due and
   // target_ are below 2^63 / kMinTick < 2^54, the period in ticks below 2^60 / kMinTick.
@@ -677,6 +690,22 @@ bool Wheel::retire(Node* node, std::uint32_t cancelled_gen) noexcept {
   --pending_;
   ++stats_.cancelled;
   return true;
+}
+
+void Wheel::rearm_returned(Node* node) noexcept {
+  using Meta = detail::PeriodicMeta;
+  const std::uint64_t meta = node->thunk(node->storage, detail::Op::meta);
+  assert(meta != 0);
+  // Running, or cancelled during the run (running - 1): either way the running value is the
+  // lifetime's multiple of four, which rearm() expects. A returned node is unlinked (I5).
+  const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+  const std::uint32_t running = (gen & 3) == 0 ? gen : gen + 1;
+  assert(node->pprev == nullptr && ((gen & 3) == 0 || (gen & 3) == detail::kCancelled));
+  // `due` holds the run's tick (fixed rate) or, as the executor left it, when the run ended in
+  // nanoseconds (fixed delay); next_run() reads the one its cadence needs.
+  const bool delay = Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay);
+  const Nanos ran_until(delay ? static_cast<Nanos::rep>(node->due) : 0);
+  rearm(node, running, next_run(meta, node->due, ran_until));
 }
 
 std::size_t Wheel::take_free_nodes(Node** out, std::size_t n) noexcept {

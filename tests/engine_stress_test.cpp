@@ -16,6 +16,8 @@
 // returned handle's own cancel() then loses). Such handles cannot be mapped to an id, so their
 // number is checked against the number of cancels that finished after stop() was called.
 //
+// The same test runs a second time with the callbacks on a thread-pool executor.
+//
 // Size: TICKWHEEL_ENGINE_TIMERS producer schedules (default 1.5M in an optimised build, of which
 // about 1.1M succeed before the stop; 500k under TSan; 300k in an unoptimised build). The seed is
 // printed; TICKWHEEL_SEED replays the random choices, not the thread interleaving.
@@ -232,9 +234,12 @@ void cancel_at_random(Ctx& c, std::size_t quota, std::uint64_t seed, const std::
   }
 }
 
-TEST(EngineStress, ExactlyOnceAccountingWithStopRacingEverything) {
+// `pool_threads` 0: callbacks run on the workers; otherwise on a ThreadPoolExecutor of that many
+// threads, where the callbacks' reschedules go through the hand-off queues and stop() must also
+// wait for the tasks it has handed over.
+void exactly_once_with_stop_racing_everything(std::size_t pool_threads, std::size_t default_timers) {
   const std::uint64_t seed = seed_from_env_or_random();
-  const std::size_t total = static_cast<std::size_t>(env_u64("TICKWHEEL_ENGINE_TIMERS", kDefaultTimers));
+  const std::size_t total = static_cast<std::size_t>(env_u64("TICKWHEEL_ENGINE_TIMERS", default_timers));
   const std::size_t quota = std::max<std::size_t>(total / kProducers, 1000);
   const std::size_t produced = quota * kProducers;
   const std::size_t stop_at = produced / 4 * 3;
@@ -247,6 +252,11 @@ TEST(EngineStress, ExactlyOnceAccountingWithStopRacingEverything) {
   EngineOptions opts;
   opts.shards = kShards;
   opts.pin_workers = false;  // the 2-core test machine runs the producers and cancellers too
+  if (pool_threads != 0) {
+    ThreadPoolOptions pool;
+    pool.threads = pool_threads;
+    opts.executor = std::make_shared<ThreadPoolExecutor>(pool);
+  }
   auto engine = std::make_unique<Engine>(opts);
   c.engine = engine.get();
 
@@ -361,6 +371,16 @@ TEST(EngineStress, ExactlyOnceAccountingWithStopRacingEverything) {
   EXPECT_GT(c.rescheduled.load(), 0u);
   EXPECT_GT(c.failed_stopped.load(), 0u);
   EXPECT_GE(scheduled, produced / 2) << "the stop came too early for the test to mean much";
+  EXPECT_EQ(stats.executing, 0u) << "stop() returned with tasks still out on the executor";
+}
+
+TEST(EngineStress, ExactlyOnceAccountingWithStopRacingEverything) {
+  exactly_once_with_stop_racing_everything(0, kDefaultTimers);
+}
+
+// Half the size: the same checks, with every callback run on a pool of two threads.
+TEST(EngineStress, ExactlyOnceAccountingOnAThreadPoolWithStopRacingEverything) {
+  exactly_once_with_stop_racing_everything(2, kDefaultTimers / 2);
 }
 
 }  // namespace

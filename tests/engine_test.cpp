@@ -747,6 +747,24 @@ TEST(EngineCancel, NeverWakesASleepingWorker) {
   EXPECT_TRUE(e.stop().empty());
 }
 
+// The bound on what a sleeping worker leaves in its queues: a thread that keeps scheduling far
+// timers and cancelling them (idle timeouts re-armed on every message) nudges the worker once per
+// 4096 posts, so the cancelled nodes are recycled long before the 1 h deadline would wake it.
+TEST(EngineCancel, ABacklogOfCancelsIsDrainedWithoutWaitingForTheDeadline) {
+  constexpr std::size_t kN = 40'000;
+  Engine e(Opts(1).wait(WaitStrategy::sleep));
+  ASSERT_TRUE(e.schedule_after(1h, [] {}));
+  ASSERT_TRUE(eventually([&] { return e.stats().pending == 1; }));
+  for (std::size_t i = 0; i < kN; ++i) {
+    Timer t = e.schedule_after(1h, [] {});
+    ASSERT_TRUE(t);
+    ASSERT_TRUE(t.cancel());
+  }
+  // Nothing more is posted: only the nudges already sent can get the worker to drain.
+  EXPECT_TRUE(eventually([&] { return e.stats().cancelled >= kN - 2 * 4096; }))
+      << "cancelled " << e.stats().cancelled << " of " << kN << ", queue " << e.stats().queue_depth;
+}
+
 // "woken early only when a producer hands over a deadline earlier than the worker's planned
 // wake-up": later hand-offs wait in the queue, and stop() returns them all the same.
 TEST(EngineWait, LaterHandOffsDoNotWakeASleepingWorker) {

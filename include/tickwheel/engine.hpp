@@ -6,7 +6,9 @@
 //     heap allocation: a producer takes a pooled node from a thread-local cache, stores the
 //     callable in it and hands it to the owning shard through a moodycamel ConcurrentQueue with a
 //     per-thread producer token. A cancel is one compare-and-swap on the node's generation word,
-//     plus a record on a second queue; it never wakes the worker.
+//     plus a record on a second queue; it does not wake the worker (a thread nudges a sleeping
+//     worker once per 4096 hand-offs and cancels it posts to it, so that a worker asleep until a
+//     far deadline cannot let cancelled timers pile up in its queues without bound).
 //   - Throughput that grows with cores: shards share nothing on the hot path; each worker is
 //     bound (hwloc) to one physical core and first-touches its own node memory.
 //   - Bounded work per pass: at most `transfer_cap` hand-offs move into a wheel per pass (100,000
@@ -15,8 +17,9 @@
 //     early only by a producer whose deadline is earlier than that.
 //
 // Reasons not to use it
-//   - Callbacks run on the shard's worker thread and must be short: a long callback delays every
-//     timer of its shard (a pluggable executor is planned, not here yet).
+//   - By default callbacks run on the shard's worker thread and must be short: a long callback
+//     delays every timer of its shard. Give long ones an executor (EngineOptions::executor, see
+//     tickwheel/executor.hpp), at the cost of a hand-off per fired timer.
 //   - Each engine costs one thread per shard. Create one per process, not one per connection.
 //   - A Timer handle tells fired from cancelled only until its node is reused for a later timer;
 //     after that both cancelled() and expired() return false (see Timer).
@@ -26,16 +29,18 @@
 //     is published through the hand-off queue: release on enqueue, acquire on dequeue).
 //   - cancel() and the worker's decision to run a timer are one compare-and-swap each on the same
 //     word: exactly one wins, and cancel() returns true iff the callback will never start.
-//   - stop() returns after every worker has joined: every callback that started has finished,
-//     and its effects are visible to the thread that called stop().
+//   - stop() returns after every worker has joined and every task handed to the executor has run:
+//     every callback that started has finished, and its effects are visible to the thread that
+//     called stop().
 //
 // Threads: every member of Engine and Timer may be called from any thread, except that stop() is
-// refused from inside a timer callback (it would join the thread it runs on).
+// refused from inside a timer callback (it would join the thread it runs on, or wait for itself).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -45,6 +50,7 @@
 #include <vector>
 
 #include "tickwheel/detail/node.hpp"
+#include "tickwheel/executor.hpp"
 #include "tickwheel/status.hpp"
 #include "tickwheel/wheel.hpp"
 
@@ -93,6 +99,14 @@ struct EngineOptions {
   // Each engine costs a thread per shard: when more than this many engines are alive at once, the
   // log says so, once per process (a sign of an engine per connection or per request). 0: never.
   std::size_t warn_engines_above = 64;
+  // Where fired callbacks run (see tickwheel/executor.hpp): null (or an InlineExecutor) = on the
+  // shard's worker, with no hand-off. Shared by every shard; kept alive by the engine.
+  std::shared_ptr<Executor> executor{};
+  // Called with the exception of each callback that throws, on the thread that ran it (a worker,
+  // the polling thread, or an executor's), after it is counted in stats().callback_errors. It must
+  // not throw (what it throws is dropped). Null: the first such exception is logged once, through
+  // `log`, and the rest are only counted.
+  std::function<void(std::exception_ptr)> on_callback_error{};
 };
 
 // A copyable handle to one scheduled timer (24 bytes). A default-constructed Timer, or one from a
@@ -103,12 +117,16 @@ class Timer {
 
   // True iff the timer was pending and now will never run: one compare-and-swap, then a record
   // on the shard's cancel queue (the worker unlinks and recycles the node on its next pass; the
-  // worker is not woken). False for a failed or default handle, or a timer that fired, started
-  // firing, or was cancelled before. O(1), lock-free, any thread, including callbacks.
+  // worker is not woken, but for the nudge above). False for a failed or default handle, or a timer that fired, started
+  // firing, or was cancelled before. For a periodic timer: true iff it was not cancelled before,
+  // and then no run starts after this returns; if a run is in progress (on another thread, or this
+  // is its own callback) that run finishes and is the last (a cancel racing a run lets at most
+  // that one run happen). O(1), lock-free, any thread, including callbacks.
   bool cancel() noexcept;
-  // Whether cancel() won / the worker started the callback. Exact until the node is reused for a
-  // later timer (only after this one fired or was cancelled and its node was recycled); after
-  // that both return false. Any thread; one atomic load.
+  // Whether cancel() won / the worker claimed the callback to run (with an executor: handed it
+  // over). A periodic timer never expires: expired() is false for it. Exact until the node is
+  // reused for a later timer (only after this one fired or was cancelled and its node was
+  // recycled); after that both return false. Any thread; one atomic load.
   bool cancelled() const noexcept;
   bool expired() const noexcept;
 
@@ -132,8 +150,13 @@ class Timer {
 
 struct ShardStats {
   std::uint64_t scheduled = 0;          // timers that reached the wheel (handed over or direct)
-  std::uint64_t fired = 0;              // callbacks started
+  std::uint64_t fired = 0;              // callbacks started (or handed to the executor); each
+                                        // run of a periodic timer counts
   std::uint64_t cancelled = 0;          // timers whose cancel won and that the worker recycled
+  std::uint64_t rearmed = 0;            // periodic runs and skips after which a next period was
+                                        // due (see WheelStats: scheduled + rearmed == fired +
+                                        // skipped + cancelled + pending, once the shard is still)
+  std::uint64_t skipped = 0;            // periodic runs dropped by Misfire::skip
   std::uint64_t rejected = 0;           // schedules refused (max_pending_per_shard, stopped, ...)
   std::uint64_t pending = 0;            // in the wheel now
   std::uint64_t queue_depth = 0;        // hand-offs waiting in the queue (approximate)
@@ -141,14 +164,16 @@ struct ShardStats {
   std::uint64_t passes = 0;             // worker passes
   std::uint64_t wakeups = 0;            // returns from a blocking wait
   std::uint64_t callback_errors = 0;    // callbacks that threw (caught; the worker goes on)
+  std::uint64_t executing = 0;          // handed to the executor and not yet returned
   std::int64_t max_tick_lag_ns = 0;     // worst lateness of a pass's start against its planned wake
   int bound_cpu = -1;                   // OS index of the PU the worker is bound to, -1 if not bound
   std::string binding;                  // "bound to PU n", "not pinned (pin_workers = false)", or why binding failed
 };
 
 struct EngineStats {
-  std::uint64_t scheduled = 0, fired = 0, cancelled = 0, rejected = 0, pending = 0, queue_depth = 0,
-                transfer_cap_hits = 0, passes = 0, wakeups = 0, callback_errors = 0;
+  std::uint64_t scheduled = 0, fired = 0, cancelled = 0, rearmed = 0, skipped = 0, rejected = 0,
+                pending = 0, queue_depth = 0, transfer_cap_hits = 0, passes = 0, wakeups = 0,
+                callback_errors = 0, executing = 0;
   std::int64_t max_tick_lag_ns = 0;
   std::vector<ShardStats> shards;
 };
@@ -188,14 +213,45 @@ class Engine {
     return submit(shard, delay, /*relative=*/true, std::forward<F>(fn));
   }
 
+  // Schedules fn() to run every `period` until cancelled, with the Wheel's periodic semantics
+  // (Cadence, Misfire and PeriodicOptions in wheel.hpp: the first run after opts.initial_delay, one
+  // period if unset; fixed rate on a grid of whole ticks; fixed delay one period after the end of
+  // the previous run, as the engine's clock read when the callback returned, also when it ran on
+  // an executor). The timer keeps its node, and the Timer stays valid, for its whole life: each
+  // re-arm is done by the shard's worker, without allocation, after the run has returned, so runs
+  // never overlap. It counts once against max_pending_per_shard and once in pending. The shard is
+  // chosen as for schedule_after; the callable rules are the Wheel's schedule_every's (at most 16
+  // bytes). Fails with Status::bad_period, nothing scheduled, as Wheel::schedule_every does (the
+  // engine's tick decides "whole ticks"), else as schedule_after. Lock-free; any thread.
+  template <class F>
+  [[nodiscard]] Timer schedule_every(Nanos period, F&& fn, PeriodicOptions opts = {}) noexcept {
+    return schedule_every_on(any_shard, period, std::forward<F>(fn), opts);
+  }
+  // As schedule_every, on the given shard (Status::no_such_shard if there is none).
+  template <class F>
+  [[nodiscard]] Timer schedule_every_on(std::size_t shard, Nanos period, F&& fn, PeriodicOptions opts = {}) noexcept {
+    detail::check_periodic_callable<F>();
+    const std::uint64_t meta = periodic_meta(period, opts);
+    if (meta == 0) return Timer(Status::bad_period);
+    detail::Node* node = nullptr;
+    detail::Shard* target = nullptr;
+    const Status why = acquire(shard, node, target);
+    if (why != Status::ok) return Timer(why);
+    detail::store_periodic_callable(node, meta, std::forward<F>(fn));
+    const Nanos delay = opts.initial_delay.value_or(period);
+    return commit(target, node, delay > Nanos(0) ? delay : Nanos(0), /*relative=*/true);
+  }
+
   // Starts the workers, if not started: each binds to its core, maps its first node memory and
   // fills its free-node reserve before this returns. Idempotent; any thread but a callback.
   void start();
   // Stops the engine: later schedules fail with Status::stopped, the workers finish the pass they
-  // are in and are joined, and every timer that neither fired nor was cancelled (hand-offs not yet
-  // transferred included) is returned, still pending: cancel() on one returns true and destroys
-  // its callable. Idempotent (a second call returns nothing). Throws std::logic_error if called
-  // from inside a timer callback of this engine.
+  // are in and are joined, every task already handed to the executor is waited for (a periodic
+  // one is then linked again), and every timer that neither fired nor was cancelled (hand-offs not
+  // yet transferred included, periodic timers between runs included) is returned, still pending:
+  // cancel() on one returns true and destroys its callable. Idempotent (a second call returns
+  // nothing, at once, even while the first still waits). Throws std::logic_error if called from
+  // inside a timer callback of this engine, on a worker, a polling thread or an executor thread.
   std::vector<Timer> stop();
 
   // Caller-driven mode (Threads::manual): runs one pass of `shard` on the calling thread, as a
@@ -237,6 +293,8 @@ class Engine {
   Status acquire(std::size_t shard, detail::Node*& node, detail::Shard*& target) noexcept;
   // Out of line: sets the deadline and generation, hands the node over (or links it directly).
   Timer commit(detail::Shard* target, detail::Node* node, Nanos when, bool relative) noexcept;
+  // detail::periodic_meta() against the engine's tick.
+  std::uint64_t periodic_meta(Nanos period, const PeriodicOptions& opts) const noexcept;
 
   std::unique_ptr<detail::EngineCore> core_;
 };

@@ -158,6 +158,12 @@ struct PeriodicOptions {
   Misfire misfire = Misfire::fire_once_now;
 };
 
+namespace detail {
+// The schedule word of a periodic timer (see PeriodicMeta), or 0 for a period schedule_every()
+// refuses: period <= 0 or > 2^60 - 1 ns, or fixed rate and not a whole number of ticks.
+std::uint64_t periodic_meta(Nanos period, const PeriodicOptions& opts, Nanos tick) noexcept;
+}  // namespace detail
+
 // Runtime options, validated by the constructor (std::invalid_argument naming the bad value).
 struct WheelOptions {
   Nanos tick{std::chrono::milliseconds(1)};  // resolution; from 1 us to 1 h
@@ -246,7 +252,7 @@ class Wheel {
   template <class F>
   [[nodiscard]] TimerId schedule_every(Nanos period, F&& fn, PeriodicOptions opts = {}) noexcept {
     detail::check_periodic_callable<F>();
-    const std::uint64_t meta = periodic_meta(period, opts);
+    const std::uint64_t meta = detail::periodic_meta(period, opts, tick_);
     if (meta == 0) return TimerId::failure(Status::bad_period);
     detail::Node* node = acquire_node();
     if (node == nullptr) return TimerId::failure(acquire_failure());
@@ -341,6 +347,17 @@ class Wheel {
     }
   }
   void release_node(Node* node) noexcept { pool_.release(node); }
+  // With an executor: fire() hands each claimed node to dispatch(context, node) instead of running
+  // it (counted as fired; a one-shot node no longer pending). The executor runs the callable and
+  // gives the node back to the shard, which calls release_node() for a one-shot node (its callable
+  // destroyed by the run) and rearm_returned() for a periodic one (still running, or cancelled
+  // during the run; for a fixed-delay timer `due` then holds when the run ended, in nanoseconds).
+  using Dispatch = void (*)(void* context, Node* node);
+  void set_dispatch(Dispatch dispatch, void* context) noexcept {
+    dispatch_ = dispatch;
+    dispatch_context_ = context;
+  }
+  void rearm_returned(Node* node) noexcept;
   bool claim(Node* node, std::uint32_t gen, std::uint32_t state) noexcept;
 
   static constexpr unsigned kWheelSlots = kLevels * kSlots;
@@ -364,7 +381,6 @@ class Wheel {
 
   Node* acquire_node() noexcept;
   Status acquire_failure() const noexcept;
-  std::uint64_t periodic_meta(Nanos period, const PeriodicOptions& opts) const noexcept;
   TimerId commit(Node* node, Nanos deadline) noexcept;
   std::uint64_t due_tick(Nanos deadline) const noexcept;
   unsigned wheel_slot(std::uint64_t due) const noexcept;
@@ -382,7 +398,7 @@ class Wheel {
   void flush_unlinks() noexcept;
   std::size_t fire(unsigned slot, std::size_t budget);
   std::size_t fire_periodic(Node* node, std::uint64_t meta);
-  std::uint64_t next_run(std::uint64_t meta, std::uint64_t due) const noexcept;
+  std::uint64_t next_run(std::uint64_t meta, std::uint64_t due, Nanos ran_until) const noexcept;
   std::uint64_t first_grid_point_after_now(std::uint64_t due, std::uint64_t period) const noexcept;
   void rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept;
   std::size_t step(std::uint64_t target, std::size_t budget);
@@ -408,6 +424,8 @@ class Wheel {
   unsigned way_ = 0;            // next sub-list for an insertion, round robin
   bool in_advance_ = false;
   bool shared_ = false;         // inside an Engine: fires claim nodes by compare-and-swap
+  Dispatch dispatch_ = nullptr; // inside an Engine with an executor: see set_dispatch()
+  void* dispatch_context_ = nullptr;
   std::unique_ptr<Slot[]> slots_;                 // kAllSlots heads, one cache line each
   std::uint64_t occupied_[kBitmapWords] = {};     // bit s set <=> slot s has a node
   std::unique_ptr<std::uint32_t[]> count_;        // nodes linked into each slot since it was empty,

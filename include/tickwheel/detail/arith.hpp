@@ -2,6 +2,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <limits>
 
 namespace tickwheel::detail {
 
@@ -12,6 +14,12 @@ inline std::chrono::nanoseconds saturating_add(std::chrono::nanoseconds a, std::
     return b.count() > 0 ? std::chrono::nanoseconds::max() : std::chrono::nanoseconds::min();
   }
   return std::chrono::nanoseconds(sum);
+}
+
+// a + b, saturating at the largest std::uint64_t.
+inline std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept {
+  std::uint64_t sum;
+  return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<std::uint64_t>::max() : sum;
 }
 
 }  // namespace tickwheel::detail

@@ -1,0 +1,116 @@
+// tickwheel/executor.hpp — where an Engine's fired callbacks run.
+//
+// By default a shard's worker runs each due callback itself, in its pass (no hand-off: the
+// cheapest path, and the right one for short callbacks). With EngineOptions::executor set, the
+// worker claims each due timer exactly as before (it counts as fired, and cancel() from then on
+// returns false) and hands it to the executor as a Task instead; the executor runs it on a thread
+// of its choosing and the node goes back to its shard, where a periodic timer is re-armed. A slow
+// callback then holds up its executor thread, not the tick.
+//
+// Costs: a hand-off per fired timer (the executor's queue), and the node's return to its shard
+// (one lock-free enqueue; a periodic timer whose next run is earlier than the worker's planned
+// wake-up also wakes the worker, as a schedule would). No allocation in steady state.
+//
+// Guarantees, whatever the executor:
+//   - each fired timer's callback runs exactly once (Task::run), a periodic timer's runs never
+//     overlap (the next run is linked only once the previous one has returned), and whatever the
+//     thread that scheduled a timer did before schedule*() is visible to the callback;
+//   - a callback that throws is caught inside Task::run(), counted in ShardStats::callback_errors
+//     and passed to EngineOptions::on_callback_error: no executor thread ever sees the exception;
+//   - Engine::stop() waits until every task handed to the executor has run (so an executor must
+//     run every task it is given, eventually), then returns the periodic timers among them as
+//     pending, like the rest.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+namespace tickwheel {
+namespace detail {
+class Shard;
+struct Node;
+}  // namespace detail
+
+// One fired timer, handed to an Executor. Sixteen bytes and trivially copyable, so it fits the
+// small-object buffer of a std::function or of any event loop's post() without allocating.
+class Task {
+ public:
+  Task() = default;
+
+  // Runs the timer's callback on the calling thread, catching whatever it throws, then gives the
+  // node back to its shard. Must be called exactly once per Task the engine handed out (never for
+  // a default one): calling it twice, or never, is undefined (never also makes stop() wait
+  // forever). Any thread. Cost: the callback, plus one lock-free enqueue.
+  void run() noexcept;
+  explicit operator bool() const noexcept { return node_ != nullptr; }
+
+ private:
+  friend class detail::Shard;
+  Task(detail::Shard* shard, detail::Node* node) noexcept : shard_(shard), node_(node) {}
+
+  detail::Shard* shard_ = nullptr;
+  detail::Node* node_ = nullptr;
+};
+
+// Where fired callbacks run. execute() is called on a shard's worker thread (or, in caller-driven
+// mode, on the thread in Engine::poll), once per fired timer, in firing order per shard; it must
+// arrange for task.run() to be called exactly once, on any thread, and return quickly: the worker
+// waits for it. The hand-off must order execute() before run() (any queue or mutex does). It must
+// not throw (it is noexcept: an exception would terminate) and should not block.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual void execute(Task task) noexcept = 0;
+};
+
+// Runs the task at once, on the calling thread. Equivalent to no executor, which is what an engine
+// given one treats it as: the worker runs its callbacks itself, with no hand-off at all.
+class InlineExecutor final : public Executor {
+ public:
+  void execute(Task task) noexcept override { task.run(); }
+};
+
+struct ThreadPoolOptions {
+  std::size_t threads = 1;  // 1 .. 1024
+  // Bind each pool thread to one processing unit (hwloc): thread i to cpus[i % size], or, with
+  // cpus empty, to the physical cores in reverse order (the last core first), since an Engine's
+  // workers take cores from the first one up. Where binding is refused the thread runs unbound
+  // and the log says so once; never fatal.
+  bool pin = false;
+  std::vector<unsigned> cpus{};
+  std::function<void(std::string_view)> log{};  // default: standard error
+};
+
+// A fixed pool of threads fed by one lock-free queue (moodycamel's blocking ConcurrentQueue: an
+// idle thread sleeps on a semaphore, so an idle pool costs nothing). Tasks run in roughly the
+// order they came; with more than one thread, two tasks may run at once and finish in any order.
+// If the queue cannot grow (out of memory), execute() runs the task on the calling thread
+// instead: nothing is dropped.
+class ThreadPoolExecutor final : public Executor {
+ public:
+  // Starts the threads (binding them if asked). Throws std::invalid_argument for threads == 0 or
+  // more than 1024, naming the value, and std::system_error if a thread cannot be started.
+  explicit ThreadPoolExecutor(ThreadPoolOptions opts = {});
+  // Runs every task still queued, then joins the threads. Must not be called from a pool thread.
+  ~ThreadPoolExecutor() override;
+  ThreadPoolExecutor(const ThreadPoolExecutor&) = delete;
+  ThreadPoolExecutor& operator=(const ThreadPoolExecutor&) = delete;
+
+  // Queues the task for a pool thread. Lock-free; allocates only while the queue grows to its peak
+  // depth (its first use from each thread included). Any thread.
+  void execute(Task task) noexcept override;
+
+  std::size_t thread_count() const noexcept;
+  // For each pool thread, the OS index of the processing unit it is bound to, or -1. Any thread;
+  // complete once the constructor has returned.
+  std::vector<int> bound_cpus() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tickwheel
