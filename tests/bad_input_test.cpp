@@ -413,6 +413,42 @@ TEST(BadInput, EmptyStdFunctionThrowsBadFunctionCallWhenItRuns) {
   EXPECT_EQ(e.stats().fired, 1u);
 }
 
+// A null function pointer: refused at the schedule with Status::null_callback, nothing linked and
+// nothing counted as rejected, for one-shot and periodic timers, on the Wheel and the Engine.
+TEST(BadInput, NullFunctionPointerIsRefused) {
+  void (*none)() = nullptr;
+  Wheel w({.tick = 1ms});
+  EXPECT_EQ(w.schedule_after(1ms, none).status(), Status::null_callback);
+  EXPECT_EQ(w.schedule_every(1ms, none).status(), Status::null_callback);
+  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.stats().scheduled + w.stats().rejected, 0u);
+  EXPECT_EQ(w.advance(10ms), 0u);
+
+  Engine e(manual());
+  EXPECT_EQ(e.schedule_after(0ns, none).status(), Status::null_callback);
+  EXPECT_EQ(e.schedule_every(1ms, none).status(), Status::null_callback);
+  EXPECT_EQ(e.poll(0, fake_now() + 10ms), 0u);
+  const EngineStats s = e.stats();
+  EXPECT_EQ(s.scheduled + s.rejected, 0u);
+  EXPECT_EQ(to_string(Status::null_callback), "null_callback");
+}
+
+// A periodic timer's period: <= 0, past 2^60 - 1 ns, or (fixed rate) no whole number of ticks.
+TEST(BadInput, BadPeriodIsRefused) {
+  auto fn = [] {};
+  PeriodicOptions delay;
+  delay.cadence = Cadence::fixed_delay;
+  Wheel w({.tick = 1ms});
+  Engine e(manual());
+  for (Nanos p : {Nanos(0), Nanos(-1), Nanos(1500us), Nanos::max()}) {
+    EXPECT_EQ(w.schedule_every(p, fn).status(), Status::bad_period) << p.count();
+    EXPECT_EQ(e.schedule_every(p, fn).status(), Status::bad_period) << p.count();
+  }
+  EXPECT_TRUE(w.schedule_every(1500us, fn, delay)) << "fixed delay needs no whole ticks";
+  EXPECT_TRUE(e.schedule_every(1500us, fn, delay));
+  EXPECT_EQ(e.stats().rejected, 0u);
+}
+
 // A callback that throws: the Wheel's advance() lets the exception out (the timer counts as
 // fired; the rest of the pass runs in the next call). The Engine catches it at the pass, counts it
 // in stats().callback_errors, gives one notice through the log hook per engine, and goes on.

@@ -197,7 +197,8 @@ class Engine {
   // first use. The callable rules are the Wheel's (at most 24 bytes, nothrow to construct and
   // destroy: a compile error otherwise). Fails, with nothing scheduled, when the engine is stopped
   // (Status::stopped), the shard holds max_pending_per_shard timers (Status::max_pending_reached),
-  // or no node could be had (Status::out_of_memory). Lock-free; no allocation in steady state
+  // or no node could be had (Status::out_of_memory); a null function pointer fails with
+  // Status::null_callback, not counted as rejected. Lock-free; no allocation in steady state
   // (a thread's first schedule on a shard allocates its producer token and node cache).
   template <class F>
   [[nodiscard]] Timer schedule_after(Nanos delay, F&& fn) noexcept {
@@ -231,6 +232,7 @@ class Engine {
   template <class F>
   [[nodiscard]] Timer schedule_every_on(std::size_t shard, Nanos period, F&& fn, PeriodicOptions opts = {}) noexcept {
     detail::check_periodic_callable<F>();
+    if (detail::is_null_callable(fn)) return Timer(Status::null_callback);
     const std::uint64_t meta = periodic_meta(period, opts);
     if (meta == 0) return Timer(Status::bad_period);
     detail::Node* node = nullptr;
@@ -282,6 +284,7 @@ class Engine {
   template <class F>
   Timer submit(std::size_t shard, Nanos when, bool relative, F&& fn) noexcept {
     detail::check_callable<F>();
+    if (detail::is_null_callable(fn)) return Timer(Status::null_callback);
     detail::Node* node = nullptr;
     detail::Shard* target = nullptr;
     const Status why = acquire(shard, node, target);

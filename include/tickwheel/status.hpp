@@ -23,6 +23,7 @@ enum class Status : std::uint8_t {
                         // fixed-rate timer, not a whole number of ticks (the wheel runs timers only
                         // on ticks, and a grid kept in whole ticks never drifts): use
                         // Cadence::fixed_delay or a finer tick
+  null_callback,        // the callable is a null function pointer: nothing would run
 };
 
 // A short, stable, human-readable name for a status ("max_pending_reached", ...). Any thread.
@@ -35,6 +36,7 @@ constexpr std::string_view to_string(Status s) noexcept {
     case Status::stopped: return "stopped";
     case Status::no_such_shard: return "no_such_shard";
     case Status::bad_period: return "bad_period";
+    case Status::null_callback: return "null_callback";
   }
   return "unknown";
 }

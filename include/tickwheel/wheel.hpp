@@ -221,10 +221,12 @@ class Wheel {
   // 24 bytes, at most 8-byte aligned, and nothrow to construct from the argument and to destroy:
   // anything else is a compile error that says what to do. O(1); no allocation once the pool has
   // grown to the peak population. Fails (a false id whose status() says why, nothing changed) when
-  // max_pending timers are pending or the pool cannot grow.
+  // max_pending timers are pending or the pool cannot grow, and with Status::null_callback (not
+  // counted as rejected) for a null function pointer.
   template <class F>
   [[nodiscard]] TimerId schedule_at(Nanos deadline, F&& fn) noexcept {
     detail::check_callable<F>();
+    if (detail::is_null_callable(fn)) return TimerId::failure(Status::null_callback);
     detail::Node* node = acquire_node();
     if (node == nullptr) return TimerId::failure(acquire_failure());
     detail::store_callable(node, std::forward<F>(fn));
@@ -252,6 +254,7 @@ class Wheel {
   template <class F>
   [[nodiscard]] TimerId schedule_every(Nanos period, F&& fn, PeriodicOptions opts = {}) noexcept {
     detail::check_periodic_callable<F>();
+    if (detail::is_null_callable(fn)) return TimerId::failure(Status::null_callback);
     const std::uint64_t meta = detail::periodic_meta(period, opts, tick_);
     if (meta == 0) return TimerId::failure(Status::bad_period);
     detail::Node* node = acquire_node();

@@ -168,6 +168,17 @@ constexpr void check_periodic_callable() {
   check_callable_traits<F>();
 }
 
+// Whether a callable is a null function pointer (the one callable a schedule can tell will not
+// run). A compile-time false for anything else, so a lambda's schedule pays nothing for it.
+template <class F>
+constexpr bool is_null_callable(const F& fn) noexcept {
+  if constexpr (std::is_pointer_v<std::remove_cvref_t<F>>) {
+    return fn == nullptr;
+  } else {
+    return false;
+  }
+}
+
 // Destroys the callable stored in a node without running it.
 inline void destroy_callable(Node* node) noexcept { node->thunk(node->storage, Op::destroy); }
 
