@@ -161,12 +161,12 @@ HEADER = ["case", "N", "wheel ns/op", "heap ns/op", "heap/wheel", "wheel min–m
           "heap min–max", "wheel ×(N vs 1M)", "bytes/timer wheel / heap",
           "worst advance µs wheel / heap", "p99.9 advance µs wheel / heap", "wheel max pass work"]
 
-NOTES = ("ns/op is CPU time per operation (for `fire`, per fired timer); min–max is the range over "
-         "the repetitions; heap/wheel > 1 means the wheel is faster; wheel ×(N vs 1M) is the "
-         "wheel's cost per op at N over its cost at 1M. Worst / p99.9 advance: the slowest and the "
+NOTES = ("ns/op is CPU time per operation (for `fire`, per fired timer; for `periodic`, per run); "
+         "min–max is the range over the repetitions; heap/wheel > 1 means the wheel is faster; "
+         "wheel ×(N vs 1M) is the wheel's cost per op at N over its cost at 1M. Worst / p99.9 advance: the slowest and the "
          "99.9th-percentile advance() of an instrumented drain in `fire` (medians over the "
          "repetitions; the worst includes any preemption of the benchmark). Wheel max pass work: "
-         "the most fires + level moves one advance() did.")
+         "the most fires + level moves one advance() did (in `fire` or `periodic`).")
 
 
 def row_cells(case, n, wheel, heap, base_ns):
@@ -177,10 +177,11 @@ def row_cells(case, n, wheel, heap, base_ns):
              f"{w_ns / base_ns:.2f}" if w_ns and base_ns else "–",
              pair(wheel, heap, "bytes_per_timer")]
     if med(wheel, "worst_advance_us") is not None or med(heap, "worst_advance_us") is not None:
-        cells += [pair(wheel, heap, "worst_advance_us"), pair(wheel, heap, "p999_advance_us", 2),
-                  fmt_num(med(wheel, "max_pass_work"), 0)]
+        cells += [pair(wheel, heap, "worst_advance_us"), pair(wheel, heap, "p999_advance_us", 2)]
     else:
-        cells += ["", "", ""]
+        cells += ["", ""]
+    pass_work = med(wheel, "max_pass_work")
+    cells.append("" if pass_work is None else fmt_num(pass_work, 0))
     return cells
 
 
