@@ -1,5 +1,6 @@
 // bench/engine_bench.cpp — cross-thread schedule and cancel on the multicore tickwheel::Engine,
-// beside the baseline a user would write by hand, in one binary.
+// beside the baseline a user would write by hand, and the executor hand-off beside the inline
+// path, in one binary.
 //
 // The baseline ("heap"): heap_baseline.hpp's indexed binary heap behind a std::mutex, with one
 // consumer thread that sleeps on a condition_variable until its next wake-up and fires what is
@@ -47,6 +48,19 @@
 // does). A failure fails the benchmark (SkipWithError) rather than report a figure for work that
 // did not happen; a wrong pending count is reported (pending_expected), as the work did happen.
 //
+// The executor cases (handoff, handoff_periodic) measure the cost per fired timer of handing
+// callbacks to an executor (EngineOptions::executor), beside the inline path (no executor) as
+// their baseline: a caller-driven engine (Threads::manual, one shard, a driven clock) polled by
+// the benchmark's own thread, M timers due at once. Names are <case>/<executor>/<M> followed by
+// /iterations:N/real_time, executor `inline` or `pool` (a ThreadPoolExecutor of one thread,
+// pinned to another CPU than the polling thread), e.g. handoff/pool/1000/...; bench_table.py
+// pairs the two sides. With the pool the time runs until every callback has run and a poll has
+// taken every node back (Handoff::tick). Counters: ops_per_iter (M, the fired timers per
+// iteration: ns per timer = time / it), fired and rearmed (the engine's stats()). Checked after
+// the run: every poll's count, the callbacks' count and the engine's equal iterations x M, no
+// schedule failed, nothing ran early or was left pending, every periodic timer cancels.
+// --tickwheel_shards, _producers, _pending and _wait do not apply to them.
+//
 // Threads are pinned (rigtorp's habit): producers take the CPUs of --tickwheel_cpus from the
 // front, shard workers and heap consumers from the back, and producer t's home is shard (lane)
 // t % S. On two CPUs a lone producer and a lone worker never share one, and with two of each
@@ -75,6 +89,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -148,7 +163,8 @@ int worker_cpu(std::size_t shard, Placement placement) {
   return static_cast<int>(c[c.size() - 1 - shard % c.size()]);
 }
 
-// The callback every timer carries: 8 bytes; counts the fires of one producer's timers.
+// The callback every timer carries: 8 bytes; counts the fires of one producer's timers (of one
+// executor case's, in those cases).
 struct Fire {
   std::atomic<std::uint64_t>* fired;
   void operator()() const noexcept { fired->fetch_add(1, std::memory_order_relaxed); }
@@ -632,6 +648,191 @@ void BM_Throughput(benchmark::State& state) {
   p.finish(1);
 }
 
+// ---- The executor hand-off: caller-driven, one shard, no baseline but the inline path. ----
+
+// The caller-driven engines' clock (EngineOptions::clock): the thread that polls moves it, one
+// tick at a time. Global because the option is a plain function pointer; never moved back, so
+// one engine after another can share it.
+std::atomic<std::int64_t> g_manual_ns{0};
+Nanos manual_clock() noexcept { return Nanos(g_manual_ns.load(std::memory_order_relaxed)); }
+Nanos manual_tick() noexcept {
+  return Nanos(g_manual_ns.fetch_add(kTick.count(), std::memory_order_relaxed) + kTick.count());
+}
+
+// Where fired callbacks run: the two sides of each executor case.
+enum class Run {
+  inline_path,  // no executor: the poll runs each callback itself
+  pool,         // a ThreadPoolExecutor of one thread
+};
+constexpr std::string_view name_of(Run r) { return r == Run::inline_path ? "inline" : "pool"; }
+
+// Timers due at once in one poll (the benchmark's argument), and how many fire per case.
+constexpr std::int64_t kDueCounts[] = {1'000, 100'000};
+constexpr std::int64_t kFiresPerCase = std::int64_t{1} << 20;
+
+// One caller-driven engine with one shard, polled by the benchmark's thread (pinned to the first
+// CPU of --tickwheel_cpus), and for Run::pool a one-thread pool pinned where a shard's worker
+// would be (worker_cpu(0, apart): another CPU than the polling thread's).
+class Handoff {
+ public:
+  Handoff(benchmark::State& state, Run run)
+      : state_(state), due_(static_cast<std::size_t>(state.range(0))), pool_(run == Run::pool) {
+    // A single-threaded run: Google Benchmark has joined the last run's producers, so the engine
+    // or heap lanes they left (worker and consumer threads with a million timers) can go, and do
+    // not wake during this run.
+    g_fixture.reset();
+    pin_self(-1);  // the pool's thread does not inherit the polling thread's CPU
+    tickwheel::EngineOptions o;
+    o.shards = 1;
+    o.tick = kTick;
+    o.threads = tickwheel::Threads::manual;
+    o.clock = &manual_clock;
+    o.transfer_cap = due_;  // setup's one poll takes every hand-off into the wheel
+    if (run == Run::pool) {
+      tickwheel::ThreadPoolOptions p;
+      p.threads = 1;
+      p.pin = !g_config.cpus.empty();
+      if (p.pin) p.cpus.push_back(static_cast<unsigned>(worker_cpu(0, Placement::apart)));
+      o.executor = std::make_shared<tickwheel::ThreadPoolExecutor>(std::move(p));
+    }
+    engine_.emplace(std::move(o));
+    engine_->start();
+    pin_self(producer_cpu(0));
+  }
+
+  tickwheel::Engine& engine() noexcept { return *engine_; }
+  std::size_t due() const noexcept { return due_; }
+  Fire callback() noexcept { return Fire{&fired_}; }
+  std::uint64_t fired() const noexcept { return fired_.load(std::memory_order_relaxed); }
+
+  // Untimed: a poll at the present tick takes what was scheduled into the wheel; nothing is due
+  // yet, so nothing may run.
+  void transfer() { ran_early_ += engine_->poll(0, manual_clock()); }
+
+  // Timed: moves the clock one tick and polls, firing the due() timers due. With the pool, then
+  // waits until every callback handed over has run (counted by the callbacks) and every task has
+  // given its node back (stats().executing == 0), and polls again, so the nodes handed back are
+  // recycled (one-shot) or re-armed (periodic) within the time. False (the run failed) if the
+  // pool does not finish within kSettleTimeout.
+  bool tick() {
+    const Nanos now = manual_tick();
+    runs_ += due_;
+    ran_ += engine_->poll(0, now);
+    if (!pool_) return true;
+    // Spins, never sleeps nor yields: the wait is timed, and a sleep or a yield would add the
+    // scheduler's latency to it (the pool's thread is pinned to another CPU than this one, see
+    // the constructor). It looks at the counter once per kLookEvery only, so that its reads do
+    // not keep taking the counter's cache line from the pool's thread, which writes it once per
+    // callback; stats(), which allocates, only once the counter is complete.
+    const auto start = Clock::now();
+    for (auto look = start;;) {
+      const auto t = Clock::now();
+      if (t < look) continue;
+      if (fired() >= runs_ && engine_->stats().executing == 0) break;
+      if (t - start > kSettleTimeout) {
+        state_.SkipWithError("the pool did not run every handed-over callback in time");
+        return false;
+      }
+      look = t + kLookEvery;
+    }
+    ran_ += engine_->poll(0, now);
+    return true;
+  }
+
+  // After the loop, untimed: stops the engine (which waits for the pool's tasks) and checks that
+  // no schedule failed, nothing ran early, the timed polls' count, the callbacks' count and the
+  // engine's all equal iterations x due, `cancels_won` of the caller's `cancels` cancels of its
+  // periodic timers returned true, stop() found nothing pending and no callback threw. Sets the
+  // counters, or fails the run.
+  void finish(std::size_t failed, std::size_t cancels_won, std::size_t cancels) {
+    if (state_.error_occurred()) return;  // tick() said why
+    const auto expected = static_cast<std::uint64_t>(state_.iterations()) * due_;
+    const std::vector<tickwheel::Timer> left = engine_->stop();  // waits for the pool's tasks
+    const tickwheel::EngineStats s = engine_->stats();
+    std::string error;
+    if (failed != 0) {
+      error = std::to_string(failed) + " schedules failed";
+    } else if (ran_early_ != 0) {
+      error = std::to_string(ran_early_) + " callbacks ran before their tick";
+    } else if (runs_ != expected || ran_ != expected || fired() != expected ||
+               s.fired != expected) {
+      error = "polls ran " + std::to_string(ran_) + ", callbacks counted " +
+              std::to_string(fired()) + ", engine fired " + std::to_string(s.fired) +
+              "; expected " + std::to_string(expected);
+    } else if (cancels_won != cancels) {
+      error = std::to_string(cancels - cancels_won) + " periodic timers did not cancel";
+    } else if (!left.empty() || s.callback_errors != 0) {
+      error = std::to_string(left.size()) + " timers left pending, " +
+              std::to_string(s.callback_errors) + " callback errors";
+    }
+    if (!error.empty()) {
+      state_.SkipWithError(error.c_str());
+      return;
+    }
+    state_.SetItemsProcessed(static_cast<std::int64_t>(expected));
+    state_.counters["ops_per_iter"] = static_cast<double>(due_);
+    state_.counters["fired"] = static_cast<double>(s.fired);
+    state_.counters["rearmed"] = static_cast<double>(s.rearmed);
+    state_.SetLabel(std::string(name_of(pool_ ? Run::pool : Run::inline_path)));
+  }
+
+ private:
+  static constexpr auto kLookEvery = std::chrono::microseconds(1);
+
+  benchmark::State& state_;
+  std::size_t due_;
+  bool pool_;
+  std::optional<tickwheel::Engine> engine_;
+  std::uint64_t runs_ = 0;     // the runs the ticks so far must have made
+  std::size_t ran_ = 0;        // the timed polls' counts
+  std::size_t ran_early_ = 0;  // the untimed polls' counts (must stay 0)
+  // Bumped by the callbacks, on the pool's thread or ours: last, on a line of its own (the class
+  // is 64-byte aligned), so that the pool's writes and the polling thread's use of the fields
+  // above do not take one line from each other.
+  alignas(64) std::atomic<std::uint64_t> fired_{0};
+};
+
+// handoff: M one-shot timers due at the same tick, fired by one poll(); real time per fired
+// timer. Each iteration schedules them one tick ahead and takes them into the wheel with timing
+// paused, then the timed part is Handoff::tick(): for the pool it lasts until every callback has
+// run on the pool's thread and the next poll has recycled every node handed back. Inline, the
+// same poll runs the callbacks and recycles the nodes itself: the difference is the hand-off.
+template <Run kRun>
+void BM_Handoff(benchmark::State& state) {
+  Handoff h(state, kRun);
+  tickwheel::Engine& e = h.engine();
+  std::size_t failed = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (std::size_t i = 0; i < h.due(); ++i) failed += !e.schedule_on(0, kTick, h.callback());
+    h.transfer();
+    state.ResumeTiming();
+    if (!h.tick()) break;
+  }
+  h.finish(failed, 0, 0);
+}
+
+// handoff_periodic: M periodic timers with a one-tick period (fixed rate), all due at every tick,
+// fired by one poll() per tick; real time per run. Scheduled and taken into the wheel once,
+// before the timed loop. Inline, the poll re-arms each timer in the wheel after its run; with the
+// pool, each node comes back through the shard's returned queue and the second poll of
+// Handoff::tick() re-arms it. After the loop every timer must cancel.
+template <Run kRun>
+void BM_HandoffPeriodic(benchmark::State& state) {
+  Handoff h(state, kRun);
+  tickwheel::Engine& e = h.engine();
+  std::vector<tickwheel::Timer> timers(h.due());
+  std::size_t failed = 0;
+  for (auto& t : timers) failed += !(t = e.schedule_every_on(0, kTick, h.callback()));
+  h.transfer();
+  for (auto _ : state) {
+    if (!h.tick()) break;
+  }
+  std::size_t won = 0;
+  for (auto& t : timers) won += t.cancel();
+  h.finish(failed, won, timers.size());
+}
+
 template <class Q> struct Schedule { static void run(benchmark::State& s) { BM_Schedule<Q>(s); } };
 template <class Q> struct Cancel { static void run(benchmark::State& s) { BM_Cancel<Q>(s); } };
 template <class Q> struct Throughput {
@@ -676,6 +877,27 @@ const Case kCases[] = {
                                   false),
 };
 
+// The executor cases: each runs on both sides (Run), for each count of timers due at once.
+struct ExecutorCase {
+  std::string_view name;
+  std::string_view description;
+  void (*inline_path)(benchmark::State&);
+  void (*pool)(benchmark::State&);
+};
+
+const ExecutorCase kExecutorCases[] = {
+    {"handoff",
+     "one poll() of a caller-driven engine firing M one-shot timers due at the same tick; time "
+     "per fired timer; inline: the poll runs the callbacks; pool: a 1-thread pool runs them, "
+     "timed until all have run and the next poll has recycled their nodes",
+     &BM_Handoff<Run::inline_path>, &BM_Handoff<Run::pool>},
+    {"handoff_periodic",
+     "M periodic timers of one-tick period, all due at every tick, one poll() per tick; time per "
+     "run; inline: the poll re-arms them; pool: a 1-thread pool runs them and a second poll "
+     "re-arms them from the returned queue",
+     &BM_HandoffPeriodic<Run::inline_path>, &BM_HandoffPeriodic<Run::pool>},
+};
+
 void register_all() {
   std::string names;
   for (const Case& c : kCases) {
@@ -697,6 +919,22 @@ void register_all() {
     }
     benchmark::AddCustomContext("case:" + std::string(c.name), std::string(c.description));
   }
+  for (const ExecutorCase& c : kExecutorCases) {
+    names += ',';
+    names += c.name;
+    for (const auto& [run, fn] : {std::pair{Run::inline_path, c.inline_path},
+                                  std::pair{Run::pool, c.pool}}) {
+      const std::string name = std::string(c.name) + "/" + std::string(name_of(run));
+      for (const std::int64_t due : kDueCounts) {
+        benchmark::RegisterBenchmark(name.c_str(), fn)
+            ->Arg(due)
+            ->Iterations(std::max<std::int64_t>(1, kFiresPerCase / due))
+            ->UseRealTime()
+            ->Unit(benchmark::kNanosecond);
+      }
+    }
+    benchmark::AddCustomContext("case:" + std::string(c.name), std::string(c.description));
+  }
   benchmark::AddCustomContext("cases", names);
   benchmark::AddCustomContext("queues", std::string(EngineQueue::kName) + "," +
                                             std::string(HeapQueue::kName));
@@ -714,6 +952,10 @@ void register_all() {
       "workload", "N = " + text(g_config.pending) + " pending in total, delays uniform over [" +
                       text(kMinDelay.count()) + ", " + text(kMaxDelay.count()) + "] ns, tick " +
                       text(kTick.count()) + " ns, engine wait " + wait + ", seed " + text(kSeed));
+  benchmark::AddCustomContext(
+      "executor_workload",
+      "M = the argument, timers due per poll; one shard, Threads::manual, driven clock, tick " +
+          text(kTick.count()) + " ns; pool: ThreadPoolExecutor with 1 thread");
   benchmark::AddCustomContext("cpus", cpus.empty() ? "not pinned" : cpus);
   benchmark::AddCustomContext("time", "real time; per iteration = the threads' average wall time "
                                       "/ the iterations of all threads (aggregate)");

@@ -7,15 +7,18 @@
 // takes each case's one-line description from the JSON context, where main() puts it from the
 // same table that registers the case.
 //
-// Workload: deadlines uniform over [1 ms, 60 s] from the queue's current time, a 1 ms tick, a
-// driven clock (the benchmarks never read a clock to drive a queue), fixed seeds. Random numbers
-// are drawn while timing is paused, in blocks of 4096, so the timed loop does only queue work.
+// Workload: deadlines uniform over [1 ms, 60 s] from the queue's current time (periodic: periods
+// uniform over a range of whole ticks, see BM_Periodic), a 1 ms tick, a driven clock (the
+// benchmarks never read a clock to drive a queue), fixed seeds. Random numbers are drawn while
+// timing is paused, in blocks of 4096, so the timed loop does only queue work.
 //
 // Counters (all cases): ops_per_iter (operations one iteration performs; ns/op = time / it),
 // bytes_per_timer (memory held per pending timer with the population at N: the wheel's
 // stats().bytes, the heap's pool plus heap array), items_per_second. fire adds worst_advance_us
 // and p999_advance_us (the slowest and the 99.9th-percentile advance() of an instrumented drain)
-// and, for the wheel, max_pass_work and moves_per_fire (node moves between levels per fire).
+// and, for the wheel, max_pass_work and moves_per_fire (node moves between levels per fire);
+// periodic adds the wheel's two as well (there a fire is a run, and the moves include re-armed
+// timers' moves down).
 //
 // Keeping the optimiser honest: every id a timed schedule returns is stored and later cancelled,
 // every cancel's result is summed and checked, and every callback increments a counter that is
@@ -31,6 +34,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -65,6 +69,30 @@ struct Bump {
   void operator()() const noexcept { ++*counter; }
 };
 
+// What the callbacks of the periodic case share: the queue (the heap's callbacks schedule their
+// next period on it) and the run counter.
+template <class Q>
+struct PeriodicRun {
+  Q* q;
+  std::uint64_t* fired;
+};
+
+// The heap's periodic timer, as a careful user writes it: the callback counts its run, schedules
+// the next period as a new timer at a fixed rate (one period after this run's deadline, not after
+// now, so it never drifts) and stores the new handle where the old one was, so that the timer
+// stays cancellable, as a wheel's periodic id does. 24 bytes; times are in ticks.
+struct Rearm {
+  const PeriodicRun<HeapTimerQueue>* run;
+  HeapTimerQueue::Handle* slot;
+  std::uint32_t due;     // this run's tick
+  std::uint32_t period;  // in ticks
+  void operator()() const {
+    ++*run->fired;
+    const std::uint32_t next = due + period;
+    *slot = run->q->schedule_at(kTick * next, Rearm{run, slot, next, period});
+  }
+};
+
 // What differs between the two queues, and nothing else.
 template <class Q>
 struct Queue;
@@ -76,6 +104,13 @@ struct Queue<tickwheel::Wheel> {
     return std::make_unique<tickwheel::Wheel>(tickwheel::WheelOptions{.tick = kTick});
   }
   static std::uint64_t bytes(const tickwheel::Wheel& q) { return q.stats().bytes; }
+  // A periodic timer first due at tick `first`, then every `period` ticks: the wheel re-arms it
+  // in its own node.
+  static tickwheel::TimerId every(const PeriodicRun<tickwheel::Wheel>& run, tickwheel::TimerId*,
+                                  std::uint32_t first, std::uint32_t period) {
+    return run.q->schedule_every(kTick * period, Bump{run.fired},
+                                 {.initial_delay = kTick * first - run.q->now()});
+  }
   static void fire_counters(benchmark::State& state, const tickwheel::Wheel& q) {
     const tickwheel::WheelStats s = q.stats();
     state.counters["max_pass_work"] = static_cast<double>(s.max_pass_work);
@@ -88,6 +123,13 @@ struct Queue<HeapTimerQueue> {
   static constexpr std::string_view kName = "heap";
   static std::unique_ptr<HeapTimerQueue> make() { return std::make_unique<HeapTimerQueue>(); }
   static std::uint64_t bytes(const HeapTimerQueue& q) { return q.bytes(); }
+  // The same timer as a chain of one-shot timers, each run scheduling the next (see Rearm); `slot`
+  // is where the chain keeps its current handle.
+  static HeapTimerQueue::Handle every(const PeriodicRun<HeapTimerQueue>& run,
+                                      HeapTimerQueue::Handle* slot, std::uint32_t first,
+                                      std::uint32_t period) {
+    return run.q->schedule_at(kTick * first, Rearm{&run, slot, first, period});
+  }
   static void fire_counters(benchmark::State&, const HeapTimerQueue&) {}
 };
 
@@ -109,11 +151,12 @@ void shuffle(std::vector<T>& v, Rng& rng) {  // Fisher-Yates, the same permutati
   for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
 }
 
-// Counters every case reports; `per_iter` operations make one iteration.
+// Counters every case reports; `per_iter` operations make one iteration (on average, where
+// iterations differ, as periodic's do).
 template <class Q>
-void report(benchmark::State& state, double bytes_per_timer, std::size_t per_iter) {
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(per_iter));
-  state.counters["ops_per_iter"] = static_cast<double>(per_iter);
+void report(benchmark::State& state, double bytes_per_timer, double per_iter) {
+  state.SetItemsProcessed(std::llround(static_cast<double>(state.iterations()) * per_iter));
+  state.counters["ops_per_iter"] = per_iter;
   state.counters["bytes_per_timer"] = bytes_per_timer;
   state.SetLabel(std::string(Queue<Q>::kName));
 }
@@ -361,10 +404,68 @@ void BM_Fire(benchmark::State& state) {
   }
   std::sort(durations.begin(), durations.end());
   const auto us = [](Nanos d) { return std::chrono::duration<double, std::micro>(d).count(); };
-  report<Q>(state, bpt, n);
+  report<Q>(state, bpt, static_cast<double>(n));
   state.counters["worst_advance_us"] = us(durations.back());
   state.counters["p999_advance_us"] = us(durations[durations.size() * 999 / 1000]);
   state.counters["max_late_us"] = us(lateness.max);
+  Queue<Q>::fire_counters(state, *q);
+}
+
+// periodic: N periodic timers, each with a period drawn uniformly over [kPeriodMin, kPeriodMax]
+// whole ticks (100 ms .. 10 s: heartbeats, keepalive probes, flushes) and its first run at a tick
+// drawn uniformly over its first period, so the runs are spread evenly from the start; each
+// iteration advances the queue by kPeriodicSpan ticks (1 s) in 1-tick steps. Time per run, the
+// steps that run nothing included. The wheel's timers are schedule_every() timers, re-armed in
+// their own nodes; the heap's are chains of one-shot timers, each run scheduling the next and
+// storing its handle (Rearm). After the timed loop: the number of runs must be exactly what the
+// periods and first ticks imply, and every timer must be cancelled through the id held for it
+// now; either failure fails the case.
+constexpr std::uint32_t kPeriodMin = 100;        // ticks
+constexpr std::uint32_t kPeriodMax = 10'000;     // ticks
+constexpr std::uint32_t kPeriodicSpan = 1'000;   // ticks advanced per iteration
+
+// The period and first tick of the next timer: drawn once to schedule, again to check.
+std::pair<std::uint32_t, std::uint32_t> draw_periodic(Rng& rng) {
+  const std::uint64_t span = kPeriodMax - kPeriodMin + 1;
+  const auto period = static_cast<std::uint32_t>(kPeriodMin + rng.below(span));
+  return {period, static_cast<std::uint32_t>(1 + rng.below(period))};
+}
+
+template <class Q>
+void BM_Periodic(benchmark::State& state) {
+  const std::size_t n = pending_of(state);
+  auto q = Queue<Q>::make();
+  std::uint64_t fired = 0;
+  const PeriodicRun<Q> run{q.get(), &fired};
+  std::vector<IdOf<Q>> ids(n);  // never resized: the heap's callbacks write into it
+  Rng rng(kSeed ^ n);
+  for (auto& id : ids) {
+    const auto [period, first] = draw_periodic(rng);
+    id = Queue<Q>::every(run, &id, first, period);
+  }
+  const double bpt = bytes_per_timer(*q);
+  std::uint32_t tick = 0;
+  for (auto _ : state) {
+    for (const std::uint32_t end = tick + kPeriodicSpan; tick != end;) q->advance(kTick * ++tick);
+  }
+  // A timer runs at its first tick, then every period: (tick - first) / period + 1 times by now.
+  std::uint64_t expected = 0;
+  Rng again(kSeed ^ n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto [period, first] = draw_periodic(again);
+    if (first <= tick) expected += (tick - first) / period + 1;
+  }
+  std::size_t cancelled = 0;
+  for (const auto& id : ids) cancelled += q->cancel(id);
+  if (fired != expected) {
+    state.SkipWithError("periodic: the number of runs is not what the periods imply");
+    return;
+  }
+  if (cancelled != n || q->pending() != 0) {
+    state.SkipWithError("periodic: a timer's current id did not cancel it");
+    return;
+  }
+  report<Q>(state, bpt, static_cast<double>(expected) / static_cast<double>(state.iterations()));
   Queue<Q>::fire_counters(state, *q);
 }
 
@@ -394,6 +495,7 @@ template <class Q> struct Cancel { static void run(benchmark::State& s) { BM_Can
 template <class Q> struct Fire { static void run(benchmark::State& s) { BM_Fire<Q>(s); } };
 template <class Q> struct Churn { static void run(benchmark::State& s) { BM_Churn<Q>(s); } };
 template <class Q> struct HotPair { static void run(benchmark::State& s) { BM_HotPair<Q>(s); } };
+template <class Q> struct Periodic { static void run(benchmark::State& s) { BM_Periodic<Q>(s); } };
 
 // The one table of scenarios: registration, names and the README's descriptions all come from it.
 const Case kCases[] = {
@@ -410,6 +512,10 @@ const Case kCases[] = {
     make_case<HotPair>("hot_pair",
                        "schedule a timer and cancel it at once (request answered in time)",
                        ops_iterations),
+    make_case<Periodic>("periodic",
+                         "N periodic timers (periods: see workload) advanced in 1-tick steps; "
+                         "cost per run (wheel: schedule_every; heap: each run schedules the next)",
+                         fire_iterations),
 };
 
 void register_all() {
@@ -430,9 +536,12 @@ void register_all() {
   }
   benchmark::AddCustomContext("cases", names);
   const auto text = [](auto v) { return std::to_string(v); };
-  benchmark::AddCustomContext("workload", "deadlines uniform over [" + text(kMinDelay.count()) +
-                                              ", " + text(kMaxDelay.count()) + "] ns, tick " +
-                                              text(kTick.count()) + " ns, seed " + text(kSeed));
+  benchmark::AddCustomContext(
+      "workload", "deadlines uniform over [" + text(kMinDelay.count()) + ", " +
+                      text(kMaxDelay.count()) + "] ns, tick " + text(kTick.count()) +
+                      " ns, seed " + text(kSeed) + "; periodic: periods uniform over [" +
+                      text(kPeriodMin) + ", " + text(kPeriodMax) + "] ticks, " +
+                      text(kPeriodicSpan) + " ticks per iteration");
   benchmark::AddCustomContext("compiler", __VERSION__);
 #ifdef NDEBUG
   benchmark::AddCustomContext("tickwheel_build", "NDEBUG (assertions off)");

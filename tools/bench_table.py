@@ -6,9 +6,11 @@ same binary; this script pairs the two rows of each (case, N) by their names (<c
 takes the median over the repetitions of the CPU time per operation, and prints one Markdown row
 per (case, N). Given tickwheel-engine-bench instead, it pairs the engine with the mutex-guarded
 heap lanes per (case, shards, producer threads) (<case>/<queue>/<shards>/.../threads:<T>) and uses
-real time, as that binary measures it. Every figure comes from the benchmark's JSON output, and so do the case
-descriptions: the binary writes them into the JSON context from the same table that registers the
-cases, so nothing here is typed by hand and nothing can drift.
+real time, as that binary measures it; its executor cases (<case>/<executor>/<M>/...) get a table
+of their own, the pool beside the inline path per (case, timers due at once). Every figure comes
+from the benchmark's JSON output, and so do the case descriptions: the binary writes them into the
+JSON context from the same table that registers the cases, so nothing here is typed by hand and
+nothing can drift.
 
 Usage:
   tools/bench_table.py [BINARY] [--repetitions R] [--filter REGEX] [--cpu K] [--json FILE] [BINARY FLAGS]
@@ -26,7 +28,8 @@ import statistics
 import subprocess
 import sys
 
-QUEUES = ("wheel", "engine", "heap")
+QUEUES = ("wheel", "engine", "heap", "inline", "pool")
+EXECUTORS = ("inline", "pool")  # the two sides of tickwheel-engine-bench's executor cases
 TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 BASE_N = 1_000_000  # the size the "×(N vs 1M)" column compares against
 
@@ -161,12 +164,12 @@ HEADER = ["case", "N", "wheel ns/op", "heap ns/op", "heap/wheel", "wheel min–m
           "heap min–max", "wheel ×(N vs 1M)", "bytes/timer wheel / heap",
           "worst advance µs wheel / heap", "p99.9 advance µs wheel / heap", "wheel max pass work"]
 
-NOTES = ("ns/op is CPU time per operation (for `fire`, per fired timer); min–max is the range over "
-         "the repetitions; heap/wheel > 1 means the wheel is faster; wheel ×(N vs 1M) is the "
-         "wheel's cost per op at N over its cost at 1M. Worst / p99.9 advance: the slowest and the "
+NOTES = ("ns/op is CPU time per operation (for `fire`, per fired timer; for `periodic`, per run); "
+         "min–max is the range over the repetitions; heap/wheel > 1 means the wheel is faster; "
+         "wheel ×(N vs 1M) is the wheel's cost per op at N over its cost at 1M. Worst / p99.9 advance: the slowest and the "
          "99.9th-percentile advance() of an instrumented drain in `fire` (medians over the "
          "repetitions; the worst includes any preemption of the benchmark). Wheel max pass work: "
-         "the most fires + level moves one advance() did.")
+         "the most fires + level moves one advance() did (in `fire` or `periodic`).")
 
 
 def row_cells(case, n, wheel, heap, base_ns):
@@ -177,10 +180,11 @@ def row_cells(case, n, wheel, heap, base_ns):
              f"{w_ns / base_ns:.2f}" if w_ns and base_ns else "–",
              pair(wheel, heap, "bytes_per_timer")]
     if med(wheel, "worst_advance_us") is not None or med(heap, "worst_advance_us") is not None:
-        cells += [pair(wheel, heap, "worst_advance_us"), pair(wheel, heap, "p999_advance_us", 2),
-                  fmt_num(med(wheel, "max_pass_work"), 0)]
+        cells += [pair(wheel, heap, "worst_advance_us"), pair(wheel, heap, "p999_advance_us", 2)]
     else:
-        cells += ["", "", ""]
+        cells += ["", ""]
+    pass_work = med(wheel, "max_pass_work")
+    cells.append("" if pass_work is None else fmt_num(pass_work, 0))
     return cells
 
 
@@ -199,10 +203,40 @@ def engine_rows(table, order):
     for case in order:
         for (c, shards, threads) in sorted(k for k in table if k[0] == case):
             row = table[(c, shards, threads)]
+            if "engine" not in row and "heap" not in row:
+                continue
             e, h = row.get("engine", []), row.get("heap", [])
             e_ns, h_ns = med(e, "ns_per_op"), med(h, "ns_per_op")
             cells = [case, str(shards), str(threads), fmt_ns(e_ns), fmt_ns(h_ns),
                      f"{h_ns / e_ns:.2f}×" if e_ns and h_ns else "–", fmt_range(e), fmt_range(h)]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+EXECUTOR_HEADER = ["case", "timers due", "inline ns/timer", "pool ns/timer",
+                   "hand-off ns/timer (pool − inline)", "pool/inline", "inline min–max",
+                   "pool min–max"]
+
+EXECUTOR_NOTES = ("Executor cases: ns/timer is real time per fired timer (per run, for a periodic "
+                  "case) of a caller-driven engine with one shard, all the timers due at once; "
+                  "inline: no executor, the poll runs the callbacks; pool: a ThreadPoolExecutor "
+                  "of one thread, timed until every callback has run and a poll has taken its "
+                  "node back. pool − inline is the hand-off's cost per fired timer.")
+
+
+def executor_rows(table, order):
+    lines = ["| " + " | ".join(EXECUTOR_HEADER) + " |",
+             "|" + "|".join(["---"] * len(EXECUTOR_HEADER)) + "|"]
+    for case in order:
+        for key in sorted(k for k in table if k[0] == case):
+            row = table[key]
+            if not any(e in row for e in EXECUTORS):
+                continue
+            i, p = row.get("inline", []), row.get("pool", [])
+            i_ns, p_ns = med(i, "ns_per_op"), med(p, "ns_per_op")
+            cells = [case, f"{key[1]:,}", fmt_ns(i_ns), fmt_ns(p_ns),
+                     fmt_ns(p_ns - i_ns) if i_ns and p_ns else "–",
+                     f"{p_ns / i_ns:.2f}×" if i_ns and p_ns else "–", fmt_range(i), fmt_range(p)]
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -212,24 +246,32 @@ def render(data, cmd, repetitions):
     table = collect(data)
     order = case_order(data)
     engine = any("engine" in queues for queues in table.values())
+    executor = any(e in queues for queues in table.values() for e in EXECUTORS)
+    engine_binary = engine or executor
     reps_seen = max((len(q) for v in table.values() for q in v.values()), default=0)
     pinned = f", pinned to CPU {ctx['pinned_cpu']}" if "pinned_cpu" in ctx else ""
     load = ""
     if cmd and hasattr(os, "getloadavg"):
         load = f"; load average at the end {os.getloadavg()[0]:.2f}"
-    what = "real time" if engine else "CPU time"
+    what = "real time" if engine_binary else "CPU time"
     lines = [
-        f"{'tickwheel-engine-bench' if engine else 'tickwheel-bench'}: median of {reps_seen} "
+        f"{'tickwheel-engine-bench' if engine_binary else 'tickwheel-bench'}: median of {reps_seen} "
         f"repetitions (requested {repetitions}) of {what} per operation; machine: {ctx.get('num_cpus', os.cpu_count())} x {cpu_model()}, "
         f"{ctx.get('mhz_per_cpu', '?')} MHz{pinned}{load}; compiler {ctx.get('compiler', '?')}; "
         f"{ctx.get('date', '')}",
         "",
     ]
-    if "workload" in ctx:
+    if "workload" in ctx and (engine or not engine_binary):
         lines += [f"Workload: {ctx['workload']}.", ""]
     if engine:
         lines += engine_rows(table, order)
-    else:
+    if executor:
+        if engine:
+            lines.append("")
+        if "executor_workload" in ctx:
+            lines += [f"Executor cases: {ctx['executor_workload']}.", ""]
+        lines += executor_rows(table, order)
+    if not engine_binary:
         lines.append("| " + " | ".join(HEADER) + " |")
         lines.append("|" + "|".join(["---"] * len(HEADER)) + "|")
         for case in order:
@@ -247,7 +289,12 @@ def render(data, cmd, repetitions):
             if case in by_name:
                 lines.append(f"- `{case}`: {by_name[case]}")
         lines.append("")
-    lines.append(ENGINE_NOTES if engine else NOTES)
+    if engine:
+        lines.append(ENGINE_NOTES)
+    if executor:
+        lines.append(EXECUTOR_NOTES)
+    if not engine_binary:
+        lines.append(NOTES)
     if cmd:
         lines += ["", "Command: `" + " ".join(cmd) + "`"]
     bad = errors(data)
