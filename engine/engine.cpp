@@ -145,6 +145,11 @@ bool EngineCore::is_own_worker(const Shard* shard) const noexcept {
   return shard != nullptr && shard == current_shard();
 }
 
+bool EngineCore::in_own_pass() const noexcept {
+  const Shard* own = current_shard();
+  return own != nullptr && &own->core() == this;
+}
+
 ProducerState* EngineCore::producer() noexcept {
   for (const TlsEntry& e : t_producers) {
     if (e.uid == uid_) return e.state;
@@ -260,6 +265,9 @@ Timer EngineCore::settle_late(ProducerState& state, Shard* shard, Node* node, st
   // stands, among the timers stop() returns. Drained: if the drain took the node, likewise; if
   // not, it is the one item in this thread's sub-queue (earlier ones were drained, or settled
   // here too): take it back and fail the schedule.
+  // A callback on one of this engine's workers (or polling threads) must not take the mutex: stop()
+  // holds it while it joins that very thread. The drain comes after the join, so the node stands.
+  if (in_own_pass()) return Timer(shard, node, gen);
   std::lock_guard lock(lifecycle_mutex_);
   if (!joined_) return Timer(shard, node, gen);
   Node* back = nullptr;
@@ -285,7 +293,9 @@ Timer EngineCore::fail(ProducerState& state, Shard* shard, Node* node, Status wh
 }
 
 void EngineCore::post_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen) noexcept {
-  if (stopped_.load(std::memory_order_acquire)) {
+  // From a callback of this engine's own pass the worker is still alive, and stop() (holding the
+  // mutex while it joins this thread) drains the queue after the join: post as usual.
+  if (stopped_.load(std::memory_order_acquire) && !in_own_pass()) {
     // No worker will drain the queue any more. stop() holds this mutex until it has drained it,
     // so once we hold it the shard is ours: retire the node here, destroying its callable now.
     // (A handle stop() returned reaches this thread after stop() did, so it sees stopped_.)
@@ -325,8 +335,7 @@ void EngineCore::start() {
 }
 
 std::vector<Timer> EngineCore::stop() {
-  const Shard* own = current_shard();
-  if ((own != nullptr && &own->core() == this) || current_task_engine() == this) {
+  if (in_own_pass() || current_task_engine() == this) {
     throw std::logic_error(
         "tickwheel::Engine::stop() called from inside one of its timer callbacks: it would join the "
         "thread it runs on, or wait for its own task; call it from another thread");

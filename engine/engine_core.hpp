@@ -95,6 +95,9 @@ class EngineCore {
   // Undoes a schedule that handed nothing over: destroys the callable, keeps the node, counts it.
   Timer fail(ProducerState& state, Shard* shard, Node* node, Status why) noexcept;
   bool is_own_worker(const Shard* shard) const noexcept;
+  // Whether the calling thread is in a pass of one of this engine's shards (a worker, or a thread
+  // inside poll()), i.e. running one of its callbacks inline.
+  bool in_own_pass() const noexcept;
   Shard& polled_shard(std::size_t index) const;  // checks poll()'s preconditions
 
   EngineOptions opts_;

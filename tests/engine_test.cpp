@@ -18,6 +18,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <latch>
 #include <memory>
@@ -745,6 +747,53 @@ TEST(EngineCancel, NeverWakesASleepingWorker) {
   ASSERT_TRUE(eventually([&] { return e.stats().cancelled == kN; })) << e.stats().cancelled;
   for (std::size_t i = 0; i < kN; ++i) EXPECT_EQ(t.ran[i].load(), 0);
   EXPECT_TRUE(e.stop().empty());
+}
+
+// A callback that cancels and schedules while stop() is joining its worker: stop() holds its
+// mutex across the join, so neither call may take it from the worker. Both must return, and so
+// must stop(), which then returns the scheduled timer and the one left pending.
+TEST(EngineLifecycle, CallbacksThatCancelAndScheduleWhileStopJoinsThemDoNotDeadlock) {
+  Engine e(Opts(2));
+  struct State {
+    Engine* e = nullptr;
+    Timer victim;
+    std::atomic<bool> entered{false}, go{false}, cancelled{false};
+    Status scheduled = Status::no_timer;
+  } st;
+  st.e = &e;
+  st.victim = e.schedule_on(0, 1h, [] {});
+  ASSERT_TRUE(st.victim);
+  ASSERT_TRUE(e.schedule_on(0, 0ns, [s = &st] {
+    s->entered.store(true);
+    while (!s->go.load()) std::this_thread::yield();
+    s->cancelled.store(s->victim.cancel());
+    s->scheduled = s->e->schedule_on(1, 1h, [] {}).status();
+  }));
+  ASSERT_TRUE(eventually([&] { return st.entered.load(); }));
+  std::atomic<bool> stopped{false};
+  std::vector<Timer> left;
+  std::thread stopper([&] {
+    left = e.stop();
+    stopped.store(true);
+  });
+  // stop() has begun once a schedule from here is refused; the callback is still held. The probes
+  // that got in before it are returned by stop() too.
+  std::size_t probes = 0;
+  ASSERT_TRUE(eventually([&] {
+    const Status why = e.schedule_on(1, 1h, [] {}).status();
+    probes += why == Status::ok ? 1 : 0;
+    return why == Status::stopped;
+  }));
+  st.go.store(true);
+  if (!eventually([&] { return stopped.load(); })) {
+    std::fprintf(stderr, "stop() deadlocked with a callback that cancels and schedules\n");
+    std::abort();  // the stopper thread cannot be joined
+  }
+  stopper.join();
+  EXPECT_TRUE(st.cancelled.load());
+  // The hand-off from the worker came after stopped_ was set: it stands, among the returned.
+  EXPECT_EQ(st.scheduled, Status::ok);
+  EXPECT_EQ(left.size(), 1 + probes);
 }
 
 // The bound on what a sleeping worker leaves in its queues: a thread that keeps scheduling far
