@@ -9,6 +9,10 @@
 #   tools/run.sh check     the whole CTest suite under AddressSanitizer + UBSan (Debug, build-asan/)
 #                          and under ThreadSanitizer (build-tsan/)
 #   tools/run.sh build     Release build only
+#   tools/run.sh fuzz [s]  the libFuzzer targets (clang, ASan + UBSan, build-fuzz/), each for s seconds
+#                          (60 by default) over a scratch copy of its seed corpus; an input that fails
+#                          is kept in tests/fuzz/regressions/<target>/ (then replayed by CTest) and the
+#                          run exits non-zero
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,6 +54,43 @@ sanitized_suite() {
   ctest --test-dir "$dir" --output-on-failure --parallel "$(nproc)"
 }
 
+# The libFuzzer targets of tests/fuzz/, each run for $1 seconds. The fuzzer grows a scratch copy of
+# the seed corpus, so the committed one stays as it is; it also reads the kept regressions.
+# -timeout: one input running that long is a hang; the flags are those of the `fuzz` preset.
+fuzz_targets() {
+  local seconds=${1:-60} dir="$root/build-fuzz" failed=0
+  packages+=(clang libclang-rt-14-dev)  # clang++ and its libFuzzer and sanitizer runtimes
+  install_missing
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+      -DCMAKE_CXX_FLAGS="-O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+      -DTICKWHEEL_FUZZ=ON -DTICKWHEEL_BUILD_BENCH=OFF -DTICKWHEEL_BUILD_STRESS=OFF -DTICKWHEEL_BUILD_TOOLS=OFF >/dev/null
+  fi
+  cmake --build "$dir" --parallel "$(nproc)" --target tickwheel-fuzz-wheel tickwheel-fuzz-engine
+  for target in wheel engine; do
+    local work kept="$root/tests/fuzz/regressions/$target"
+    work=$(mktemp -d)
+    cp -r "$root/tests/fuzz/corpus/$target" "$work/corpus"
+    mkdir "$work/out"
+    local seeds=("$work/corpus")
+    [ -d "$kept" ] && seeds+=("$kept")
+    echo "tools/run.sh: fuzzing $target for ${seconds}s"
+    if ! "$dir/tests/fuzz/tickwheel-fuzz-$target" -max_total_time="$seconds" -timeout=25 -max_len=4096 \
+        -len_control=20 -print_final_stats=1 -artifact_prefix="$work/out/" "${seeds[@]}"; then
+      failed=1
+      mkdir -p "$kept"
+      for f in "$work"/out/crash-* "$work"/out/leak-* "$work"/out/timeout-* "$work"/out/oom-*; do
+        [ -f "$f" ] || continue
+        cp "$f" "$kept/"
+        echo "tools/run.sh: the $target fuzzer FAILED on an input, kept as tests/fuzz/regressions/$target/$(basename "$f")"
+        echo "  replay it: TICKWHEEL_FUZZ_TRACE=1 $dir/tests/fuzz/tickwheel-fuzz-$target $kept/$(basename "$f")"
+      done
+    fi
+    rm -rf "$work"
+  done
+  return $failed
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -73,8 +114,11 @@ case "$cmd" in
       "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
     sanitized_suite "$root/build-tsan" RelWithDebInfo "-fsanitize=thread -g"
     ;;
+  fuzz)
+    fuzz_targets "${1:-60}"
+    ;;
   *)
-    sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,/^[^#]/p' "${BASH_SOURCE[0]}" | sed -n 's/^# \{0,1\}//p'
     exit 2
     ;;
 esac

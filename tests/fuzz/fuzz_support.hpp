@@ -1,0 +1,117 @@
+// tests/fuzz/fuzz_support.hpp — what the two fuzz targets share: the byte reader that turns a
+// fuzzer input into decisions, the failure report, and time arithmetic done the slow, obvious
+// way (the reference models must not borrow the library's own helpers, or a shared bug would
+// cancel out).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+namespace tickwheel::fuzz {
+
+using Nanos = std::chrono::nanoseconds;
+
+// Reads an input from both ends: operations from the front, and the decisions taken inside
+// callbacks from the back. Keeping the two apart makes inputs stable under mutation: a change
+// that makes one more callback run shifts only the callback decisions, not every later operation.
+// Past the end (the two cursors met) every read returns 0, which each decoder maps to its most
+// ordinary choice, so every byte string is a valid input.
+class Bytes {
+ public:
+  Bytes(const std::uint8_t* data, std::size_t size) noexcept : data_(data), front_(0), back_(size) {}
+
+  bool empty() const noexcept { return front_ >= back_; }
+
+  std::uint8_t u8() noexcept {
+    if (empty()) return 0;
+    return from_back_ ? data_[--back_] : data_[front_++];
+  }
+  std::uint16_t u16() noexcept { return static_cast<std::uint16_t>(u8() | (u8() << 8)); }
+  std::uint64_t u64() noexcept {
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= std::uint64_t{u8()} << (8 * i);
+    return v;
+  }
+
+  // While one of these lives, reads come from the back: a callback's decisions use the same
+  // decoders as the operations without taking bytes from the operation stream.
+  class FromBack {
+   public:
+    explicit FromBack(Bytes& b) noexcept : b_(b), was_(b.from_back_) { b_.from_back_ = true; }
+    ~FromBack() { b_.from_back_ = was_; }
+    FromBack(const FromBack&) = delete;
+    FromBack& operator=(const FromBack&) = delete;
+
+   private:
+    Bytes& b_;
+    bool was_;
+  };
+
+ private:
+  const std::uint8_t* data_;
+  std::size_t front_;
+  std::size_t back_;
+  bool from_back_ = false;
+};
+
+// A disagreement between the library and its reference model: print it and abort, which
+// libFuzzer reports as a crash (and saves the input), and which fails a replay test.
+[[noreturn]] inline void fail(const char* what, long long a = 0, long long b = 0) noexcept {
+  std::fprintf(stderr, "tickwheel fuzz: model mismatch: %s (%lld, %lld)\n", what, a, b);
+  std::fflush(stderr);
+  std::abort();
+}
+
+inline void check(bool ok, const char* what, long long a = 0, long long b = 0) noexcept {
+  if (!ok) fail(what, a, b);
+}
+
+// TICKWHEEL_FUZZ_TRACE=1 makes a target print each operation and what the model expects, to
+// read a failing input's story (run the replay binary or the fuzzer on that one file).
+inline bool tracing() noexcept {
+  static const bool on = [] {
+    const char* v = std::getenv("TICKWHEEL_FUZZ_TRACE");
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  }();
+  return on;
+}
+
+#define TICKWHEEL_FUZZ_TRACE(...)                  \
+  do {                                             \
+    if (::tickwheel::fuzz::tracing()) {            \
+      std::fprintf(stderr, __VA_ARGS__);           \
+      std::fputc('\n', stderr);                    \
+    }                                              \
+  } while (false)
+
+constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kI64Min = std::numeric_limits<std::int64_t>::min();
+
+inline std::int64_t sat_add(std::int64_t a, std::int64_t b) noexcept {
+  std::int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? kI64Max : kI64Min;
+  return r;
+}
+
+inline std::int64_t sat_mul(std::int64_t a, std::int64_t b) noexcept {
+  std::int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return (a < 0) != (b < 0) ? kI64Min : kI64Max;
+  return r;
+}
+
+// The tick a deadline rounds up to, as wheel.hpp states it: zero for a deadline at or before
+// zero, else ceil(deadline / tick), and never past the last tick a Nanos can hold.
+inline std::uint64_t due_tick(std::int64_t deadline_ns, std::int64_t tick_ns) noexcept {
+  if (deadline_ns <= 0) return 0;
+  const auto d = static_cast<std::uint64_t>(deadline_ns);
+  const auto t = static_cast<std::uint64_t>(tick_ns);
+  const std::uint64_t up = d / t + (d % t != 0 ? 1 : 0);
+  const std::uint64_t last = static_cast<std::uint64_t>(kI64Max) / t;
+  return up < last ? up : last;
+}
+
+}  // namespace tickwheel::fuzz
