@@ -216,8 +216,10 @@ class Wheel {
   Wheel& operator=(const Wheel&) = delete;
 
   // Schedules fn() to run in the first advance(now) with now >= deadline rounded up to the tick.
-  // A deadline at or before the current tick (in the past, or a zero or negative delay) fires on the
-  // next advance(). A deadline past horizon() is clamped to it. fn must be callable as fn(), at most
+  // A deadline whose tick is at or before the current one (in the past, or a zero or negative delay
+  // taken on a tick boundary) fires on the next advance(); a zero delay taken between boundaries
+  // rounds up to the next tick like any deadline, so an advance() to the same now runs nothing.
+  // A deadline past horizon() is clamped to it. fn must be callable as fn(), at most
   // 24 bytes, at most 8-byte aligned, and nothrow to construct from the argument and to destroy:
   // anything else is a compile error that says what to do. O(1); no allocation once the pool has
   // grown to the peak population. Fails (a false id whose status() says why, nothing changed) when
