@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/status.hpp"
 #include "tickwheel/wheel.hpp"
@@ -38,16 +39,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 30s) {
-  const auto end = Clock::now() + limit;
-  while (!pred()) {
-    if (Clock::now() > end) return pred();
-    std::this_thread::sleep_for(100us);
-  }
-  return true;
-}
 
 // Runs and destructions per id. Atomic, so that worker-mode tests may share it; declared before
 // the Wheel or Engine of each test, whose destructor destroys the callables never run.

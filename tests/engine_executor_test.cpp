@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "thread_support.hpp"
 #include "support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/executor.hpp"
@@ -30,43 +31,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-// Waits (bounded) until pred() holds; false if it never did.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds limit = 20s) {
-  const auto until = Clock::now() + limit;
-  while (!pred()) {
-    if (Clock::now() > until) return false;
-    std::this_thread::sleep_for(200us);
-  }
-  return true;
-}
-
-// A gate callbacks block on until the test opens it (or a generous bound passes, so that a broken
-// engine fails the test instead of hanging it).
-class Gate {
- public:
-  void wait() {
-    std::unique_lock lock(m_);
-    cv_.wait_for(lock, 30s, [&] { return open_; });
-  }
-  void open() {
-    {
-      std::lock_guard lock(m_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  bool is_open() {
-    std::lock_guard lock(m_);
-    return open_;
-  }
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
 
 EngineOptions pooled(std::shared_ptr<Executor> executor, std::size_t shards = 1) {
   EngineOptions o;

@@ -8,7 +8,7 @@
 //
 // The engine runs on the real steady clock, so these tests never assert a timing figure: they wait
 // for an event with a bounded loop (a counter reaching N, or 10 s passing) and then assert on
-// counts, identities and orderings. Two devices keep them deterministic: a Gate callback that
+// counts, identities and orderings. Two devices keep them deterministic: a HoldGate callback that
 // holds a shard's worker inside a pass (so nothing on that shard can fire or be transferred while
 // the test acts), and a sentinel timer due after a cancelled one on the same shard (ticks run in
 // order, so once the sentinel ran the cancelled timer had its chance to run, wrongly).
@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/status.hpp"
 
@@ -43,18 +44,6 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 std::int64_t now_ns() { return Clock::now().time_since_epoch().count(); }
-
-// Polls `pred` until it holds or `limit` passes; returns its last value. The limit only bounds a
-// hung test: no test asserts how long the wait took.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 10s) {
-  const auto end = Clock::now() + limit;
-  while (!pred()) {
-    if (Clock::now() > end) return pred();
-    std::this_thread::sleep_for(100us);
-  }
-  return true;
-}
 
 // Per-timer records, indexed by an id captured in the callable. `runs` is bumped with release
 // after the per-id writes, so a thread that saw runs reach N (acquire) may read them. Declared
@@ -116,31 +105,6 @@ std::set<long> ids_of_returned(std::vector<Timer>& returned, const std::vector<T
   EXPECT_EQ(ids.size(), returned.size()) << "returned handles that name no timer of this test, or one twice";
   return ids;
 }
-
-// Holds a worker inside a callback until released, so the test can act while that shard can
-// neither fire nor transfer anything.
-struct Gate {
-  std::atomic<bool> entered{false};
-  std::atomic<bool> open{false};
-  void pass() {  // in the callback
-    entered.store(true);
-    entered.notify_all();
-    open.wait(false);
-  }
-  bool wait_entered() {
-    return eventually([&] { return entered.load(); });
-  }
-  void release() {
-    open.store(true);
-    open.notify_all();
-  }
-};
-// Declared after the Engine, so a failed assertion releases the worker before the engine's
-// destructor joins it.
-struct ReleaseOnExit {
-  Gate& gate;
-  ~ReleaseOnExit() { gate.release(); }
-};
 
 // Collects the log hook's notices (called from any thread).
 struct LogSink {
@@ -365,7 +329,7 @@ TEST(EngineLifecycle, CancelOfAReturnedTimerDestroysItsCallable) {
 TEST(EngineLifecycle, StopReturnsHandOffsNotYetTransferred) {
   constexpr std::size_t kQueued = 100, kProbes = 100'000;
   Tally t(kQueued + kProbes);
-  Gate gate;
+  HoldGate gate;
   Engine e(unpinned(1));
   ReleaseOnExit guard{gate};
   ASSERT_TRUE(e.schedule_after(0ns, [g = &gate] { g->pass(); }));
@@ -620,7 +584,7 @@ TEST(EngineTimer, DefaultTimerNamesNothing) {
 // been transferred, let alone fired.
 TEST(EngineCancel, InTransitBeforeItFires) {
   Tally t(2);
-  Gate gate;
+  HoldGate gate;
   Engine e(unpinned(1));
   ReleaseOnExit guard{gate};
   ASSERT_TRUE(e.schedule_after(0ns, [g = &gate] { g->pass(); }));
@@ -647,7 +611,7 @@ TEST(EngineCancel, InTransitBeforeItFires) {
 // the same pass that transferred it.
 TEST(EngineCancel, InTheWheelWhileOverdue) {
   Tally t(2);
-  Gate gate;
+  HoldGate gate;
   Engine e(unpinned(1));
   ReleaseOnExit guard{gate};
   Timer x = e.schedule_after(5ms, Probe(&t, 0));
@@ -1011,7 +975,7 @@ struct Flood {
 TEST(EngineTransferCap, AFloodMovesOverSeveralPassesAndAllFires) {
   constexpr std::size_t kN = 250'000, kCap = 100'000;
   Flood f(kN);
-  Gate gate;
+  HoldGate gate;
   Engine e(Opts(1).transfer_cap(kCap));
   ReleaseOnExit guard{gate};
   ASSERT_TRUE(e.schedule_after(0ns, [g = &gate] { g->pass(); }));
@@ -1201,7 +1165,7 @@ TEST(EngineStats, CountersAddUpPerShardAndInTotal) {
 TEST(EngineStats, InTransitCancelsKeepPendingRight) {
   constexpr std::size_t kN = 10, kCancel = 4;
   Tally t(kN + 1);
-  Gate gate;
+  HoldGate gate;
   Engine e(unpinned(1));
   ReleaseOnExit guard{gate};
   ASSERT_TRUE(e.schedule_after(0ns, [g = &gate] { g->pass(); }));

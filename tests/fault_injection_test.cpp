@@ -6,7 +6,7 @@
 // a stable population.
 //
 // Worker-mode tests run on the real clock and only wait, bounded, for events: no timing figure is
-// asserted. Where an interleaving matters, a Gate holds a worker inside a callback. Caller-driven
+// asserted. Where an interleaving matters, a HoldGate holds a worker inside a callback. Caller-driven
 // tests (Threads::manual with an injected clock) are deterministic. Each test ends in exact
 // accounting, per timer (ran once, or cancelled, or returned by stop(); callable destroyed once)
 // and in stats() (scheduled == fired + cancelled + pending).
@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "thread_support.hpp"
 #include "support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/status.hpp"
@@ -52,18 +53,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-// Polls `pred` until it holds or `limit` passes; returns its last value. The limit only bounds a
-// hung test: no test asserts how long the wait took.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 60s) {
-  const auto end = Clock::now() + limit;
-  while (!pred()) {
-    if (Clock::now() > end) return pred();
-    std::this_thread::sleep_for(100us);
-  }
-  return true;
-}
 
 // Per-timer records, indexed by an id captured in the callable. `runs` is bumped with release after
 // the per-id writes, so a thread that saw it reach N (acquire) may read them. `seq` numbers the
@@ -128,30 +117,6 @@ class Probe {
 static_assert(sizeof(Probe) <= 24);
 
 Throw nth_fault(std::size_t i) { return static_cast<Throw>(1 + i % 3); }
-
-// Holds a worker inside a callback until released, so the test can act while that shard can
-// neither fire nor transfer anything.
-struct Gate {
-  std::atomic<bool> entered{false};
-  std::atomic<bool> open{false};
-  void pass() {  // in the callback
-    entered.store(true);
-    open.wait(false);
-  }
-  bool wait_entered() {
-    return eventually([&] { return entered.load(); });
-  }
-  void release() {
-    open.store(true);
-    open.notify_all();
-  }
-};
-// Declared after the Engine, so a failed assertion releases the worker before the engine's
-// destructor joins it.
-struct ReleaseOnExit {
-  Gate& gate;
-  ~ReleaseOnExit() { gate.release(); }
-};
 
 // Collects the log hook's notices (called from any thread).
 struct LogSink {
@@ -383,11 +348,11 @@ TEST(FaultInjection, CallbacksThatBlockFor100msLoseNothing) {
 }
 
 // A blocked shard holds up only its own timers: while shard 0's worker is held (indefinitely, by a
-// Gate), shard 1 runs all of its timers; shard 0's run once it is released.
+// HoldGate), shard 1 runs all of its timers; shard 0's run once it is released.
 TEST(FaultInjection, ABlockedShardDoesNotHoldUpAnother) {
   constexpr std::size_t kPer = 500;
   Tally t(2 * kPer);
-  Gate gate;
+  HoldGate gate;
   Engine e(workers(2));
   ReleaseOnExit guard{gate};
   ASSERT_TRUE(e.schedule_on(0, 0ns, [g = &gate] { g->pass(); }));
@@ -523,11 +488,11 @@ TEST(FaultInjection, WheelCallbackCancelsItselfAndTimersOfItsSlotAndItsPass) {
 
 // Workers: a callback on shard 0 cancels itself (false), timers handed over with it and due in the
 // same pass (each ran or was cancelled, never both), far timers on its own shard and far timers on
-// the other shard (all win). A Gate holds shard 0 while the handles are taken, so the canceller
+// the other shard (all win). A HoldGate holds shard 0 while the handles are taken, so the canceller
 // cannot run before it has them.
 TEST(FaultInjection, AWorkerCallbackCancelsItselfAndTimersOnBothShards) {
   Tally t(3 * kVictims);
-  Gate gate;
+  HoldGate gate;
   struct Ctx {
     Timer self;
     std::vector<Timer> same, own_far, other_far;
@@ -783,7 +748,7 @@ TEST(FaultInjection, HandOffsOfAnExitedThreadNeverPolledAreReturnedByStop) {
 TEST(FaultInjection, HandOffsOfAnExitedThreadRunOnAHeldWorkerOnceReleased) {
   constexpr std::size_t kN = 2000;
   Tally t(kN);
-  Gate gate;
+  HoldGate gate;
   Engine e(workers(1));
   ReleaseOnExit guard{gate};
   ASSERT_TRUE(e.schedule_after(0ns, [g = &gate] { g->pass(); }));

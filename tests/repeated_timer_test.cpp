@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "thread_support.hpp"
 #include "support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/executor.hpp"
@@ -494,38 +495,6 @@ TEST_F(RepeatedTimerManual, TheDestructorFromInsideItsCallbackLetsTheRunFinishTh
 }
 
 // ---- Threads ----
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::seconds limit = 20s) {
-  const auto until = Clock::now() + limit;
-  while (!pred()) {
-    if (Clock::now() > until) return false;
-    std::this_thread::sleep_for(100us);
-  }
-  return true;
-}
-
-// A gate runs block on until the test opens it (or a generous bound passes, so that a broken
-// timer fails the test instead of hanging it).
-class Gate {
- public:
-  void wait() {
-    std::unique_lock lock(m_);
-    cv_.wait_for(lock, 30s, [&] { return open_; });
-  }
-  void open() {
-    {
-      std::lock_guard lock(m_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
 
 EngineOptions threaded(std::size_t shards, std::shared_ptr<Executor> executor = {}) {
   EngineOptions o;
