@@ -111,23 +111,22 @@ using tickwheel_bench::kMinDelay;
 using tickwheel_bench::Rng;
 
 constexpr Nanos kTick = std::chrono::milliseconds(1);
-constexpr std::size_t kBlock = 4096;                  // schedules between two cancel bursts
-constexpr std::uint64_t kSeed = 0x7469636b77686565;   // "tickwhee", as in wheel_bench.cpp
+constexpr std::size_t kBlock = 4096;                           // schedules between two cancel bursts
+constexpr std::uint64_t kSeed = 0x7469636b77686565;            // "tickwhee", as in wheel_bench.cpp
 constexpr std::int64_t kOpsPerThread = std::int64_t{1} << 20;  // iterations per producer
 constexpr auto kSettleTimeout = std::chrono::seconds(10);
 static_assert((kBlock & (kBlock - 1)) == 0 && kOpsPerThread % kBlock == 0);
 
 // Command-line configuration, set once in main() before any benchmark runs.
 struct Config {
-  std::vector<unsigned> cpus;     // empty: pin nothing
-  cpu_set_t startup_mask{};       // the affinity the process started with
+  std::vector<unsigned> cpus;  // empty: pin nothing
+  cpu_set_t startup_mask{};    // the affinity the process started with
   tickwheel::WaitStrategy wait = tickwheel::WaitStrategy::sleep;
   std::size_t pending = 1'000'000;
   std::vector<unsigned> shards{1, 2};     // shard (lane) counts to run
   std::vector<unsigned> producers{1, 2};  // producer thread counts; throughput uses the largest
 };
 Config g_config;
-
 
 template <class T>
 void shuffle(std::vector<T>& v, Rng& rng) {  // Fisher-Yates, the same permutation everywhere
@@ -145,7 +144,7 @@ void pin_self(int cpu) noexcept {
     CPU_SET(static_cast<unsigned>(cpu), &set);
   }
   pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort: a refusal only
-}                                                              // costs precision, never a result
+}  // costs precision, never a result
 
 int producer_cpu(std::size_t producer) {  // from the front of the list
   const auto& c = g_config.cpus;
@@ -208,9 +207,8 @@ class EngineQueue {
     state.counters["transfer_cap_hits"] = static_cast<double>(s.transfer_cap_hits);
     state.counters["passes"] = static_cast<double>(s.passes);
     state.counters["wakeups"] = static_cast<double>(s.wakeups);
-    state.counters["workers_bound"] = static_cast<double>(
-        std::count_if(s.shards.begin(), s.shards.end(),
-                      [](const tickwheel::ShardStats& sh) { return sh.bound_cpu >= 0; }));
+    state.counters["workers_bound"] = static_cast<double>(std::count_if(
+        s.shards.begin(), s.shards.end(), [](const tickwheel::ShardStats& sh) { return sh.bound_cpu >= 0; }));
   }
 
  private:
@@ -226,8 +224,8 @@ class EngineQueue {
     o.log = [](std::string_view line) {  // once per process, not once per benchmark run
       static std::atomic<bool> said{false};
       if (!said.exchange(true)) {
-        std::fprintf(stderr, "tickwheel-engine-bench: engine says: %.*s\n",
-                     static_cast<int>(line.size()), line.data());
+        std::fprintf(stderr, "tickwheel-engine-bench: engine says: %.*s\n", static_cast<int>(line.size()),
+                     line.data());
       }
     };
     return o;
@@ -351,11 +349,11 @@ class HeapQueue {
 struct alignas(64) Tally {
   std::atomic<std::uint64_t> fired{0};
   alignas(64) std::uint64_t scheduled = 0;
-  std::uint64_t failed = 0;          // schedules that returned a false handle
-  std::uint64_t attempts = 0;        // cancels tried
-  std::uint64_t won = 0;             // cancels that returned true
-  std::size_t lane = 0;              // the shard of the producer's first timer
-  std::string_view failure;          // why the first failed schedule failed
+  std::uint64_t failed = 0;    // schedules that returned a false handle
+  std::uint64_t attempts = 0;  // cancels tried
+  std::uint64_t won = 0;       // cancels that returned true
+  std::size_t lane = 0;        // the shard of the producer's first timer
+  std::string_view failure;    // why the first failed schedule failed
 };
 
 struct FixtureBase {
@@ -395,10 +393,10 @@ struct Fixture : FixtureBase {
         agreed = 0;
       }
       if (Clock::now() > give_up) {
-        return "the queue did not settle in " + std::to_string(kSettleTimeout.count()) +
-               " s: queued " + std::to_string(q.queued) + ", cancelled " +
-               std::to_string(q.cancelled) + " of " + std::to_string(won) + ", fired " +
-               std::to_string(q.fired) + " (callbacks run " + std::to_string(f) + ")";
+        return "the queue did not settle in " + std::to_string(kSettleTimeout.count()) + " s: queued " +
+               std::to_string(q.queued) + ", cancelled " + std::to_string(q.cancelled) + " of " +
+               std::to_string(won) + ", fired " + std::to_string(q.fired) + " (callbacks run " +
+               std::to_string(f) + ")";
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -436,8 +434,7 @@ class Producer {
       g_fixture.reset();
       pin_self(-1);
       g_fixture = std::make_unique<Fixture<Q>>(static_cast<std::size_t>(state.range(0)),
-                                               static_cast<std::size_t>(state.threads()),
-                                               placement);
+                                               static_cast<std::size_t>(state.threads()), placement);
     }
     pin_self(producer_cpu(index_));
     for (Nanos& d : delays_) d = rng_.delay();
@@ -466,9 +463,7 @@ class Producer {
   }
 
   // This producer's share of the population.
-  std::size_t share() const noexcept {
-    return g_config.pending / static_cast<std::size_t>(state_.threads());
-  }
+  std::size_t share() const noexcept { return g_config.pending / static_cast<std::size_t>(state_.threads()); }
 
   Handle schedule() {
     const Nanos delay = delays_[next_delay_];
@@ -520,9 +515,9 @@ class Producer {
                    " schedules failed (" + std::string(tally.failure) + ")";
       }
       if (tally.attempts - tally.won > tally.fired.load() && fx.error.empty()) {
-        fx.error = "producer " + std::to_string(t) + ": " +
-                   std::to_string(tally.attempts - tally.won) + " cancels returned false but only " +
-                   std::to_string(tally.fired.load()) + " of its timers fired";
+        fx.error = "producer " + std::to_string(t) + ": " + std::to_string(tally.attempts - tally.won) +
+                   " cancels returned false but only " + std::to_string(tally.fired.load()) +
+                   " of its timers fired";
       }
     }
     if (!fx.error.empty()) {
@@ -754,16 +749,14 @@ class Handoff {
       error = std::to_string(failed) + " schedules failed";
     } else if (ran_early_ != 0) {
       error = std::to_string(ran_early_) + " callbacks ran before their tick";
-    } else if (runs_ != expected || ran_ != expected || fired() != expected ||
-               s.fired != expected) {
-      error = "polls ran " + std::to_string(ran_) + ", callbacks counted " +
-              std::to_string(fired()) + ", engine fired " + std::to_string(s.fired) +
-              "; expected " + std::to_string(expected);
+    } else if (runs_ != expected || ran_ != expected || fired() != expected || s.fired != expected) {
+      error = "polls ran " + std::to_string(ran_) + ", callbacks counted " + std::to_string(fired()) +
+              ", engine fired " + std::to_string(s.fired) + "; expected " + std::to_string(expected);
     } else if (cancels_won != cancels) {
       error = std::to_string(cancels - cancels_won) + " periodic timers did not cancel";
     } else if (!left.empty() || s.callback_errors != 0) {
-      error = std::to_string(left.size()) + " timers left pending, " +
-              std::to_string(s.callback_errors) + " callback errors";
+      error = std::to_string(left.size()) + " timers left pending, " + std::to_string(s.callback_errors) +
+              " callback errors";
     }
     if (!error.empty()) {
       state_.SkipWithError(error.c_str());
@@ -833,12 +826,20 @@ void BM_HandoffPeriodic(benchmark::State& state) {
   h.finish(failed, won, timers.size());
 }
 
-template <class Q> struct Schedule { static void run(benchmark::State& s) { BM_Schedule<Q>(s); } };
-template <class Q> struct Cancel { static void run(benchmark::State& s) { BM_Cancel<Q>(s); } };
-template <class Q> struct Throughput {
+template <class Q>
+struct Schedule {
+  static void run(benchmark::State& s) { BM_Schedule<Q>(s); }
+};
+template <class Q>
+struct Cancel {
+  static void run(benchmark::State& s) { BM_Cancel<Q>(s); }
+};
+template <class Q>
+struct Throughput {
   static void run(benchmark::State& s) { BM_Throughput<Q, Placement::apart>(s); }
 };
-template <class Q> struct ThroughputTogether {
+template <class Q>
+struct ThroughputTogether {
   static void run(benchmark::State& s) { BM_Throughput<Q, Placement::together>(s); }
 };
 
@@ -903,11 +904,10 @@ void register_all() {
   for (const Case& c : kCases) {
     if (!names.empty()) names += ',';
     names += c.name;
-    for (const auto& [queue, fn] : {std::pair{EngineQueue::kName, c.engine},
-                                    std::pair{HeapQueue::kName, c.heap}}) {
+    for (const auto& [queue, fn] :
+         {std::pair{EngineQueue::kName, c.engine}, std::pair{HeapQueue::kName, c.heap}}) {
       for (const unsigned shards : g_config.shards) {
-        auto* b = benchmark::RegisterBenchmark(
-            (std::string(c.name) + "/" + std::string(queue)).c_str(), fn);
+        auto* b = benchmark::RegisterBenchmark((std::string(c.name) + "/" + std::string(queue)).c_str(), fn);
         b->Arg(shards)->Iterations(kOpsPerThread)->UseRealTime()->Unit(benchmark::kNanosecond);
         const auto& p = g_config.producers;
         if (c.every_producer_count) {
@@ -922,8 +922,7 @@ void register_all() {
   for (const ExecutorCase& c : kExecutorCases) {
     names += ',';
     names += c.name;
-    for (const auto& [run, fn] : {std::pair{Run::inline_path, c.inline_path},
-                                  std::pair{Run::pool, c.pool}}) {
+    for (const auto& [run, fn] : {std::pair{Run::inline_path, c.inline_path}, std::pair{Run::pool, c.pool}}) {
       const std::string name = std::string(c.name) + "/" + std::string(name_of(run));
       for (const std::int64_t due : kDueCounts) {
         benchmark::RegisterBenchmark(name.c_str(), fn)
@@ -936,8 +935,8 @@ void register_all() {
     benchmark::AddCustomContext("case:" + std::string(c.name), std::string(c.description));
   }
   benchmark::AddCustomContext("cases", names);
-  benchmark::AddCustomContext("queues", std::string(EngineQueue::kName) + "," +
-                                            std::string(HeapQueue::kName));
+  benchmark::AddCustomContext("queues",
+                              std::string(EngineQueue::kName) + "," + std::string(HeapQueue::kName));
   benchmark::AddCustomContext("arg", "shards");
   const auto text = [](auto v) { return std::to_string(v); };
   std::string cpus;
@@ -948,17 +947,18 @@ void register_all() {
   const char* wait = g_config.wait == tickwheel::WaitStrategy::sleep  ? "sleep"
                      : g_config.wait == tickwheel::WaitStrategy::spin ? "spin"
                                                                       : "hybrid";
-  benchmark::AddCustomContext(
-      "workload", "N = " + text(g_config.pending) + " pending in total, delays uniform over [" +
-                      text(kMinDelay.count()) + ", " + text(kMaxDelay.count()) + "] ns, tick " +
-                      text(kTick.count()) + " ns, engine wait " + wait + ", seed " + text(kSeed));
+  benchmark::AddCustomContext("workload",
+                              "N = " + text(g_config.pending) + " pending in total, delays uniform over [" +
+                                  text(kMinDelay.count()) + ", " + text(kMaxDelay.count()) + "] ns, tick " +
+                                  text(kTick.count()) + " ns, engine wait " + wait + ", seed " + text(kSeed));
   benchmark::AddCustomContext(
       "executor_workload",
       "M = the argument, timers due per poll; one shard, Threads::manual, driven clock, tick " +
           text(kTick.count()) + " ns; pool: ThreadPoolExecutor with 1 thread");
   benchmark::AddCustomContext("cpus", cpus.empty() ? "not pinned" : cpus);
-  benchmark::AddCustomContext("time", "real time; per iteration = the threads' average wall time "
-                                      "/ the iterations of all threads (aggregate)");
+  benchmark::AddCustomContext("time",
+                              "real time; per iteration = the threads' average wall time "
+                              "/ the iterations of all threads (aggregate)");
   benchmark::AddCustomContext("compiler", __VERSION__);
 #ifdef NDEBUG
   benchmark::AddCustomContext("tickwheel_build", "NDEBUG (assertions off)");
@@ -968,15 +968,13 @@ void register_all() {
 }
 
 // "1,2,4" -> {1, 2, 4}, each in [lo, hi]; false (with a message) on anything else.
-bool parse_list(const char* flag, const char* text, unsigned lo, unsigned hi,
-                std::vector<unsigned>& out) {
+bool parse_list(const char* flag, const char* text, unsigned lo, unsigned hi, std::vector<unsigned>& out) {
   out.clear();
   for (const char* s = text;;) {
     char* end = nullptr;
     const unsigned long v = std::strtoul(s, &end, 10);
     if (end == s || v < lo || v > hi || (*end != ',' && *end != '\0')) {
-      std::fprintf(stderr, "tickwheel-engine-bench: bad %s%s (a list of %u..%u)\n", flag, text,
-                   lo, hi);
+      std::fprintf(stderr, "tickwheel-engine-bench: bad %s%s (a list of %u..%u)\n", flag, text, lo, hi);
       return false;
     }
     out.push_back(static_cast<unsigned>(v));
@@ -1034,8 +1032,10 @@ bool parse_args(int& argc, char** argv) {
   argc = out;
   const unsigned most = *std::max_element(g_config.producers.begin(), g_config.producers.end());
   if (g_config.pending < most) {
-    std::fprintf(stderr, "tickwheel-engine-bench: --tickwheel_pending=%zu is below the producer "
-                 "count %u\n", g_config.pending, most);
+    std::fprintf(stderr,
+                 "tickwheel-engine-bench: --tickwheel_pending=%zu is below the producer "
+                 "count %u\n",
+                 g_config.pending, most);
     return false;
   }
   return true;

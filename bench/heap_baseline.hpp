@@ -47,7 +47,7 @@ class HugePageMemory {
   static constexpr std::size_t kHugePage = tickwheel::detail::kHugePage;
 
   static void* allocate(std::size_t bytes) {
-    if (bytes < kHugePage) return ::operator new(bytes, std::align_val_t{64});
+    if (bytes < kHugePage) return ::operator new (bytes, std::align_val_t{64});
     void* p = tickwheel::detail::map_memory(bytes);
     if (p == nullptr) throw std::bad_alloc();
     return p;
@@ -56,7 +56,7 @@ class HugePageMemory {
   static void deallocate(void* p, std::size_t bytes) noexcept {
     if (p == nullptr) return;
     if (bytes < kHugePage) {
-      ::operator delete(p, std::align_val_t{64});
+      ::operator delete (p, std::align_val_t{64});
     } else {
       tickwheel::detail::unmap_memory(p, bytes);
     }
@@ -160,9 +160,9 @@ class HeapTimerQueue {
   using Thunk = void (*)(void* storage, bool invoke);
 
   struct Timer {
-    std::uint32_t heap_pos;   // position in heap_ while pending; next free index while free
-    std::uint32_t gen;        // odd while pending; never 0 once handed out
-    std::uint32_t index;      // fixed pool index
+    std::uint32_t heap_pos;  // position in heap_ while pending; next free index while free
+    std::uint32_t gen;       // odd while pending; never 0 once handed out
+    std::uint32_t index;     // fixed pool index
     Thunk thunk;
     alignas(8) std::byte storage[kInlineCallableBytes];
   };

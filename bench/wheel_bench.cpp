@@ -58,10 +58,9 @@ using tickwheel_bench::kMinDelay;
 using tickwheel_bench::Rng;
 
 constexpr Nanos kTick = std::chrono::milliseconds(1);
-constexpr std::size_t kBlock = 4096;  // timed operations between two pauses
+constexpr std::size_t kBlock = 4096;                 // timed operations between two pauses
 constexpr std::uint64_t kSeed = 0x7469636b77686565;  // "tickwhee"
 constexpr std::int64_t kSizes[] = {10'000, 1'000'000, 10'000'000};
-
 
 // The callback every timer carries: 8 bytes, a side effect the optimiser must keep.
 struct Bump {
@@ -125,9 +124,8 @@ struct Queue<HeapTimerQueue> {
   static std::uint64_t bytes(const HeapTimerQueue& q) { return q.bytes(); }
   // The same timer as a chain of one-shot timers, each run scheduling the next (see Rearm); `slot`
   // is where the chain keeps its current handle.
-  static HeapTimerQueue::Handle every(const PeriodicRun<HeapTimerQueue>& run,
-                                      HeapTimerQueue::Handle* slot, std::uint32_t first,
-                                      std::uint32_t period) {
+  static HeapTimerQueue::Handle every(const PeriodicRun<HeapTimerQueue>& run, HeapTimerQueue::Handle* slot,
+                                      std::uint32_t first, std::uint32_t period) {
     return run.q->schedule_at(kTick * first, Rearm{&run, slot, first, period});
   }
   static void fire_counters(benchmark::State&, const HeapTimerQueue&) {}
@@ -329,8 +327,8 @@ Nanos drain(Q& q, Nanos t) {
 // What the instrumented drain checks: every timer runs exactly once, never before its deadline
 // and less than one tick after it (the drain steps the clock one tick at a time).
 struct Lateness {
-  Nanos now{0};          // the time passed to the advance() in progress
-  Nanos max{0};          // the largest now - deadline seen
+  Nanos now{0};  // the time passed to the advance() in progress
+  Nanos max{0};  // the largest now - deadline seen
   std::uint64_t early = 0;
   std::uint64_t ran = 0;
 };
@@ -350,8 +348,7 @@ struct Check {
 // The same drain, timing each advance() with steady_clock, over n timers scheduled with the
 // Check callback. Returns the final time; fills the duration of every advance() call.
 template <class Q>
-Nanos drain_timed(Q& q, std::size_t n, Rng& rng, Nanos t, Lateness& lateness,
-                  std::vector<Nanos>& durations) {
+Nanos drain_timed(Q& q, std::size_t n, Rng& rng, Nanos t, Lateness& lateness, std::vector<Nanos>& durations) {
   using Clock = std::chrono::steady_clock;
   for (std::size_t i = 0; i < n; ++i) {
     const Nanos deadline = t + rng.delay();
@@ -420,9 +417,9 @@ void BM_Fire(benchmark::State& state) {
 // storing its handle (Rearm). After the timed loop: the number of runs must be exactly what the
 // periods and first ticks imply, and every timer must be cancelled through the id held for it
 // now; either failure fails the case.
-constexpr std::uint32_t kPeriodMin = 100;        // ticks
-constexpr std::uint32_t kPeriodMax = 10'000;     // ticks
-constexpr std::uint32_t kPeriodicSpan = 1'000;   // ticks advanced per iteration
+constexpr std::uint32_t kPeriodMin = 100;       // ticks
+constexpr std::uint32_t kPeriodMax = 10'000;    // ticks
+constexpr std::uint32_t kPeriodicSpan = 1'000;  // ticks advanced per iteration
 
 // The period and first tick of the next timer: drawn once to schedule, again to check.
 std::pair<std::uint32_t, std::uint32_t> draw_periodic(Rng& rng) {
@@ -490,32 +487,47 @@ constexpr Case make_case(std::string_view name, std::string_view description,
   return Case{name, description, &Fn<tickwheel::Wheel>::run, &Fn<HeapTimerQueue>::run, iterations};
 }
 
-template <class Q> struct Schedule { static void run(benchmark::State& s) { BM_Schedule<Q>(s); } };
-template <class Q> struct Cancel { static void run(benchmark::State& s) { BM_Cancel<Q>(s); } };
-template <class Q> struct Fire { static void run(benchmark::State& s) { BM_Fire<Q>(s); } };
-template <class Q> struct Churn { static void run(benchmark::State& s) { BM_Churn<Q>(s); } };
-template <class Q> struct HotPair { static void run(benchmark::State& s) { BM_HotPair<Q>(s); } };
-template <class Q> struct Periodic { static void run(benchmark::State& s) { BM_Periodic<Q>(s); } };
+template <class Q>
+struct Schedule {
+  static void run(benchmark::State& s) { BM_Schedule<Q>(s); }
+};
+template <class Q>
+struct Cancel {
+  static void run(benchmark::State& s) { BM_Cancel<Q>(s); }
+};
+template <class Q>
+struct Fire {
+  static void run(benchmark::State& s) { BM_Fire<Q>(s); }
+};
+template <class Q>
+struct Churn {
+  static void run(benchmark::State& s) { BM_Churn<Q>(s); }
+};
+template <class Q>
+struct HotPair {
+  static void run(benchmark::State& s) { BM_HotPair<Q>(s); }
+};
+template <class Q>
+struct Periodic {
+  static void run(benchmark::State& s) { BM_Periodic<Q>(s); }
+};
 
 // The one table of scenarios: registration, names and the README's descriptions all come from it.
 const Case kCases[] = {
     make_case<Schedule>("schedule", "one schedule into a queue already holding N pending timers",
                         ops_iterations),
-    make_case<Cancel>("cancel",
-                      "one cancel, in random order, from N pending (refilled when half are gone)",
+    make_case<Cancel>("cancel", "one cancel, in random order, from N pending (refilled when half are gone)",
                       ops_iterations),
     make_case<Fire>("fire", "N pending drained by advance() in 1 ms steps; cost per fired timer",
                     fire_iterations),
-    make_case<Churn>("churn",
-                     "cancel a random pending timer and schedule a new one (idle-timeout reset)",
+    make_case<Churn>("churn", "cancel a random pending timer and schedule a new one (idle-timeout reset)",
                      ops_iterations),
-    make_case<HotPair>("hot_pair",
-                       "schedule a timer and cancel it at once (request answered in time)",
+    make_case<HotPair>("hot_pair", "schedule a timer and cancel it at once (request answered in time)",
                        ops_iterations),
     make_case<Periodic>("periodic",
-                         "N periodic timers (periods: see workload) advanced in 1-tick steps; "
-                         "cost per run (wheel: schedule_every; heap: each run schedules the next)",
-                         fire_iterations),
+                        "N periodic timers (periods: see workload) advanced in 1-tick steps; "
+                        "cost per run (wheel: schedule_every; heap: each run schedules the next)",
+                        fire_iterations),
 };
 
 void register_all() {
@@ -537,11 +549,10 @@ void register_all() {
   benchmark::AddCustomContext("cases", names);
   const auto text = [](auto v) { return std::to_string(v); };
   benchmark::AddCustomContext(
-      "workload", "deadlines uniform over [" + text(kMinDelay.count()) + ", " +
-                      text(kMaxDelay.count()) + "] ns, tick " + text(kTick.count()) +
-                      " ns, seed " + text(kSeed) + "; periodic: periods uniform over [" +
-                      text(kPeriodMin) + ", " + text(kPeriodMax) + "] ticks, " +
-                      text(kPeriodicSpan) + " ticks per iteration");
+      "workload", "deadlines uniform over [" + text(kMinDelay.count()) + ", " + text(kMaxDelay.count()) +
+                      "] ns, tick " + text(kTick.count()) + " ns, seed " + text(kSeed) +
+                      "; periodic: periods uniform over [" + text(kPeriodMin) + ", " + text(kPeriodMax) +
+                      "] ticks, " + text(kPeriodicSpan) + " ticks per iteration");
   benchmark::AddCustomContext("compiler", __VERSION__);
 #ifdef NDEBUG
   benchmark::AddCustomContext("tickwheel_build", "NDEBUG (assertions off)");
@@ -565,8 +576,7 @@ bool pin_from_args(int& argc, char** argv) {
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
     if (sched_setaffinity(0, sizeof(set), &set) != 0) {
-      std::fprintf(stderr, "tickwheel-bench: cannot pin to CPU %d: %s\n", cpu,
-                   std::strerror(errno));
+      std::fprintf(stderr, "tickwheel-bench: cannot pin to CPU %d: %s\n", cpu, std::strerror(errno));
       return false;
     }
     benchmark::AddCustomContext("pinned_cpu", std::to_string(cpu));

@@ -60,13 +60,17 @@ EngineOptions validated(EngineOptions opts) {
         "tickwheel::Engine: a clock of one's own needs threads = Threads::manual (workers sleep on "
         "CLOCK_MONOTONIC)");
   }
-  if (!opts.log) opts.log = [](std::string_view line) { std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data()); };
+  if (!opts.log)
+    opts.log = [](std::string_view line) {
+      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+    };
   return opts;
 }
 
 }  // namespace
 
-ProducerState::ProducerState(std::thread::id id, std::vector<std::unique_ptr<Shard>>& all, std::size_t home_shard)
+ProducerState::ProducerState(std::thread::id id, std::vector<std::unique_ptr<Shard>>& all,
+                             std::size_t home_shard)
     : owner(id), home(home_shard), shards(std::make_unique<PerShard[]>(all.size())) {
   for (std::size_t i = 0; i < all.size(); ++i) {
     shards[i].transfer = std::make_unique<moodycamel::ProducerToken>(all[i]->transfers());
@@ -92,9 +96,9 @@ EngineCore::EngineCore(EngineOptions opts)
               "); each costs a thread per shard: share one engine per process");
   }
   if (opts_.threads == Threads::workers && opts_.pin_workers && opts_.cpus.empty() && n > cores) {
-    note_once(Notice::more_shards_than_cores,
-              "tickwheel: " + std::to_string(n) + " shards on " + std::to_string(cores) +
-                  " physical cores: some workers share a core");
+    note_once(Notice::more_shards_than_cores, "tickwheel: " + std::to_string(n) + " shards on " +
+                                                  std::to_string(cores) +
+                                                  " physical cores: some workers share a core");
   }
 }
 
@@ -254,7 +258,8 @@ Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) no
   // hand_over() ended with a seq_cst fence after the enqueue, and stop() has one between its store
   // of stopped_ and its drain of the queues (Dekker): so if this load sees false, stop()'s drain
   // will see the node, and if it sees true the node may have come too late for the drain.
-  if (stopped_.load(std::memory_order_relaxed)) [[unlikely]] return settle_late(*state, shard, node, gen);
+  if (stopped_.load(std::memory_order_relaxed)) [[unlikely]]
+    return settle_late(*state, shard, node, gen);
   return Timer(shard, node, gen);
 }
 
@@ -367,8 +372,9 @@ std::vector<Timer> EngineCore::stop() {
 
 Shard& EngineCore::polled_shard(std::size_t index) const {
   if (opts_.threads != Threads::manual) {
-    throw std::logic_error("tickwheel::Engine::poll: the engine has worker threads; poll() is for "
-                           "EngineOptions::threads = Threads::manual");
+    throw std::logic_error(
+        "tickwheel::Engine::poll: the engine has worker threads; poll() is for "
+        "EngineOptions::threads = Threads::manual");
   }
   if (index >= shards_.size()) {
     throw std::out_of_range("tickwheel::Engine::poll: shard " + std::to_string(index) + " of " +
@@ -430,8 +436,12 @@ void Engine::start() { core_->start(); }
 std::vector<Timer> Engine::stop() { return core_->stop(); }
 EngineStats Engine::stats() const { return core_->stats(); }
 std::size_t Engine::shard_count() const noexcept { return core_->shard_count(); }
-std::size_t Engine::poll(std::size_t shard, std::size_t limit) { return core_->poll(shard, core_->now(), limit); }
-std::size_t Engine::poll(std::size_t shard, Nanos now, std::size_t limit) { return core_->poll(shard, now, limit); }
+std::size_t Engine::poll(std::size_t shard, std::size_t limit) {
+  return core_->poll(shard, core_->now(), limit);
+}
+std::size_t Engine::poll(std::size_t shard, Nanos now, std::size_t limit) {
+  return core_->poll(shard, now, limit);
+}
 std::optional<Nanos> Engine::next_deadline(std::size_t shard) const { return core_->next_deadline(shard); }
 std::uint64_t Engine::periodic_meta(Nanos period, const PeriodicOptions& opts) const noexcept {
   return detail::periodic_meta(period, opts, core_->tick());

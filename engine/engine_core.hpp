@@ -113,7 +113,7 @@ class EngineCore {
 
   // start(), stop(), and after stop() cancels and late hand-offs: never the hot path.
   std::mutex lifecycle_mutex_;
-  bool joined_ = false;         // stop() has joined and drained the shards; under lifecycle_mutex_
+  bool joined_ = false;  // stop() has joined and drained the shards; under lifecycle_mutex_
   // started_: acquire on the schedule path, release in start(), so a producer that sees it also
   // sees the workers' reserves. stopped_: see the Dekker pairing in commit() and stop().
   std::atomic<bool> started_{false};

@@ -15,9 +15,7 @@
 
 namespace tickwheel {
 
-void Task::run() noexcept {
-  shard_->run_task(node_, shard_->core().returned_token(shard_->index()));
-}
+void Task::run() noexcept { shard_->run_task(node_, shard_->core().returned_token(shard_->index())); }
 
 namespace {
 constexpr std::size_t kMaxPoolThreads = 1024;
@@ -62,7 +60,7 @@ struct ThreadPoolExecutor::Impl {
   ThreadPoolOptions opts;
   detail::Topology topology;
   moodycamel::BlockingConcurrentQueue<Task> queue;
-  std::vector<std::atomic<int>> bound;   // written by each thread as it binds, before `ready`
+  std::vector<std::atomic<int>> bound;  // written by each thread as it binds, before `ready`
   std::atomic<std::size_t> ready{0};
   std::atomic<bool> warned{false};
   std::vector<std::thread> threads;
@@ -77,7 +75,8 @@ ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions opts) {
   Impl& impl = *impl_;
   impl.threads.reserve(impl.opts.threads);
   try {
-    for (std::size_t i = 0; i < impl.opts.threads; ++i) impl.threads.emplace_back([&impl, i] { impl.run(i); });
+    for (std::size_t i = 0; i < impl.opts.threads; ++i)
+      impl.threads.emplace_back([&impl, i] { impl.run(i); });
   } catch (...) {
     for (std::size_t i = 0; i < impl.threads.size(); ++i) impl.queue.enqueue(Task());
     for (auto& t : impl.threads) t.join();

@@ -16,9 +16,7 @@ namespace tickwheel::detail {
 #if TICKWHEEL_HAVE_JEMALLOC
 namespace {
 // Big blocks bypass the thread cache: they are few, long-lived, and may be freed on another thread.
-int block_flags(unsigned arena) noexcept {
-  return MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE;
-}
+int block_flags(unsigned arena) noexcept { return MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE; }
 }  // namespace
 
 unsigned create_arena() noexcept {
@@ -48,8 +46,8 @@ void* map_memory(std::size_t bytes, [[maybe_unused]] unsigned arena) noexcept {
   }
 #endif
   const std::size_t request = huge ? bytes + kHugePage : bytes;
-  void* raw = ::mmap(nullptr, request, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* raw =
+      ::mmap(nullptr, request, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   if (!huge) return raw;
 

@@ -111,13 +111,13 @@ class RepeatedTimerState : public std::enable_shared_from_this<RepeatedTimerStat
   Nanos timeout_;
   bool running_ = false;
   bool destroyed_ = false;
-  bool orphaned_ = false;     // destroyed from inside its own fire(): the last fire() frees the callables
-  std::uint64_t epoch_ = 0;   // the current run request; an Engine timer of another epoch is stale
-  bool pending_ = false;      // the run of epoch_ is armed (or owed) and has not started
-  bool owed_ = false;         // ... and it fired while another run was in user code: re-arm at 0
-  Timer armed_;               // the Engine timer of epoch_'s run, for cancelling; may have fired
-  bool in_user_ = false;      // a run is in on_trigger: the no-overlap guard
-  int active_ = 0;            // fire() calls past the epoch check and not yet returned
+  bool orphaned_ = false;    // destroyed from inside its own fire(): the last fire() frees the callables
+  std::uint64_t epoch_ = 0;  // the current run request; an Engine timer of another epoch is stale
+  bool pending_ = false;     // the run of epoch_ is armed (or owed) and has not started
+  bool owed_ = false;        // ... and it fired while another run was in user code: re-arm at 0
+  Timer armed_;              // the Engine timer of epoch_'s run, for cancelling; may have fired
+  bool in_user_ = false;     // a run is in on_trigger: the no-overlap guard
+  int active_ = 0;           // fire() calls past the epoch check and not yet returned
   Status last_error_ = Status::ok;
 };
 
@@ -286,19 +286,20 @@ std::string describe(const std::string& name) { return "tickwheel::RepeatedTimer
 
 void check_timeout(const std::string& name, Nanos timeout) {
   if (timeout <= Nanos(0)) {
-    throw std::invalid_argument(describe(name) + "timeout must be > 0 ns, got " + std::to_string(timeout.count()) +
-                                " ns");
+    throw std::invalid_argument(describe(name) + "timeout must be > 0 ns, got " +
+                                std::to_string(timeout.count()) + " ns");
   }
 }
 
 }  // namespace
 
-RepeatedTimer::RepeatedTimer(Engine& engine, std::string name, Nanos timeout, std::function<void()> on_trigger,
-                             std::function<Nanos(Nanos)> adjust)
+RepeatedTimer::RepeatedTimer(Engine& engine, std::string name, Nanos timeout,
+                             std::function<void()> on_trigger, std::function<Nanos(Nanos)> adjust)
     : name_(std::move(name)) {
   check_timeout(name_, timeout);
   if (!on_trigger) throw std::invalid_argument(describe(name_) + "on_trigger is empty");
-  state_ = std::make_shared<detail::RepeatedTimerState>(engine, timeout, std::move(on_trigger), std::move(adjust));
+  state_ =
+      std::make_shared<detail::RepeatedTimerState>(engine, timeout, std::move(on_trigger), std::move(adjust));
 }
 
 RepeatedTimer::~RepeatedTimer() { state_->destroy_and_wait(); }

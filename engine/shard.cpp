@@ -32,8 +32,7 @@ constexpr std::size_t kReserveMax = std::size_t{1} << 20;
 constexpr std::size_t kBulk = 1024;  // nodes, hand-offs or cancel records moved per queue call
 
 void futex_wake(std::atomic<std::uint32_t>* word) noexcept {
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr,
-            nullptr, 0);
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 // Blocks while *word == expected, until an absolute CLOCK_MONOTONIC time (or forever).
@@ -69,7 +68,8 @@ Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nan
       manual_(opts.threads == Threads::manual),
       cpu_(core.cpu_for(index)),
       tick_ns_(static_cast<std::uint64_t>(opts.tick.count())),
-      executor_(dynamic_cast<InlineExecutor*>(opts.executor.get()) != nullptr ? nullptr : opts.executor.get()),
+      executor_(dynamic_cast<InlineExecutor*>(opts.executor.get()) != nullptr ? nullptr
+                                                                              : opts.executor.get()),
       wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0}),
       reserve_target_(kReserveStart) {
   wheel_.share();
@@ -231,7 +231,9 @@ ShardStats Shard::stats() const {
 
 // ---- The worker thread ----
 
-void Shard::start_worker() { thread_ = std::thread([this] { run(); }); }
+void Shard::start_worker() {
+  thread_ = std::thread([this] { run(); });
+}
 
 void Shard::request_stop() noexcept {
   // seq_cst, and seq_cst on polling_ here and in poll(): a poll that takes polling_ then reads
@@ -412,9 +414,7 @@ void Shard::wait() {
       sleep_until(next);
       return;
     }
-    case WaitStrategy::sleep:
-      sleep_until(wheel_.next_deadline());
-      return;
+    case WaitStrategy::sleep: sleep_until(wheel_.next_deadline()); return;
   }
 }
 
@@ -422,13 +422,14 @@ void Shard::sleep_until(std::optional<Nanos> deadline) {
   planned_ns_ = deadline;
   if (deadline && *deadline <= monotonic_now()) return;
   const std::uint32_t seq = futex_.load(std::memory_order_acquire);
-  const std::uint64_t plan = deadline ? static_cast<std::uint64_t>(deadline->count())
-                                      : std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t plan =
+      deadline ? static_cast<std::uint64_t>(deadline->count()) : std::numeric_limits<std::uint64_t>::max();
   planned_wake_ns_.store(plan, std::memory_order_relaxed);
   // Dekker with wake_if_before(): see the fence there. Nodes back from the executor count as
   // work too: a periodic one is not in the wheel's plan until it is re-armed.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (transfers_.size_approx() == 0 && returned_.size_approx() == 0 && !stopping_.load(std::memory_order_acquire)) {
+  if (transfers_.size_approx() == 0 && returned_.size_approx() == 0 &&
+      !stopping_.load(std::memory_order_acquire)) {
     futex_wait(&futex_, seq, deadline);
     wakeups_.fetch_add(1, std::memory_order_relaxed);
   }

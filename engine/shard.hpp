@@ -77,7 +77,7 @@ class Shard {
   ShardStats stats() const;
 
   // ---- The worker thread. ----
-  void start_worker();            // creates the thread; it binds, fills the reserve, then runs
+  void start_worker();  // creates the thread; it binds, fills the reserve, then runs
   bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
   // The worker finishes its pass and returns; in caller-driven mode, waits out a poll in
   // progress and refuses later ones.
@@ -85,7 +85,7 @@ class Shard {
   void join();
 
   // ---- Caller-driven mode (EngineOptions::threads == Threads::manual). ----
-  void start_manual() noexcept;   // fills the reserve on the calling thread, binds nothing
+  void start_manual() noexcept;  // fills the reserve on the calling thread, binds nothing
   // One pass at `now` on the calling thread, at most `limit` callbacks; returns how many ran.
   // Throws std::logic_error if another thread is polling this shard; 0 once stop() began.
   std::size_t poll(Nanos now, std::size_t limit);
@@ -132,7 +132,7 @@ class Shard {
   void wake_if_before(std::uint64_t due_ns) noexcept;
   static void dispatch(void* self, Node* node) noexcept;  // the wheel's executor hook
   void callback_threw() noexcept;                         // inside a catch block, any thread
-  void top_up(std::size_t want) noexcept;  // moves up to `want` free nodes into the reserve
+  void top_up(std::size_t want) noexcept;                 // moves up to `want` free nodes into the reserve
   void wait();
   void sleep_until(std::optional<Nanos> deadline);
   void publish_stats() noexcept;

@@ -43,8 +43,9 @@ TimerId checked(TimerId id) {
     const Status why = id.status();
     std::string message = std::string("tickwheel: schedule failed: ") + std::string(to_string(why));
     if (why == Status::bad_period) {
-      message += " (a period must be > 0 and at most 2^60 - 1 ns, and a fixed-rate period a whole "
-                 "number of ticks: use Cadence::fixed_delay or a finer tick)";
+      message +=
+          " (a period must be > 0 and at most 2^60 - 1 ns, and a fixed-rate period a whole "
+          "number of ticks: use Cadence::fixed_delay or a finer tick)";
     }
     throw ScheduleError(why, message.c_str());
   }
@@ -67,9 +68,8 @@ std::uint64_t periodic_meta(Nanos period, const PeriodicOptions& opts, Nanos tic
 Wheel::Wheel(WheelOptions opts)
     : tick_(opts.tick), now_(opts.start), cur_(0), target_(0), max_tick_(0), max_pending_(opts.max_pending) {
   if (opts.tick < kMinTick || opts.tick > kMaxTick) {
-    throw std::invalid_argument("tickwheel::Wheel: tick must be between 1us and 1h (" +
-                                nanos_text(kMinTick) + ".." + nanos_text(kMaxTick) + "), got " +
-                                nanos_text(opts.tick));
+    throw std::invalid_argument("tickwheel::Wheel: tick must be between 1us and 1h (" + nanos_text(kMinTick) +
+                                ".." + nanos_text(kMaxTick) + "), got " + nanos_text(opts.tick));
   }
   if (opts.start.count() < 0) {
     throw std::invalid_argument("tickwheel::Wheel: start must not be negative, got " +
@@ -78,8 +78,7 @@ Wheel::Wheel(WheelOptions opts)
   constexpr std::uint64_t kPoolLimit = detail::NodePool::kMaxNodes - 1;
   if (opts.max_pending > kPoolLimit) {
     throw std::invalid_argument("tickwheel::Wheel: max_pending must be at most 2^32 - 1 (" +
-                                std::to_string(kPoolLimit) + "), got " +
-                                std::to_string(opts.max_pending));
+                                std::to_string(kPoolLimit) + "), got " + std::to_string(opts.max_pending));
   }
   if (max_pending_ == 0) max_pending_ = kPoolLimit;
   const auto tick = static_cast<std::uint64_t>(tick_.count());
@@ -99,9 +98,7 @@ Wheel::~Wheel() {
   }
 }
 
-bool Wheel::occupied(unsigned slot) const noexcept {
-  return (occupied_[slot / 64] >> (slot % 64)) & 1;
-}
+bool Wheel::occupied(unsigned slot) const noexcept { return (occupied_[slot / 64] >> (slot % 64)) & 1; }
 
 // Byte offset of a list link from the start of the slot array; a link inside a node (its `next`)
 // gives an offset past the array, as unsigned arithmetic wraps.
@@ -607,8 +604,8 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
   ++stats_.passes;
   flush_unlinks();
   if (now > now_) now_ = now;
-  const std::uint64_t target =
-      std::min(static_cast<std::uint64_t>(now_.count()) / static_cast<std::uint64_t>(tick_.count()), max_tick_);
+  const std::uint64_t target = std::min(
+      static_cast<std::uint64_t>(now_.count()) / static_cast<std::uint64_t>(tick_.count()), max_tick_);
   target_ = target;
   const std::uint64_t moved_before = stats_.moved;
   prefetch_upcoming(/*successors=*/true);

@@ -27,9 +27,9 @@ enum class EventKind : std::uint32_t {
 };
 
 struct Event {
-  std::int64_t t;      // steady_clock ns
+  std::int64_t t;  // steady_clock ns
   std::uint32_t slot;
-  std::uint32_t tag;   // seq << 1 | kind
+  std::uint32_t tag;  // seq << 1 | kind
   std::uint32_t seq() const noexcept { return tag >> 1; }
   EventKind kind() const noexcept { return static_cast<EventKind>(tag & 1); }
   static Event make(std::int64_t t, std::uint32_t slot, std::uint32_t seq, EventKind kind) noexcept {
@@ -39,7 +39,7 @@ struct Event {
 
 class Calendar {
  public:
-  static constexpr std::int64_t kWidth = 100'000;             // 100 us per bucket
+  static constexpr std::int64_t kWidth = 100'000;                // 100 us per bucket
   static constexpr std::size_t kBuckets = std::size_t{1} << 16;  // 6.5 s per revolution
   static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 
@@ -148,7 +148,7 @@ class Calendar {
   std::vector<Event> far_;                  // events one revolution or more ahead of the cursor
   std::uint64_t cursor_;                    // absolute number of the first bucket not yet run
   std::size_t size_ = 0;
-  std::size_t held_ = 0;                    // capacity of every bucket and far_, in events
+  std::size_t held_ = 0;  // capacity of every bucket and far_, in events
 };
 
 }  // namespace tickwheel::stress

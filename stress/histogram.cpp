@@ -52,8 +52,7 @@ std::uint64_t Histogram::percentile(double p) const noexcept {
   p = std::clamp(p, 0.0, 100.0);
   // The rank (1-based) of the value asked for: at least p % of the values are at or below it.
   const double exact = std::ceil(p / 100.0 * static_cast<double>(count_));
-  const std::uint64_t rank =
-      std::clamp<std::uint64_t>(static_cast<std::uint64_t>(exact), 1, count_);
+  const std::uint64_t rank = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(exact), 1, count_);
   std::uint64_t seen = 0;
   for (std::size_t i = 0; i < kBuckets; ++i) {
     seen += counts_[i];

@@ -70,8 +70,7 @@ class Histogram {
   static constexpr std::size_t index_of(std::uint64_t v) noexcept {
     // shift = 0 for v < 256, else bit_width(v) - 8, so (v >> shift) is in [128, 256).
     const unsigned width = static_cast<unsigned>(std::bit_width(v));
-    const unsigned shift = (width > kSubBucketBits + 1 ? width : kSubBucketBits + 1) -
-                           (kSubBucketBits + 1);
+    const unsigned shift = (width > kSubBucketBits + 1 ? width : kSubBucketBits + 1) - (kSubBucketBits + 1);
     return (std::size_t{shift} << kSubBucketBits) + static_cast<std::size_t>(v >> shift);
   }
   static constexpr std::uint64_t bucket_low(std::size_t index) noexcept {
@@ -134,10 +133,8 @@ class ConcurrentHistogram {
 
 static_assert(Histogram::index_of(0) == 0 && Histogram::index_of(255) == 255);
 static_assert(Histogram::index_of(256) == 256 && Histogram::index_of(257) == 256);
-static_assert(Histogram::index_of(std::numeric_limits<std::uint64_t>::max()) ==
-              Histogram::kBuckets - 1);
-static_assert(Histogram::bucket_high(Histogram::kBuckets - 1) ==
-              std::numeric_limits<std::uint64_t>::max());
+static_assert(Histogram::index_of(std::numeric_limits<std::uint64_t>::max()) == Histogram::kBuckets - 1);
+static_assert(Histogram::bucket_high(Histogram::kBuckets - 1) == std::numeric_limits<std::uint64_t>::max());
 static_assert(Histogram::bucket_low(Histogram::index_of(1000)) <= 1000 &&
               Histogram::bucket_high(Histogram::index_of(1000)) >= 1000);
 

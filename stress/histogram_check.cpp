@@ -34,13 +34,12 @@ void check_layout() {
   // Consecutive buckets tile [0, 2^64) with no gap or overlap.
   expect(Histogram::bucket_low(0) == 0, "bucket 0 starts at 0");
   for (std::size_t i = 1; i < Histogram::kBuckets; ++i) {
-    expect(Histogram::bucket_low(i) == Histogram::bucket_high(i - 1) + 1, "buckets are contiguous",
-           i, Histogram::bucket_low(i));
+    expect(Histogram::bucket_low(i) == Histogram::bucket_high(i - 1) + 1, "buckets are contiguous", i,
+           Histogram::bucket_low(i));
     // Width at most 1/128 of the bucket's lowest value, above the exact range.
     const std::uint64_t width = Histogram::bucket_high(i) - Histogram::bucket_low(i) + 1;
     if (i >= 2 * Histogram::kSubBuckets) {
-      expect(width * Histogram::kSubBuckets <= Histogram::bucket_low(i), "bucket width <= 1/128",
-             i, width);
+      expect(width * Histogram::kSubBuckets <= Histogram::bucket_low(i), "bucket width <= 1/128", i, width);
     } else {
       expect(width == 1, "values below 256 are exact", i, width);
     }
@@ -48,8 +47,7 @@ void check_layout() {
   for (std::uint64_t v : {std::uint64_t{0}, std::uint64_t{255}, std::uint64_t{256},
                           std::uint64_t{1'000'000'007}, std::numeric_limits<std::uint64_t>::max()}) {
     const std::size_t i = Histogram::index_of(v);
-    expect(Histogram::bucket_low(i) <= v && v <= Histogram::bucket_high(i), "value in its bucket",
-           v, i);
+    expect(Histogram::bucket_low(i) <= v && v <= Histogram::bucket_high(i), "value in its bucket", v, i);
   }
 }
 
@@ -89,11 +87,10 @@ void check_percentiles() {
     const std::uint64_t got = all->percentile(p);
     expect(got >= exact, "percentile never below the true value", got, exact);
     expect(got - exact <= exact / Histogram::kSubBuckets, "percentile within 1/128", got, exact);
-    expect(first->percentile(p) == got, "merged halves give the same percentile",
-           first->percentile(p), got);
+    expect(first->percentile(p) == got, "merged halves give the same percentile", first->percentile(p), got);
   }
-  expect(first->count() == all->count() && first->min() == all->min() &&
-             first->max() == all->max() && first->mean() == all->mean(),
+  expect(first->count() == all->count() && first->min() == all->min() && first->max() == all->max() &&
+             first->mean() == all->mean(),
          "merged halves give the same count, min, max and mean");
 
   const Histogram empty;
@@ -122,8 +119,8 @@ void check_concurrent_and_since() {
   expect(snapshot->min() == plain->min() && snapshot->max() == plain->max(), "snapshot min and max");
   expect(snapshot->mean() == plain->mean(), "snapshot mean");
   for (double p : {0.0, 50.0, 99.0, 99.99, 100.0}) {
-    expect(snapshot->percentile(p) == plain->percentile(p), "snapshot percentile",
-           snapshot->percentile(p), plain->percentile(p));
+    expect(snapshot->percentile(p) == plain->percentile(p), "snapshot percentile", snapshot->percentile(p),
+           plain->percentile(p));
   }
 
   // since(): exactly the second half's values, bucket for bucket.
@@ -132,8 +129,8 @@ void check_concurrent_and_since() {
   for (const std::uint64_t v : second_values) second->record(v);
   expect(between.count() == second->count(), "since() count", between.count(), second->count());
   for (double p : {1.0, 50.0, 90.0, 99.0, 99.9}) {
-    expect(between.percentile(p) == second->percentile(p), "since() percentile",
-           between.percentile(p), second->percentile(p));
+    expect(between.percentile(p) == second->percentile(p), "since() percentile", between.percentile(p),
+           second->percentile(p));
   }
   const std::uint64_t lo = *std::min_element(second_values.begin(), second_values.end());
   const std::uint64_t hi = *std::max_element(second_values.begin(), second_values.end());

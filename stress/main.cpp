@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
 
     std::ofstream json_file;
     std::ofstream svg_file;
-    if (!open_output(json_file, o.json_path, "JSON report") || !open_output(svg_file, o.svg_path, "SVG plot")) {
+    if (!open_output(json_file, o.json_path, "JSON report") ||
+        !open_output(svg_file, o.svg_path, "SVG plot")) {
       return kExitSetupFailed;
     }
 

@@ -37,19 +37,17 @@ class Binder {
                    std::string (*show)(const T&)) {
     CLI::Option* opt = app_.add_option(name, o_.*member, help);
     opt->default_str(show(o_.*member));
-    entries_.push_back(Entry{
-        opt, name, [this, member](const Options& from) { o_.*member = from.*member; },
-        [member, show](const Options& from) { return show(from.*member); }});
+    entries_.push_back(Entry{opt, name, [this, member](const Options& from) { o_.*member = from.*member; },
+                             [member, show](const Options& from) { return show(from.*member); }});
     return opt;
   }
   // A --name/--no-name flag pair bound to a bool member.
   CLI::Option* flag(const std::string& name, bool Options::*member, const std::string& help) {
     CLI::Option* opt = app_.add_flag(name + ",!--no-" + name.substr(2), o_.*member, help);
-    entries_.push_back(Entry{
-        opt, name, [this, member](const Options& from) { o_.*member = from.*member; },
-        [name, member](const Options& from) {
-          return from.*member ? std::string() : "--no-" + name.substr(2);
-        }});
+    entries_.push_back(Entry{opt, name, [this, member](const Options& from) { o_.*member = from.*member; },
+                             [name, member](const Options& from) {
+                               return from.*member ? std::string() : "--no-" + name.substr(2);
+                             }});
     return opt;
   }
 
@@ -112,9 +110,11 @@ std::string_view name_of(WaitStrategy w) noexcept {
 }
 
 std::string format_duration(std::int64_t ns) {
-  static constexpr std::pair<std::int64_t, const char*> kUnits[] = {
-      {3'600'000'000'000, "h"}, {60'000'000'000, "min"}, {1'000'000'000, "s"},
-      {1'000'000, "ms"},        {1'000, "us"}};
+  static constexpr std::pair<std::int64_t, const char*> kUnits[] = {{3'600'000'000'000, "h"},
+                                                                    {60'000'000'000, "min"},
+                                                                    {1'000'000'000, "s"},
+                                                                    {1'000'000, "ms"},
+                                                                    {1'000, "us"}};
   for (const auto& [size, name] : kUnits) {
     if (ns != 0 && ns % size == 0) return std::to_string(ns / size) + name;
   }
@@ -130,8 +130,8 @@ std::string describe(const Options& o) {
       break;
     case DelayKind::exponential: delay = "exponential mean " + format_duration(o.delay_mean_ns); break;
     case DelayKind::bimodal:
-      delay = "bimodal " + format_duration(o.delay_short_ns) + " (" + number(o.short_share * 100) +
-              "%) / " + format_duration(o.delay_long_ns);
+      delay = "bimodal " + format_duration(o.delay_short_ns) + " (" + number(o.short_share * 100) + "%) / " +
+              format_duration(o.delay_long_ns);
       break;
   }
   std::string s = "profile " + o.profile + ": " + std::to_string(o.timers) + " timers, delay " + delay +
@@ -144,9 +144,9 @@ std::string describe(const Options& o) {
        (o.schedule_rate > 0 ? "schedule rate " + number(o.schedule_rate) + "/s" : std::string("unpaced")) +
        ", " + format_duration(o.duration_ns) + ", seed " + std::to_string(o.seed);
   s += " | engine: shards " + (o.shards != 0 ? std::to_string(o.shards) : std::string("one per core")) +
-       ", tick " + format_duration(o.tick_ns) + ", wait " + std::string(name_of(o.wait)) +
-       ", transfer cap " + std::to_string(o.transfer_cap) + (o.pin ? ", pinned" : ", not pinned") +
-       ", max pending " + (o.max_pending != 0 ? std::to_string(o.max_pending) : std::string("unlimited"));
+       ", tick " + format_duration(o.tick_ns) + ", wait " + std::string(name_of(o.wait)) + ", transfer cap " +
+       std::to_string(o.transfer_cap) + (o.pin ? ", pinned" : ", not pinned") + ", max pending " +
+       (o.max_pending != 0 ? std::to_string(o.max_pending) : std::string("unlimited"));
   return s;
 }
 
@@ -169,11 +169,10 @@ CommandLine parse_command_line(int argc, char** argv) {
                                                   {"s", 1'000'000'000},
                                                   {"min", 60'000'000'000},
                                                   {"h", 3'600'000'000'000}};
-  CLI::AsNumberWithUnit duration(
-      units,
-      CLI::AsNumberWithUnit::Options(CLI::AsNumberWithUnit::CASE_SENSITIVE |
-                                     CLI::AsNumberWithUnit::UNIT_REQUIRED),
-      "UNIT");
+  CLI::AsNumberWithUnit duration(units,
+                                 CLI::AsNumberWithUnit::Options(CLI::AsNumberWithUnit::CASE_SENSITIVE |
+                                                                CLI::AsNumberWithUnit::UNIT_REQUIRED),
+                                 "UNIT");
   duration.description("");  // the type name and the footer say it: DURATION, e.g. 100us
   const auto up_to_a_day = CLI::Range(std::int64_t{0}, kDay).description("");
   const auto positive_up_to_a_day = CLI::Range(std::int64_t{1}, kDay).description("");
@@ -218,12 +217,12 @@ CommandLine parse_command_line(int argc, char** argv) {
            "else --delay-long)",
            show_delay)
       ->type_name("KIND")
-      ->transform(CLI::CheckedTransformer(
-                      std::map<std::string, DelayKind>{{"fixed", DelayKind::fixed},
-                                                       {"uniform", DelayKind::uniform},
-                                                       {"exponential", DelayKind::exponential},
-                                                       {"bimodal", DelayKind::bimodal}})
-                      .description("{fixed,uniform,exponential,bimodal}"));
+      ->transform(
+          CLI::CheckedTransformer(std::map<std::string, DelayKind>{{"fixed", DelayKind::fixed},
+                                                                   {"uniform", DelayKind::uniform},
+                                                                   {"exponential", DelayKind::exponential},
+                                                                   {"bimodal", DelayKind::bimodal}})
+              .description("{fixed,uniform,exponential,bimodal}"));
   as_duration(bind.add("--delay-min", &Options::delay_min_ns, "uniform: shortest delay", show_duration),
               up_to_a_day);
   as_duration(bind.add("--delay-max", &Options::delay_max_ns, "uniform: longest delay", show_duration),
@@ -234,11 +233,10 @@ CommandLine parse_command_line(int argc, char** argv) {
   as_duration(bind.add("--delay-short", &Options::delay_short_ns,
                        "bimodal: the short delay (a request timeout)", show_duration),
               up_to_a_day);
-  as_duration(bind.add("--delay-long", &Options::delay_long_ns,
-                       "bimodal: the long delay (an idle timeout)", show_duration),
+  as_duration(bind.add("--delay-long", &Options::delay_long_ns, "bimodal: the long delay (an idle timeout)",
+                       show_duration),
               up_to_a_day);
-  bind.add("--short-share", &Options::short_share, "bimodal: share of delays that are short",
-           show_double)
+  bind.add("--short-share", &Options::short_share, "bimodal: share of delays that are short", show_double)
       ->check(CLI::Range(0.0, 1.0));
   bind.add("--periodic", &Options::periodic,
            "Periodic timers, besides the one-shots, started at random phases; each callback re-arms "
@@ -252,17 +250,17 @@ CommandLine parse_command_line(int argc, char** argv) {
            "meant to exceed the transfer cap); 0 = no bursts",
            show_u64)
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
-  as_duration(bind.add("--burst-every", &Options::burst_every_ns, "Interval between bursts",
-                       show_duration),
+  as_duration(bind.add("--burst-every", &Options::burst_every_ns, "Interval between bursts", show_duration),
               positive_up_to_a_day);
   as_duration(bind.add("--duration", &Options::duration_ns,
-                       "How long the producers run; then the engine is stopped and checked",
-                       show_duration),
+                       "How long the producers run; then the engine is stopped and checked", show_duration),
               CLI::Range(std::int64_t{100'000'000}, kDay).description(""));
   bind.add("--seed", &Options::seed, "Seeds the delays, fates and phases (not the timing)", show_u64);
   // Engine.
-  bind.add("--shards", &Options::shards, "Engine shards (a wheel and a worker each); 0 = one per "
-           "physical core", show_size)
+  bind.add("--shards", &Options::shards,
+           "Engine shards (a wheel and a worker each); 0 = one per "
+           "physical core",
+           show_size)
       ->check(CLI::Range(std::size_t{0}, std::size_t{4096}));
   as_duration(bind.add("--tick", &Options::tick_ns, "Wheel tick of every shard, 1us..1h", show_duration),
               CLI::Range(std::int64_t{1'000}, std::int64_t{3'600'000'000'000}).description(""));
@@ -271,10 +269,11 @@ CommandLine parse_command_line(int argc, char** argv) {
            "shard), hybrid (spin 50us after each pass, then sleep)",
            show_wait)
       ->type_name("MODE")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, WaitStrategy>{{"sleep", WaitStrategy::sleep},
-                                                                            {"spin", WaitStrategy::spin},
-                                                                            {"hybrid", WaitStrategy::hybrid}})
-                      .description("{sleep,spin,hybrid}"));
+      ->transform(
+          CLI::CheckedTransformer(std::map<std::string, WaitStrategy>{{"sleep", WaitStrategy::sleep},
+                                                                      {"spin", WaitStrategy::spin},
+                                                                      {"hybrid", WaitStrategy::hybrid}})
+              .description("{sleep,spin,hybrid}"));
   bind.add("--transfer-cap", &Options::transfer_cap, "Hand-offs a worker moves into its wheel per pass",
            show_size)
       ->check(CLI::PositiveNumber);
@@ -326,9 +325,9 @@ CommandLine parse_command_line(int argc, char** argv) {
     from_profile.profile = o.profile;
     bind.fill_from(from_profile);
     if (o.delay == DelayKind::uniform && o.delay_min_ns > o.delay_max_ns) {
-      throw CLI::ValidationError("--delay-min", format_duration(o.delay_min_ns) +
-                                                    " is longer than --delay-max " +
-                                                    format_duration(o.delay_max_ns));
+      throw CLI::ValidationError(
+          "--delay-min",
+          format_duration(o.delay_min_ns) + " is longer than --delay-max " + format_duration(o.delay_max_ns));
     }
     if (o.timers + o.periodic + o.burst > kMaxSlots) {
       throw CLI::ValidationError("--timers", "--timers + --periodic + --burst must be below 2^32");

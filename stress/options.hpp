@@ -35,33 +35,33 @@ struct Options {
   // fires or is cancelled the slot is re-armed with a fresh one, so about this many are pending
   // throughout, and the schedule rate follows from it: timers / mean lifetime.
   std::uint64_t timers = 1'000'000;
-  unsigned producers = 0;             // producer threads; 0 = one per shard
-  double schedule_rate = 0;           // schedule calls per second, all producers; 0 = unpaced
+  unsigned producers = 0;    // producer threads; 0 = one per shard
+  double schedule_rate = 0;  // schedule calls per second, all producers; 0 = unpaced
   // Share of one-shot timers cancelled before they fire, each at a time uniform between its
   // schedule and its deadline; a cancelled slot is re-armed at once (a message resets an idle timer).
   double cancel_share = 0.5;
-  unsigned cancellers = 1;            // extra threads that take a share of the cancels
+  unsigned cancellers = 1;  // extra threads that take a share of the cancels
   DelayKind delay = DelayKind::uniform;
-  std::int64_t delay_min_ns = 1'000'000;            // 1ms
-  std::int64_t delay_max_ns = 10'000'000'000;       // 10s
-  std::int64_t delay_mean_ns = 1'000'000'000;       // 1s
-  std::int64_t delay_short_ns = 100'000'000;        // 100ms
-  std::int64_t delay_long_ns = 30'000'000'000;      // 30s
+  std::int64_t delay_min_ns = 1'000'000;        // 1ms
+  std::int64_t delay_max_ns = 10'000'000'000;   // 10s
+  std::int64_t delay_mean_ns = 1'000'000'000;   // 1s
+  std::int64_t delay_short_ns = 100'000'000;    // 100ms
+  std::int64_t delay_long_ns = 30'000'000'000;  // 30s
   double short_share = 0.5;
-  std::uint64_t periodic = 10'000;                  // periodic timers, besides the one-shots
-  std::int64_t period_ns = 100'000'000;             // 100ms
-  std::uint64_t burst = 0;                          // schedules per burst, in a tight loop; 0 = none
-  std::int64_t burst_every_ns = 2'000'000'000;      // 2s
-  std::int64_t duration_ns = 30'000'000'000;        // 30s
+  std::uint64_t periodic = 10'000;              // periodic timers, besides the one-shots
+  std::int64_t period_ns = 100'000'000;         // 100ms
+  std::uint64_t burst = 0;                      // schedules per burst, in a tight loop; 0 = none
+  std::int64_t burst_every_ns = 2'000'000'000;  // 2s
+  std::int64_t duration_ns = 30'000'000'000;    // 30s
   std::uint64_t seed = 1;
 
   // ---- Engine (EngineOptions) ----
-  std::size_t shards = 0;                           // 0 = one per physical core
-  std::int64_t tick_ns = 1'000'000;                 // 1ms
+  std::size_t shards = 0;            // 0 = one per physical core
+  std::int64_t tick_ns = 1'000'000;  // 1ms
   WaitStrategy wait = WaitStrategy::sleep;
   std::size_t transfer_cap = 100'000;
   bool pin = true;
-  std::size_t max_pending = 0;                      // per shard; 0 = unlimited
+  std::size_t max_pending = 0;  // per shard; 0 = unlimited
 
   // ---- Output ----
   std::string json_path = "tickwheel-stress.json";  // empty = none

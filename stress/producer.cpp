@@ -51,8 +51,7 @@ void settle_cancel(Slot& slot, std::uint32_t seq, bool won, CancelCounters& c) n
 
 // ---- Producer ----
 
-Producer::Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRange periodic,
-                   SlotRange burst)
+Producer::Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRange periodic, SlotRange burst)
     : shared_(shared),
       o_(*shared.options),
       index_(index),
@@ -82,7 +81,8 @@ void Producer::run() noexcept {
   const bool ok = probe();
   // Release: the driver's acquire load of `probed` then sees home_ and setup_error_.
   shared_.probed.fetch_add(1, std::memory_order_release);
-  while (!shared_.go.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  while (!shared_.go.load(std::memory_order_acquire))
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   if (!ok || shared_.stop.load(std::memory_order_relaxed)) return;
   start_periodic();
   loop();
@@ -115,7 +115,8 @@ void Producer::start_periodic() {
   Slot* slots = shared_.slots;
   std::uniform_int_distribution<std::int64_t> phase(0, o_.period_ns - 1);
   for (std::uint32_t from = periodic_.begin; from < periodic_.end;) {
-    const std::uint32_t to = from + static_cast<std::uint32_t>(std::min<std::size_t>(kBatch, periodic_.end - from));
+    const std::uint32_t to =
+        from + static_cast<std::uint32_t>(std::min<std::size_t>(kBatch, periodic_.end - from));
     plan_.clear();
     for (std::uint32_t s = from; s < to; ++s) {
       const std::uint32_t seq = next_seq(seq_of(slots[s].state.load(std::memory_order_relaxed)));
@@ -128,8 +129,8 @@ void Producer::start_periodic() {
     const std::int64_t t0 = Clock::now();
     for (Plan& p : plan_) {
       p.deadline = t0 + p.delay;
-      first[p.slot - base] = shared_.engine->schedule_at(Clock::at(p.deadline),
-                                                         FirePeriodic{rec_, p.deadline, p.slot, p.seq});
+      first[p.slot - base] =
+          shared_.engine->schedule_at(Clock::at(p.deadline), FirePeriodic{rec_, p.deadline, p.slot, p.seq});
     }
     const std::int64_t t1 = Clock::now();
     schedules.calls.add(plan_.size());
@@ -169,8 +170,8 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
   const std::int64_t t0 = Clock::now();
   for (Plan& p : plan_) {
     p.deadline = t0 + p.delay;
-    slots[p.slot].timer = shared_.engine->schedule_at(Clock::at(p.deadline),
-                                                      FireOnce{rec_, p.deadline, p.slot, p.seq});
+    slots[p.slot].timer =
+        shared_.engine->schedule_at(Clock::at(p.deadline), FireOnce{rec_, p.deadline, p.slot, p.seq});
   }
   const std::int64_t t1 = Clock::now();
   const auto ns = static_cast<std::uint64_t>(t1 - t0);

@@ -53,23 +53,23 @@ struct RunShared {
   const Options* options = nullptr;
   Engine* engine = nullptr;
   Slot* slots = nullptr;
-  Timer* periodic_first = nullptr;    // the first instance's handle of each periodic slot, indexed
-                                      // from periodic.begin (later ones are in the slot, written by
-                                      // the worker that re-arms it)
+  Timer* periodic_first = nullptr;  // the first instance's handle of each periodic slot, indexed
+                                    // from periodic.begin (later ones are in the slot, written by
+                                    // the worker that re-arms it)
   ShardRecorder* recorders = nullptr;
   std::vector<Canceller*> cancellers;
   SlotRange periodic;
-  std::atomic<unsigned> probed{0};    // producers past their probe
-  std::atomic<bool> go{false};        // the driver's start signal (after start_ns is set)
-  std::atomic<bool> stop{false};      // producers finish their loop
-  double rate_per_producer = 0;       // schedule calls per second each producer may make; 0 = unpaced
-  std::int64_t start_ns = 0;          // written before go (release), read after it (acquire)
+  std::atomic<unsigned> probed{0};  // producers past their probe
+  std::atomic<bool> go{false};      // the driver's start signal (after start_ns is set)
+  std::atomic<bool> stop{false};    // producers finish their loop
+  double rate_per_producer = 0;     // schedule calls per second each producer may make; 0 = unpaced
+  std::int64_t start_ns = 0;        // written before go (release), read after it (acquire)
 };
 
 // Calls and the time spent inside them, bracketed per batch. Single writer (the owning thread).
 struct CallTimes {
   Counter calls;
-  Counter ns;       // sum over batches of (clock after - clock before)
+  Counter ns;  // sum over batches of (clock after - clock before)
   Counter batches;
 };
 
@@ -83,8 +83,8 @@ struct CancelJob {
 // Counters of the cancels one thread made. Single writer.
 struct CancelCounters {
   CallTimes times;
-  Counter cancelled;             // cancel() returned true
-  Counter lost;                  // cancel() returned false: the fire won the race
+  Counter cancelled;  // cancel() returned true
+  Counter lost;       // cancel() returned false: the fire won the race
   // cancel() returned true, but the slot's instance had already fired or been resolved. Single
   // writer; read at the end.
   std::uint64_t true_not_pending = 0;
@@ -102,22 +102,22 @@ class Producer {
   const std::string& setup_error() const noexcept { return setup_error_; }
 
   // Live: single writer (this producer's thread), any reader.
-  CallTimes schedules;          // one-shot, periodic-start and burst schedule calls (bursts included)
-  Counter scheduled;            // calls that returned a timer
-  Counter rejected;             // calls that returned a failure
-  CancelCounters cancels;       // the cancels this producer made itself
-  Counter delegated;            // cancels handed to canceller threads
-  Counter calendar_bytes;       // its calendar's storage, which grows with the population
+  CallTimes schedules;     // one-shot, periodic-start and burst schedule calls (bursts included)
+  Counter scheduled;       // calls that returned a timer
+  Counter rejected;        // calls that returned a failure
+  CancelCounters cancels;  // the cancels this producer made itself
+  Counter delegated;       // cancels handed to canceller threads
+  Counter calendar_bytes;  // its calendar's storage, which grows with the population
   Counter bursts;
   Counter burst_calls;
-  Counter burst_ns;             // time inside the bursts' schedule calls
+  Counter burst_ns;  // time inside the bursts' schedule calls
   Counter max_burst_ns;
   // Read after the thread is joined.
   StatusCounts rejected_by{};
   std::uint64_t periodic_started = 0;
-  std::uint64_t probes = 0;            // probe timers scheduled (each cancelled at once)
-  std::uint64_t probe_failures = 0;    // a probe whose cancel() returned false
-  std::uint64_t off_shard = 0;         // a timer that landed on another shard than the home one
+  std::uint64_t probes = 0;          // probe timers scheduled (each cancelled at once)
+  std::uint64_t probe_failures = 0;  // a probe whose cancel() returned false
+  std::uint64_t off_shard = 0;       // a timer that landed on another shard than the home one
 
  private:
   struct Plan {
@@ -152,22 +152,22 @@ class Producer {
   std::bernoulli_distribution cancel_pick_;
   std::uniform_real_distribution<double> unit_{0.0, 1.0};
   Calendar calendar_;
-  std::int64_t retry_ns_;                // when a check finds the timer still pending, look again
+  std::int64_t retry_ns_;  // when a check finds the timer still pending, look again
   // Slots to re-arm, oldest first: a ring as large as the one-shot range, since a slot is in it
   // at most once (a slot is always in exactly one of: the ring, the calendar, burst_idle_).
   std::vector<std::uint32_t> ready_;
   std::size_t ready_head_ = 0;
   std::size_t ready_count_ = 0;
   std::vector<std::uint32_t> arm_buf_;
-  std::vector<std::uint32_t> burst_idle_;    // burst slots waiting for the next burst
-  std::vector<std::uint32_t> flood_;         // the slots of the burst being armed
+  std::vector<std::uint32_t> burst_idle_;  // burst slots waiting for the next burst
+  std::vector<std::uint32_t> flood_;       // the slots of the burst being armed
   std::vector<Plan> plan_;
   std::vector<std::uint32_t> own_cancels_;  // slots whose cancel is due, made by this thread
   std::vector<std::uint32_t> own_seqs_;
   std::vector<std::uint8_t> results_;
   std::vector<std::vector<CancelJob>> jobs_;  // per canceller, flushed once per loop
-  std::size_t next_route_ = 0;               // round robin: 0 = this thread, i = canceller i-1
-  double tokens_ = 0;                        // schedule calls allowed now (--schedule-rate)
+  std::size_t next_route_ = 0;                // round robin: 0 = this thread, i = canceller i-1
+  double tokens_ = 0;                         // schedule calls allowed now (--schedule-rate)
   std::int64_t tokens_at_ = 0;
   // After a batch with rejected schedules (max_pending_reached, out_of_memory), no re-arm before
   // arm_after_; the back-off doubles while batches keep being refused, so a full shard costs a

@@ -13,8 +13,7 @@ constexpr std::int64_t kMs = 1'000'000;
 constexpr std::int64_t kSecond = 1'000 * kMs;
 
 constexpr std::array kProfiles{
-    Profile{"default",
-            "1M one-shot timers (uniform 1ms..10s, half cancelled) and 10k periodic at 100ms",
+    Profile{"default", "1M one-shot timers (uniform 1ms..10s, half cancelled) and 10k periodic at 100ms",
             [](Options&) {}},
     Profile{"gateway",
             "2M request (1s) and idle (30s) timeouts, 95% cancelled and re-armed as on every message",
@@ -37,8 +36,7 @@ constexpr std::array kProfiles{
     // Netty's shape: a 100 ms tick and a 100k transfer cap. A 300k flood takes a few milliseconds to
     // schedule, well inside one tick, and its deadlines lie beyond the worker's planned wake-up, so
     // it is all queued when the worker next wakes: the cap splits it over passes (the cap-hit count).
-    Profile{"burst",
-            "every 3s a 300k flood in a tight loop against a 100k transfer cap and a 100ms tick",
+    Profile{"burst", "every 3s a 300k flood in a tight loop against a 100k transfer cap and a 100ms tick",
             [](Options& o) {
               o.timers = 20'000;
               o.delay_min_ns = 200 * kMs;

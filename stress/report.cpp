@@ -41,8 +41,8 @@ std::string by_status(const StatusCounts& c) {
   std::string s;
   for (std::size_t k = 0; k < c.size(); ++k) {
     if (c[k] == 0) continue;
-    s += (s.empty() ? "" : ", ") + std::to_string(c[k]) + " " +
-         std::string(to_string(static_cast<Status>(k)));
+    s +=
+        (s.empty() ? "" : ", ") + std::to_string(c[k]) + " " + std::string(to_string(static_cast<Status>(k)));
   }
   return s.empty() ? "none" : s;
 }
@@ -53,10 +53,10 @@ std::string percentile_line(const Histogram& h) {
   std::string line;
   for (const auto& [p, name] : kPercentiles) {
     line += format("%.*s %.3f  ", static_cast<int>(name.size()), name.data(),
-                          us(static_cast<double>(h.percentile(p))));
+                   us(static_cast<double>(h.percentile(p))));
   }
-  line += format("max %.3f  mean %.3f  (n = %llu)", us(static_cast<double>(h.max())),
-                        us(h.mean()), ull(h.count()));
+  line += format("max %.3f  mean %.3f  (n = %llu)", us(static_cast<double>(h.max())), us(h.mean()),
+                 ull(h.count()));
   return line;
 }
 
@@ -125,51 +125,49 @@ void check_accounting(Report& r) {
   const std::uint64_t cancelled = r.total_cancelled();
   rule(r, scheduled != r.fired + cancelled + r.returned,
        format("scheduled %llu != fired %llu + cancelled %llu + returned at stop %llu "
-                     "(a timer was lost or counted twice)",
-                     ull(scheduled), ull(r.fired), ull(cancelled), ull(r.returned)));
+              "(a timer was lost or counted twice)",
+              ull(scheduled), ull(r.fired), ull(cancelled), ull(r.returned)));
   rule(r, r.double_fires != 0,
        format("%llu callbacks ran for a timer that had already fired", ull(r.double_fires)));
   rule(r, r.fired_after_cancel != 0,
-       format("%llu callbacks ran for a timer whose cancel() had returned true",
-                     ull(r.fired_after_cancel)));
+       format("%llu callbacks ran for a timer whose cancel() had returned true", ull(r.fired_after_cancel)));
   rule(r, r.stray_fires != 0,
        format("%llu callbacks ran for a timer instance that was no longer the slot's own "
-                     "(resolved before, or never scheduled)",
-                     ull(r.stray_fires)));
+              "(resolved before, or never scheduled)",
+              ull(r.stray_fires)));
   rule(r, r.early_fires != 0,
-       format("%llu callbacks started before their deadline (earliest by %lld ns)",
-                     ull(r.early_fires), static_cast<long long>(-r.min_lateness_ns)));
+       format("%llu callbacks started before their deadline (earliest by %lld ns)", ull(r.early_fires),
+              static_cast<long long>(-r.min_lateness_ns)));
   rule(r, r.fired_before_tick != 0,
        format("%llu callbacks started before their deadline rounded up to the tick",
-                     ull(r.fired_before_tick)));
+              ull(r.fired_before_tick)));
   rule(r, r.cancel_true_not_pending != 0,
        format("%llu cancel() calls returned true for a timer that had already fired",
-                     ull(r.cancel_true_not_pending)));
+              ull(r.cancel_true_not_pending)));
   rule(r, r.off_shard != 0,
-       format("%llu timers landed on another shard than their thread's home shard",
-                     ull(r.off_shard)));
+       format("%llu timers landed on another shard than their thread's home shard", ull(r.off_shard)));
   rule(r, r.probe_failures != 0,
        format("%llu probe timers (an hour out) could not be cancelled", ull(r.probe_failures)));
   rule(r, r.pending_slots != r.returned,
-       format("%llu slots were pending after stop() but stop() returned %llu timers",
-                     ull(r.pending_slots), ull(r.returned)));
+       format("%llu slots were pending after stop() but stop() returned %llu timers", ull(r.pending_slots),
+              ull(r.returned)));
   rule(r, r.returned_cancel_false != 0,
        format("%llu timers stop() returned refused cancel(), so they were not pending",
-                     ull(r.returned_cancel_false)));
-  rule(r, r.pending_not_returned != 0,
-       format("%llu pending slots' timers were not among those stop() returned",
-                     ull(r.pending_not_returned)));
+              ull(r.returned_cancel_false)));
+  rule(
+      r, r.pending_not_returned != 0,
+      format("%llu pending slots' timers were not among those stop() returned", ull(r.pending_not_returned)));
   rule(r, r.stale_cancel_true != 0,
        format("%llu of %llu cancel() calls on stale handles (fired or cancelled) returned true",
-                     ull(r.stale_cancel_true), ull(r.stale_cancels)));
+              ull(r.stale_cancel_true), ull(r.stale_cancels)));
   const EngineStats& e = r.engine;
   rule(r,
        e.scheduled != scheduled || e.fired != r.fired || e.cancelled != cancelled ||
            e.rejected != r.total_rejected(),
        format("Engine::stats() (scheduled %llu, fired %llu, cancelled %llu, rejected %llu) "
-                     "disagrees with the harness (%llu, %llu, %llu, %llu)",
-                     ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected),
-                     ull(scheduled), ull(r.fired), ull(cancelled), ull(r.total_rejected())));
+              "disagrees with the harness (%llu, %llu, %llu, %llu)",
+              ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected), ull(scheduled), ull(r.fired),
+              ull(cancelled), ull(r.total_rejected())));
   rule(r, e.callback_errors != 0,
        format("%llu callbacks threw, though none of the harness's can", ull(e.callback_errors)));
 }
@@ -196,7 +194,8 @@ void print_report(const Report& r, std::ostream& out) {
       "            periodic: %llu started, %llu re-armed from callbacks (%.0f/s), re-arms refused: %s%s\n",
       ull(r.schedule_calls), ull(r.scheduled), per_second(r.scheduled, r.run_s),
       by_status(r.rejected).c_str(), sched_ns, sched_ns > 0 ? 1e3 / sched_ns : 0.0,
-      r.schedule_batches ? static_cast<double>(r.schedule_calls) / static_cast<double>(r.schedule_batches) : 0.0,
+      r.schedule_batches ? static_cast<double>(r.schedule_calls) / static_cast<double>(r.schedule_batches)
+                         : 0.0,
       ull(r.periodic_started), ull(r.rearmed), per_second(r.rearmed, r.run_s),
       by_status(r.rearm_rejected).c_str(),
       r.rearm_rejected[static_cast<std::size_t>(Status::stopped)] != 0
@@ -238,25 +237,24 @@ void print_report(const Report& r, std::ostream& out) {
        "only the worst per shard:";
   for (std::size_t i = 0; i < r.per_shard.size(); ++i) {
     s += format(" shard %zu %.1f us%s", i, us(static_cast<double>(r.per_shard[i].engine.max_tick_lag_ns)),
-                       i + 1 < r.per_shard.size() ? "," : "");
+                i + 1 < r.per_shard.size() ? "," : "");
   }
   s += "\n";
   const EngineStats& e = r.engine;
   s += format(
       "engine      transfer-cap hits %llu (passes that moved %zu hand-offs and left more); passes "
       "%llu (%.0f/s); wake-ups %llu (%.0f/s); callback errors %llu\n",
-      ull(e.transfer_cap_hits), o.transfer_cap, ull(e.passes), per_second(e.passes, r.run_s),
-      ull(e.wakeups), per_second(e.wakeups, r.run_s), ull(e.callback_errors));
+      ull(e.transfer_cap_hits), o.transfer_cap, ull(e.passes), per_second(e.passes, r.run_s), ull(e.wakeups),
+      per_second(e.wakeups, r.run_s), ull(e.callback_errors));
   s += "shards      shard  scheduled      fired  cancelled  rejected  cap-hits   passes  wake-ups  "
        "wake-ups/s  lateness p50/p99/max us  binding\n";
   for (std::size_t i = 0; i < r.per_shard.size(); ++i) {
     const ShardReport& sh = r.per_shard[i];
     s += format(
         "            %5zu  %9llu  %9llu  %9llu  %8llu  %8llu  %7llu  %8llu  %10.0f  %.1f/%.1f/%.1f  %s\n", i,
-        ull(sh.engine.scheduled), ull(sh.engine.fired), ull(sh.engine.cancelled),
-        ull(sh.engine.rejected), ull(sh.engine.transfer_cap_hits), ull(sh.engine.passes),
-        ull(sh.engine.wakeups), per_second(sh.engine.wakeups, r.run_s),
-        us(static_cast<double>(sh.lateness.percentile(50))),
+        ull(sh.engine.scheduled), ull(sh.engine.fired), ull(sh.engine.cancelled), ull(sh.engine.rejected),
+        ull(sh.engine.transfer_cap_hits), ull(sh.engine.passes), ull(sh.engine.wakeups),
+        per_second(sh.engine.wakeups, r.run_s), us(static_cast<double>(sh.lateness.percentile(50))),
         us(static_cast<double>(sh.lateness.percentile(99))), us(static_cast<double>(sh.lateness.max())),
         sh.engine.binding.c_str());
   }
@@ -276,15 +274,15 @@ void print_report(const Report& r, std::ostream& out) {
   s += format(
       "accounting  scheduled %llu = fired %llu + cancelled %llu + returned at stop %llu "
       "(probes %llu included; rejected %llu accounted separately)\n",
-      ull(r.total_scheduled()), ull(r.fired), ull(r.total_cancelled()), ull(r.returned),
-      ull(r.probes), ull(r.total_rejected()));
+      ull(r.total_scheduled()), ull(r.fired), ull(r.total_cancelled()), ull(r.returned), ull(r.probes),
+      ull(r.total_rejected()));
   s += format(
       "            double fires %llu, fired after cancel %llu, stray fires %llu, early fires %llu "
       "(min lateness %.3f us), fired before the tick %llu, cancel true on a fired timer %llu, "
       "off-shard %llu\n",
       ull(r.double_fires), ull(r.fired_after_cancel), ull(r.stray_fires), ull(r.early_fires),
-      us(static_cast<double>(r.min_lateness_ns)), ull(r.fired_before_tick),
-      ull(r.cancel_true_not_pending), ull(r.off_shard));
+      us(static_cast<double>(r.min_lateness_ns)), ull(r.fired_before_tick), ull(r.cancel_true_not_pending),
+      ull(r.off_shard));
   s += format(
       "            at stop: %llu slots pending, %llu timers returned, %llu of them refused "
       "cancel(), %llu pending slots not among them; stale cancels %llu, of which true %llu\n",

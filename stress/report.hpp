@@ -18,16 +18,16 @@ namespace tickwheel::stress {
 
 // One line of the per-second series (and of the status line).
 struct Sample {
-  double t_s = 0;                   // seconds since the producers started
-  std::uint64_t scheduled = 0;      // schedule calls that returned a timer, so far (all threads)
-  std::uint64_t cancelled = 0;      // cancel() calls that returned true, so far
-  std::uint64_t fired = 0;          // callbacks run, so far
-  double schedule_rate = 0;         // per second over the interval since the previous sample
+  double t_s = 0;               // seconds since the producers started
+  std::uint64_t scheduled = 0;  // schedule calls that returned a timer, so far (all threads)
+  std::uint64_t cancelled = 0;  // cancel() calls that returned true, so far
+  std::uint64_t fired = 0;      // callbacks run, so far
+  double schedule_rate = 0;     // per second over the interval since the previous sample
   double cancel_rate = 0;
   double fire_rate = 0;
-  std::uint64_t pending = 0;        // Engine::stats(): in the wheels
-  std::uint64_t queued = 0;         // Engine::stats(): hand-offs not yet moved into a wheel
-  std::uint64_t p99_ns = 0;         // lateness of the interval's fires (bucket bounds, see since())
+  std::uint64_t pending = 0;  // Engine::stats(): in the wheels
+  std::uint64_t queued = 0;   // Engine::stats(): hand-offs not yet moved into a wheel
+  std::uint64_t p99_ns = 0;   // lateness of the interval's fires (bucket bounds, see since())
   std::uint64_t max_ns = 0;
   std::uint64_t p99_so_far_ns = 0;  // lateness of every fire so far
   std::uint64_t rss_bytes = 0;
@@ -36,39 +36,39 @@ struct Sample {
 
 // What the harness saw of one shard, beside the engine's own counters for it.
 struct ShardReport {
-  ShardStats engine;              // Engine::stats() right after stop()
-  std::uint64_t fired = 0;        // callbacks the harness saw run on it
-  std::uint64_t rearmed = 0;      // periodic re-arms from its callbacks
+  ShardStats engine;          // Engine::stats() right after stop()
+  std::uint64_t fired = 0;    // callbacks the harness saw run on it
+  std::uint64_t rearmed = 0;  // periodic re-arms from its callbacks
   Histogram lateness;
 };
 
 struct Report {
-  Options options;          // as run: the profile's values under the explicit options
-  std::string config;       // describe() of the configuration with shards and producers resolved
+  Options options;     // as run: the profile's values under the explicit options
+  std::string config;  // describe() of the configuration with shards and producers resolved
 
   // Environment, measured before the run.
   double clock_read_ns = 0;                    // one steady_clock::now(), median of timed loops
   std::int64_t clock_monotonic_offset_ns = 0;  // |steady_clock - CLOCK_MONOTONIC|
   unsigned hardware_threads = 0;
-  std::size_t shards = 0;                      // Engine::shard_count()
+  std::size_t shards = 0;  // Engine::shard_count()
   unsigned producers = 0;
   unsigned cancellers = 0;
 
   // Run.
-  double run_s = 0;         // producers started .. stop requested
-  double stop_s = 0;        // time inside Engine::stop()
+  double run_s = 0;   // producers started .. stop requested
+  double stop_s = 0;  // time inside Engine::stop()
 
   // Schedules: producers (one-shots, the first arm of periodic timers, bursts) and callbacks
   // (periodic re-arms). Time inside the calls is measured per batch (see producer.hpp).
-  std::uint64_t schedule_calls = 0;       // by producers
-  std::uint64_t scheduled = 0;            // by producers, successful
+  std::uint64_t schedule_calls = 0;  // by producers
+  std::uint64_t scheduled = 0;       // by producers, successful
   std::uint64_t schedule_batches = 0;
   std::uint64_t schedule_ns = 0;
   std::uint64_t periodic_started = 0;
-  std::uint64_t rearmed = 0;              // periodic re-arms from callbacks, successful
-  StatusCounts rejected{};                // producers' refused schedules, by Status
-  StatusCounts rearm_rejected{};          // callbacks' refused re-arms, by Status
-  std::uint64_t probes = 0;               // one per producer: scheduled and cancelled at once
+  std::uint64_t rearmed = 0;      // periodic re-arms from callbacks, successful
+  StatusCounts rejected{};        // producers' refused schedules, by Status
+  StatusCounts rearm_rejected{};  // callbacks' refused re-arms, by Status
+  std::uint64_t probes = 0;       // one per producer: scheduled and cancelled at once
   std::uint64_t bursts = 0;
   std::uint64_t burst_calls = 0;
   std::uint64_t burst_ns = 0;
@@ -76,18 +76,18 @@ struct Report {
 
   // Cancels.
   std::uint64_t cancel_calls = 0;
-  std::uint64_t cancelled = 0;            // returned true
-  std::uint64_t cancel_lost = 0;          // returned false: the fire won
+  std::uint64_t cancelled = 0;    // returned true
+  std::uint64_t cancel_lost = 0;  // returned false: the fire won
   std::uint64_t cancel_batches = 0;
   std::uint64_t cancel_ns = 0;
   std::uint64_t cancels_by_cancellers = 0;  // of cancel_calls, made by canceller threads
 
   // Fires.
   std::uint64_t fired = 0;
-  Histogram lateness;             // callback start - deadline (early fires as 0), every fire
-  Histogram oneshot_lateness;     // the same, one-shot and burst timers only
-  Histogram periodic_lateness;    // the same, periodic timers only (see ShardRecorder::on_periodic)
-  Histogram lateness_past_tick;   // callback start - deadline rounded up to the tick, every fire
+  Histogram lateness;            // callback start - deadline (early fires as 0), every fire
+  Histogram oneshot_lateness;    // the same, one-shot and burst timers only
+  Histogram periodic_lateness;   // the same, periodic timers only (see ShardRecorder::on_periodic)
+  Histogram lateness_past_tick;  // callback start - deadline rounded up to the tick, every fire
   std::int64_t min_lateness_ns = 0;
 
   // The engine's own counters, right after stop() (before the returned timers were cancelled).
@@ -102,9 +102,9 @@ struct Report {
   std::uint64_t rss_base_bytes = 0;
   std::uint64_t rss_at_peak_bytes = 0;
   std::uint64_t calendar_bytes_at_peak = 0;
-  std::uint64_t peak_pending = 0;         // in the wheels plus queued, at that sample
-  std::uint64_t peak_rss_bytes = 0;       // getrusage ru_maxrss, whole process
-  std::uint64_t harness_bytes = 0;        // slot table, rings and plans, allocated up front
+  std::uint64_t peak_pending = 0;    // in the wheels plus queued, at that sample
+  std::uint64_t peak_rss_bytes = 0;  // getrusage ru_maxrss, whole process
+  std::uint64_t harness_bytes = 0;   // slot table, rings and plans, allocated up front
   double bytes_per_pending() const noexcept;
 
   // Machine: what else was going on (getrusage deltas of this process, /proc/loadavg).
@@ -114,12 +114,12 @@ struct Report {
   double loadavg_end = -1;
 
   // Exactly-once accounting. Every counter from double_fires on must end at zero.
-  std::uint64_t returned = 0;             // timers stop() returned
-  std::uint64_t pending_slots = 0;        // slots whose instance was pending after stop()
-  std::uint64_t returned_cancel_false = 0;   // cancel() on a returned timer returned false
-  std::uint64_t pending_not_returned = 0;    // a pending slot's handle not cancelled by that
-  std::uint64_t stale_cancels = 0;        // cancel() on every resolved slot's last handle ...
-  std::uint64_t stale_cancel_true = 0;    // ... of which returned true
+  std::uint64_t returned = 0;               // timers stop() returned
+  std::uint64_t pending_slots = 0;          // slots whose instance was pending after stop()
+  std::uint64_t returned_cancel_false = 0;  // cancel() on a returned timer returned false
+  std::uint64_t pending_not_returned = 0;   // a pending slot's handle not cancelled by that
+  std::uint64_t stale_cancels = 0;          // cancel() on every resolved slot's last handle ...
+  std::uint64_t stale_cancel_true = 0;      // ... of which returned true
   std::uint64_t double_fires = 0;
   std::uint64_t fired_after_cancel = 0;
   std::uint64_t stray_fires = 0;
@@ -129,7 +129,7 @@ struct Report {
   std::uint64_t off_shard = 0;
   std::uint64_t probe_failures = 0;
 
-  std::vector<std::string> notices;       // the engine's log lines (binding refused, ...)
+  std::vector<std::string> notices;  // the engine's log lines (binding refused, ...)
 
   // One line per broken rule; empty iff the run passed.
   std::vector<std::string> failures;

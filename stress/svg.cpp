@@ -14,8 +14,8 @@ namespace {
 
 constexpr double kWidth = 1000;
 constexpr double kHeight = 820;
-constexpr double kLeft = 90;    // room for the y labels
-constexpr double kRight = 60;   // room for the last percentile label
+constexpr double kLeft = 90;              // room for the y labels
+constexpr double kRight = 60;             // room for the last percentile label
 constexpr std::size_t kConfigLine = 150;  // characters per line of the configuration
 
 std::string escape(std::string_view s) {
@@ -111,28 +111,32 @@ void frame(std::string& s, const Panel& p, const std::string& title, const std::
     const double y = p.y(std::pow(10.0, d));
     s += format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#dddddd\"/>\n", p.left, y,
                 p.left + p.width, y);
-    s += format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n",
-                p.left - 6, y + 4, decade_label(d).c_str());
+    s += format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n", p.left - 6,
+                y + 4, decade_label(d).c_str());
   }
-  s += format("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-              "stroke=\"#333333\"/>\n",
-              p.left, p.top, p.width, p.height);
+  s += format(
+      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+      "stroke=\"#333333\"/>\n",
+      p.left, p.top, p.width, p.height);
   s += format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">%s</text>\n",
               p.left + p.width / 2, p.top + p.height + 36, escape(x_name).c_str());
-  s += format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" "
-              "transform=\"rotate(-90 %.1f %.1f)\">lateness (log)</text>\n",
-              24.0, p.top + p.height / 2, 24.0, p.top + p.height / 2);
+  s += format(
+      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" "
+      "transform=\"rotate(-90 %.1f %.1f)\">lateness (log)</text>\n",
+      24.0, p.top + p.height / 2, 24.0, p.top + p.height / 2);
 }
 
 void tick_line(std::string& s, const Panel& p, double tick_ns) {
   if (tick_ns <= 0 || tick_ns < std::pow(10.0, p.lo) || tick_ns > std::pow(10.0, p.hi)) return;
   const double y = p.y(tick_ns);
-  s += format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888888\" "
-              "stroke-dasharray=\"6 4\"/>\n",
-              p.left, y, p.left + p.width, y);
-  s += format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#666666\" text-anchor=\"end\">"
-              "tick %s</text>\n",
-              p.left + p.width - 4, y - 4, escape(time_label(tick_ns)).c_str());
+  s += format(
+      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888888\" "
+      "stroke-dasharray=\"6 4\"/>\n",
+      p.left, y, p.left + p.width, y);
+  s += format(
+      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#666666\" text-anchor=\"end\">"
+      "tick %s</text>\n",
+      p.left + p.width - 4, y - 4, escape(time_label(tick_ns)).c_str());
 }
 
 void polyline(std::string& s, const std::vector<std::pair<double, double>>& xy, const char* colour) {
@@ -175,7 +179,8 @@ void curve_panel(std::string& s, const Plot& plot, double top, double height) {
   std::vector<std::pair<double, double>> xy;
   for (const Plot::Point& pt : plot.curve) xy.emplace_back(x_of(pt.percentile), p.y(pt.ns));
   polyline(s, xy, "#1f5fa8");
-  for (const auto& [x, y] : xy) s += format("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"#1f5fa8\"/>\n", x, y);
+  for (const auto& [x, y] : xy)
+    s += format("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"#1f5fa8\"/>\n", x, y);
   if (plot.curve.empty()) {
     s += format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\">no fires</text>\n",
                 p.left + p.width / 2, p.top + p.height / 2);
@@ -210,12 +215,14 @@ void time_panel(std::string& s, const Plot& plot, double top, double height) {
   polyline(s, p99, "#1f5fa8");
   const double lx = p.left + 12;
   const double ly = p.top + 16;
-  s += format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c0392b\" stroke-width=\"2\"/>"
-              "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">max of the second</text>\n",
-              lx, ly, lx + 24, ly, lx + 30, ly + 4);
-  s += format("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f5fa8\" stroke-width=\"2\"/>"
-              "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">p99 of the second</text>\n",
-              lx, ly + 16, lx + 24, ly + 16, lx + 30, ly + 20);
+  s += format(
+      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c0392b\" stroke-width=\"2\"/>"
+      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">max of the second</text>\n",
+      lx, ly, lx + 24, ly, lx + 30, ly + 4);
+  s += format(
+      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f5fa8\" stroke-width=\"2\"/>"
+      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">p99 of the second</text>\n",
+      lx, ly + 16, lx + 24, ly + 16, lx + 30, ly + 20);
 }
 
 }  // namespace
@@ -227,11 +234,11 @@ Plot plot_from_json(const JsonValue& report) {
   plot.title = format("tickwheel-stress: lateness of %.0f fires (%s)", fire.at("count").number(),
                       report.at("ok").boolean() ? "accounting PASS" : "accounting FAIL");
   plot.config = report.at("config").string();
-  plot.summary = "p50 " + time_label(lateness.at("p50").number()) + ", p99 " +
-                 time_label(lateness.at("p99").number()) + ", p99.9 " +
-                 time_label(lateness.at("p99_9").number()) + ", p99.99 " +
-                 time_label(lateness.at("p99_99").number()) + ", max " +
-                 time_label(lateness.at("max").number()) + format(", over %.1f s", report.at("run").at("seconds").number());
+  plot.summary =
+      "p50 " + time_label(lateness.at("p50").number()) + ", p99 " + time_label(lateness.at("p99").number()) +
+      ", p99.9 " + time_label(lateness.at("p99_9").number()) + ", p99.99 " +
+      time_label(lateness.at("p99_99").number()) + ", max " + time_label(lateness.at("max").number()) +
+      format(", over %.1f s", report.at("run").at("seconds").number());
   plot.tick_ns = report.at("options").at("tick_ns").number();
   for (const JsonValue& pt : fire.at("lateness_curve").array()) {
     plot.curve.push_back(Plot::Point{pt.at("percentile").number(), pt.at("ns").number()});
@@ -245,10 +252,11 @@ Plot plot_from_json(const JsonValue& report) {
 
 void write_svg(const Plot& plot, std::ostream& out) {
   std::string s;
-  s += format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-              "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-              "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n",
-              kWidth, kHeight, kWidth, kHeight);
+  s += format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+      "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n",
+      kWidth, kHeight, kWidth, kHeight);
   s += "<title>" + escape(plot.title) + "</title>\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   s += format("<text x=\"%.1f\" y=\"26\" font-size=\"18\" font-weight=\"bold\">%s</text>\n", kLeft - 60,

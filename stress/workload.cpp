@@ -42,8 +42,7 @@ void ShardRecorder::resolve(std::uint32_t slot, std::uint32_t seq) noexcept {
   // engine's hand-off also publishes); the release half pairs with the producer's acquire load
   // that sees (seq, fired) and re-arms the slot.
   if (slots_[slot].state.compare_exchange_strong(found, slot_word(seq, SlotState::fired),
-                                                 std::memory_order_acq_rel,
-                                                 std::memory_order_acquire)) {
+                                                 std::memory_order_acq_rel, std::memory_order_acquire)) {
     return;
   }
   if (seq_of(found) != seq || state_of(found) == SlotState::idle) {

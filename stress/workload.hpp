@@ -120,9 +120,9 @@ class alignas(kCacheLine) ShardRecorder {
   // Written by the worker, read at any time (the sampler) with relaxed loads. Lateness is kept per
   // kind because a periodic timer's re-arm from its callback starts a tick late by construction
   // (see on_periodic()), which would otherwise hide the one-shots' figures.
-  ConcurrentHistogram oneshot_lateness;   // callback start - deadline, ns (an early fire counts as 0)
+  ConcurrentHistogram oneshot_lateness;  // callback start - deadline, ns (an early fire counts as 0)
   ConcurrentHistogram periodic_lateness;
-  ConcurrentHistogram past_tick;          // callback start - deadline rounded up to the tick, both kinds
+  ConcurrentHistogram past_tick;  // callback start - deadline rounded up to the tick, both kinds
   Counter fired;                  // callbacks run
   Counter rearmed;                // periodic re-arms that succeeded
 
@@ -134,7 +134,7 @@ class alignas(kCacheLine) ShardRecorder {
   std::uint64_t fired_before_tick = 0;  // callback start < deadline rounded up to the tick
   std::uint64_t off_shard = 0;          // a re-armed timer that landed on another shard
   std::int64_t min_lateness_ns = std::numeric_limits<std::int64_t>::max();
-  StatusCounts rearm_rejected{};        // re-arms refused, by Status
+  StatusCounts rearm_rejected{};  // re-arms refused, by Status
 
  private:
   void record(std::int64_t t, std::int64_t deadline, ConcurrentHistogram& lateness) noexcept;

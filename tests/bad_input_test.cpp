@@ -124,7 +124,8 @@ void expect_invalid(Make make, std::initializer_list<std::string> words) {
     ADD_FAILURE() << "accepted; expected std::invalid_argument naming " << *words.begin();
   } catch (const std::invalid_argument& err) {
     const std::string what = err.what();
-    for (const std::string& w : words) EXPECT_NE(what.find(w), std::string::npos) << "\"" << w << "\" not in: " << what;
+    for (const std::string& w : words)
+      EXPECT_NE(what.find(w), std::string::npos) << "\"" << w << "\" not in: " << what;
   }
 }
 
@@ -231,7 +232,10 @@ TEST(BadInput, DeadlineInThePastIsDueAtOnce) {
 // constructors. The bounds themselves are accepted.
 TEST(BadInput, TickOutOfRangeIsRejectedNamingTheValue) {
   const std::vector<std::pair<Nanos, std::string>> bad = {
-      {0ns, "got 0ns"}, {-1ms, "got -1000000ns"}, {999ns, "got 999ns"}, {1h + 1ns, "got 3600000000001ns"},
+      {0ns, "got 0ns"},
+      {-1ms, "got -1000000ns"},
+      {999ns, "got 999ns"},
+      {1h + 1ns, "got 3600000000001ns"},
       {Nanos::max(), "got " + std::to_string(Nanos::max().count()) + "ns"}};
   for (const auto& [tick, value] : bad) {
     expect_invalid([&] { Wheel w({.tick = tick}); }, {"tick", value});
@@ -301,7 +305,8 @@ TEST(BadInput, ZeroShardsMeansOnePerPhysicalCore) {
 // no more shards than cores, it says nothing. Every shard runs its timers.
 TEST(BadInput, MoreShardsThanCoresIsAllowedWithOneNotice) {
   const std::size_t cores = Engine(workers(0)).shard_count();
-  const std::string notice = std::to_string(cores + 1) + " shards on " + std::to_string(cores) + " physical cores";
+  const std::string notice =
+      std::to_string(cores + 1) + " shards on " + std::to_string(cores) + " physical cores";
   auto sink = std::make_shared<LogSink>();
   {
     Hits h(cores + 1);
@@ -492,7 +497,7 @@ TEST(BadInput, CancelOfDefaultFailedStaleOrForgedHandlesIsFalse) {
   EXPECT_FALSE(w.cancel(fired));
   EXPECT_FALSE(w.cancel(cancelled));
   EXPECT_FALSE(w.cancel(TimerId::from_raw(reused.raw() + (std::uint64_t{4} << 32))));  // a later lifetime
-  EXPECT_FALSE(w.cancel(TimerId::from_raw((std::uint64_t{1} << 32) | 0xfffffff0u)));  // an index no node had
+  EXPECT_FALSE(w.cancel(TimerId::from_raw((std::uint64_t{1} << 32) | 0xfffffff0u)));   // an index no node had
   EXPECT_FALSE(w.cancel(TimerId::from_raw(~std::uint64_t{0})));
   EXPECT_EQ(w.pending(), pending);
   EXPECT_EQ(w.stats().cancelled, 1u);
@@ -630,7 +635,8 @@ TEST(BadInput, MaxPendingReachedRejectsAndCounts) {
   EngineOptions o = manual();
   o.max_pending_per_shard = kLimit;
   Engine e(o);
-  for (std::size_t i = 0; i < kLimit; ++i) ASSERT_TRUE(e.schedule_after(i == 0 ? 0ns : Nanos(1h), Hit(&h, kBase + i)));
+  for (std::size_t i = 0; i < kLimit; ++i)
+    ASSERT_TRUE(e.schedule_after(i == 0 ? 0ns : Nanos(1h), Hit(&h, kBase + i)));
   const Timer refused = e.schedule_after(1h, Hit(&h, kBase + kLimit));
   EXPECT_FALSE(refused);
   EXPECT_EQ(refused.status(), Status::max_pending_reached);

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "thread_support.hpp"
 #include "support.hpp"
+#include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/executor.hpp"
 
@@ -79,7 +79,8 @@ TEST(EngineExecutor, ThreadPoolRunsEveryCallbackOnceOffTheWorker) {
       threads->push_back(std::this_thread::get_id());
     }
   };
-  for (int i = 0; i < kTimers; ++i) ASSERT_TRUE(e.schedule_after(Nanos(i % 7) * 100'000, Run{&ran[i], &m, &threads}));
+  for (int i = 0; i < kTimers; ++i)
+    ASSERT_TRUE(e.schedule_after(Nanos(i % 7) * 100'000, Run{&ran[i], &m, &threads}));
   ASSERT_TRUE(eventually([&] { return e.stats().fired == kTimers && e.stats().executing == 0; }));
   e.stop();
   for (int i = 0; i < kTimers; ++i) EXPECT_EQ(ran[i].load(), 1) << "timer " << i;
@@ -224,7 +225,8 @@ TEST(EngineExecutor, StopWaitsForTasksAlreadyHandedOverAndIsRefusedInsideOne) {
     try {
       s->e->stop();
     } catch (const std::logic_error& ex) {
-      if (std::string(ex.what()).find("inside one of its timer callbacks") != std::string::npos) s->refused.fetch_add(1);
+      if (std::string(ex.what()).find("inside one of its timer callbacks") != std::string::npos)
+        s->refused.fetch_add(1);
     }
     s->started.store(true);
     s->gate.wait();
@@ -347,7 +349,7 @@ TEST(EngineExecutor, CallerDrivenPollHandsOverAndReArmsWhatComesBack) {
   EngineOptions o;
   o.shards = 1;
   o.threads = Threads::manual;
-  o.clock = [] () noexcept { return Nanos(now_ns.load()); };
+  o.clock = []() noexcept { return Nanos(now_ns.load()); };
   o.executor = pool(1);
   Engine e(o);
   std::atomic<int> runs{0};

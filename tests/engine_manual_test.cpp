@@ -89,7 +89,8 @@ TEST(EngineManual, ScheduleAndCancelFromOtherThreadsGoThroughTheQueues) {
   std::vector<Timer> timers(200);
   std::thread producer([&] {
     for (int i = 0; i < 200; ++i) {
-      timers[static_cast<std::size_t>(i)] = e.schedule_on(static_cast<std::size_t>(i % 2), 1ms, Record{&log, i});
+      timers[static_cast<std::size_t>(i)] =
+          e.schedule_on(static_cast<std::size_t>(i % 2), 1ms, Record{&log, i});
     }
     for (std::size_t i = 0; i < timers.size(); i += 2) EXPECT_TRUE(timers[i].cancel());
   });

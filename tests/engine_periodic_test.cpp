@@ -24,7 +24,9 @@ using namespace std::chrono_literals;
 
 std::atomic<std::int64_t> g_now_ns{5'000'000'000'000};
 Nanos fake_now() noexcept { return Nanos(g_now_ns.load(std::memory_order_relaxed)); }
-Nanos advance_clock(Nanos by) { return Nanos(g_now_ns.fetch_add(by.count(), std::memory_order_relaxed) + by.count()); }
+Nanos advance_clock(Nanos by) {
+  return Nanos(g_now_ns.fetch_add(by.count(), std::memory_order_relaxed) + by.count());
+}
 
 EngineOptions manual(std::size_t shards = 1) {
   EngineOptions o;
@@ -93,7 +95,8 @@ TEST(EnginePeriodic, BadPeriodsAreRefusedWithNothingScheduled) {
   int runs = 0;
   EXPECT_EQ(e.schedule_every(0ns, Bump{&runs}).status(), Status::bad_period);
   EXPECT_EQ(e.schedule_every(-1ms, Bump{&runs}).status(), Status::bad_period);
-  EXPECT_EQ(e.schedule_every(1500us, Bump{&runs}).status(), Status::bad_period) << "fixed rate needs whole ticks";
+  EXPECT_EQ(e.schedule_every(1500us, Bump{&runs}).status(), Status::bad_period)
+      << "fixed rate needs whole ticks";
   EXPECT_EQ(e.schedule_every_on(3, 1ms, Bump{&runs}).status(), Status::no_such_shard);
   e.poll(0, advance_clock(10ms));
   const EngineStats s = e.stats();

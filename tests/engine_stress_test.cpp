@@ -2,8 +2,9 @@
 // multicore tickwheel::Engine, from the Engine issue's Tests section. Producer threads schedule
 // (delays spread over 0..200 ms, a few far out or in the past, through schedule_after, schedule_on
 // and schedule_at), canceller threads cancel handles picked at random among the recently
-// published ones (a third of all timers are candidates; the others' states are only read), one callback in eight schedules a new timer (on its own shard, or handed to
-// another), and stop() races all of it part-way through.
+// published ones (a third of all timers are candidates; the others' states are only read), one callback in
+// eight schedules a new timer (on its own shard, or handed to another), and stop() races all of it part-way
+// through.
 //
 // Every timer has an id, captured in its callable, that indexes preallocated per-timer records.
 // Afterwards, for every successful schedule: the timer fired, or a cancel() of it returned true,
@@ -126,7 +127,7 @@ struct Ctx {
   std::unique_ptr<std::atomic<bool>[]> ready;
   std::unique_ptr<std::uint8_t[]> scheduled;  // schedule succeeded; read after every thread joined
   std::unique_ptr<std::atomic<std::uint8_t>[]> fired, cancel_won, won_before_stop, destroyed;
-  std::unique_ptr<std::uint8_t[]> returned;  // the checking thread only
+  std::unique_ptr<std::uint8_t[]> returned;            // the checking thread only
   std::atomic<std::size_t> progress[kProducers] = {};  // ids each producer has attempted
   std::atomic<std::size_t> next_resched;
 
@@ -134,8 +135,8 @@ struct Ctx {
   // canceller that reads stop_called == false after its cancel won finished it before stop() began.
   std::atomic<bool> stop_called{false}, stop_returned{false};
 
-  std::atomic<std::uint64_t> early{0}, ok_after_stop{0}, bad_failure{0}, failed_stopped{0},
-      double_cancel{0}, rescheduled{0}, both_states{0};
+  std::atomic<std::uint64_t> early{0}, ok_after_stop{0}, bad_failure{0}, failed_stopped{0}, double_cancel{0},
+      rescheduled{0}, both_states{0};
 
   void attempt(std::size_t id, How how, Nanos delay, std::size_t shard) {
     const bool after_stop = stop_returned.load();
@@ -188,9 +189,9 @@ void produce(Ctx& c, std::size_t p, std::size_t quota, std::uint64_t seed) {
   const std::size_t base = p * quota;
   for (std::size_t i = 0; i < quota; ++i) {
     const std::uint64_t r = rng();
-    Nanos delay((r >> 8) % 200'000'001);                              // 0..200 ms, any nanosecond
-    if (r % 64 == 0) delay = std::chrono::seconds(5) + delay;        // far out: pending at the stop
-    if (r % 97 == 1) delay = -delay;                                  // in the past: due at once
+    Nanos delay((r >> 8) % 200'000'001);                       // 0..200 ms, any nanosecond
+    if (r % 64 == 0) delay = std::chrono::seconds(5) + delay;  // far out: pending at the stop
+    if (r % 97 == 1) delay = -delay;                           // in the past: due at once
     const How how = static_cast<How>((r >> 40) % 4 == 3 ? kAt : (r >> 40) % 4 == 2 ? kOn : kAfter);
     c.attempt(base + i, how, delay, (r >> 50) % kShards);
     c.progress[p].store(i + 1, std::memory_order_relaxed);  // a hint; `ready` is the publication
@@ -243,8 +244,8 @@ void exactly_once_with_stop_racing_everything(std::size_t pool_threads, std::siz
   const std::size_t quota = std::max<std::size_t>(total / kProducers, 1000);
   const std::size_t produced = quota * kProducers;
   const std::size_t stop_at = produced / 4 * 3;
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay the random choices: TICKWHEEL_SEED=" +
-               std::to_string(seed) + ")");
+  SCOPED_TRACE("seed " + std::to_string(seed) +
+               " (replay the random choices: TICKWHEEL_SEED=" + std::to_string(seed) + ")");
   std::printf("[ engine stress ] seed %llu, %zu producer schedules, stop after %zu\n",
               static_cast<unsigned long long>(seed), produced, stop_at);
 
@@ -266,7 +267,8 @@ void exactly_once_with_stop_racing_everything(std::size_t pool_threads, std::siz
     producers.emplace_back(produce, std::ref(c), p, quota, mix(seed + p));
   }
   for (std::size_t k = 0; k < kCancellers; ++k) {
-    cancellers.emplace_back(cancel_at_random, std::ref(c), quota, mix(seed + 100 + k), std::cref(cancellers_done));
+    cancellers.emplace_back(cancel_at_random, std::ref(c), quota, mix(seed + 100 + k),
+                            std::cref(cancellers_done));
   }
 
   // stop() part-way through, with producers, cancellers and callbacks all running.
@@ -276,7 +278,8 @@ void exactly_once_with_stop_racing_everything(std::size_t pool_threads, std::siz
     for (const auto& p : c.progress) n += p.load(std::memory_order_relaxed);
     return n;
   };
-  while (attempted() < stop_at && Clock::now() < give_up) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  while (attempted() < stop_at && Clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   c.stop_called.store(true);
   std::vector<Timer> returned = engine->stop();
   c.stop_returned.store(true);
@@ -313,8 +316,7 @@ void exactly_once_with_stop_racing_everything(std::size_t pool_threads, std::siz
 
   const std::size_t attempted_ids_end = std::min(c.next_resched.load(), c.capacity);
   std::uint64_t scheduled = 0, fired = 0, cancelled = 0, back = 0, overlap = 0;
-  std::uint64_t twice = 0, cancelled_fired = 0, fired_returned = 0, lost = 0,
-                phantom = 0, bad_destroy = 0;
+  std::uint64_t twice = 0, cancelled_fired = 0, fired_returned = 0, lost = 0, phantom = 0, bad_destroy = 0;
   std::int64_t first_bad = -1;
   for (std::size_t id = 0; id < c.capacity; ++id) {
     const bool tried = id < attempted_ids_end;

@@ -130,12 +130,30 @@ struct Opts {
     o.shards = shards;
     o.pin_workers = pin;
   }
-  Opts& tick(Nanos t) { o.tick = t; return *this; }
-  Opts& transfer_cap(std::size_t n) { o.transfer_cap = n; return *this; }
-  Opts& max_pending(std::size_t n) { o.max_pending_per_shard = n; return *this; }
-  Opts& wait(WaitStrategy w) { o.wait = w; return *this; }
-  Opts& cpus(std::vector<unsigned> c) { o.cpus = std::move(c); return *this; }
-  Opts& log(std::function<void(std::string_view)> f) { o.log = std::move(f); return *this; }
+  Opts& tick(Nanos t) {
+    o.tick = t;
+    return *this;
+  }
+  Opts& transfer_cap(std::size_t n) {
+    o.transfer_cap = n;
+    return *this;
+  }
+  Opts& max_pending(std::size_t n) {
+    o.max_pending_per_shard = n;
+    return *this;
+  }
+  Opts& wait(WaitStrategy w) {
+    o.wait = w;
+    return *this;
+  }
+  Opts& cpus(std::vector<unsigned> c) {
+    o.cpus = std::move(c);
+    return *this;
+  }
+  Opts& log(std::function<void(std::string_view)> f) {
+    o.log = std::move(f);
+    return *this;
+  }
   operator EngineOptions() const { return o; }  // NOLINT: implicit by design
 };
 EngineOptions unpinned(std::size_t shards) { return Opts(shards); }
@@ -168,8 +186,8 @@ void expect_rejected(EngineOptions opts, const std::string& option, const std::s
   } catch (const std::invalid_argument& err) {
     const std::string what = err.what();
     EXPECT_NE(what.find(option), std::string::npos) << "message does not name " << option << ": " << what;
-    EXPECT_NE(what.find(value), std::string::npos) << "message does not name the value " << value << ": "
-                                                   << what;
+    EXPECT_NE(what.find(value), std::string::npos)
+        << "message does not name the value " << value << ": " << what;
   }
 }
 
@@ -395,7 +413,8 @@ TEST(EngineLifecycle, DestructionAfterStopDestroysReturnedCallables) {
     for (std::size_t i = 0; i < 5; ++i) ASSERT_TRUE(e.schedule_after(1h, Probe(&t, i)));
     std::vector<Timer> returned = e.stop();
     EXPECT_EQ(returned.size(), 5u);
-    for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(t.destroyed[i].load(), 0) << "returned timers must be pending";
+    for (std::size_t i = 0; i < 5; ++i)
+      EXPECT_EQ(t.destroyed[i].load(), 0) << "returned timers must be pending";
   }  // the returned handles are never cancelled: the engine's destructor owns the callables
   for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(t.destroyed[i].load(), 1) << "callable " << i;
 }
@@ -432,8 +451,8 @@ void expect_never_early(EngineOptions opts) {
   for (std::size_t i = 0; i < n; ++i) {
     const Nanos d = delays[i % delays.size()];
     t.due_ns[i] = now_ns() + std::max<std::int64_t>(d.count(), 0);
-    Timer x = i % 3 == 0 ? e.schedule_after(d, Probe(&t, i))
-                         : e.schedule_on(i % e.shard_count(), d, Probe(&t, i));
+    Timer x =
+        i % 3 == 0 ? e.schedule_after(d, Probe(&t, i)) : e.schedule_on(i % e.shard_count(), d, Probe(&t, i));
     ASSERT_TRUE(x) << i;
   }
   ASSERT_TRUE(t.wait_runs(n));
@@ -447,9 +466,7 @@ void expect_never_early(EngineOptions opts) {
 }
 
 TEST(EngineSchedule, NeverFiresBeforeItsDeadline) { expect_never_early(unpinned(2)); }
-TEST(EngineSchedule, NeverFiresBeforeItsDeadlineAtAFineTick) {
-  expect_never_early(Opts(2).tick(100us));
-}
+TEST(EngineSchedule, NeverFiresBeforeItsDeadlineAtAFineTick) { expect_never_early(Opts(2).tick(100us)); }
 
 TEST(EngineSchedule, ScheduleAtATimePoint) {
   Tally t(3);
@@ -458,7 +475,7 @@ TEST(EngineSchedule, ScheduleAtATimePoint) {
   t.due_ns[0] = deadline.time_since_epoch().count();
   std::vector<Timer> handles;
   handles.push_back(e.schedule_at(deadline, Probe(&t, 0)));
-  handles.push_back(e.schedule_at(Clock::now() - 1s, Probe(&t, 1)));  // in the past: runs at once
+  handles.push_back(e.schedule_at(Clock::now() - 1s, Probe(&t, 1)));         // in the past: runs at once
   handles.push_back(e.schedule_at(Clock::time_point::max(), Probe(&t, 2)));  // clamped, never due
   for (const Timer& h : handles) ASSERT_TRUE(h);
   ASSERT_TRUE(t.wait_runs(2));
@@ -643,7 +660,8 @@ TEST(EngineCancel, FarTimerInTheWheelIsUnlinkedOnTheNextPass) {
   ASSERT_TRUE(eventually([&] {
     const EngineStats s = e.stats();
     return s.pending == 0 && s.cancelled == 1;
-  })) << "pending " << e.stats().pending << ", cancelled " << e.stats().cancelled;
+  })) << "pending "
+      << e.stats().pending << ", cancelled " << e.stats().cancelled;
   EXPECT_EQ(t.destroyed[0].load(), 1);
   EXPECT_TRUE(e.stop().empty());
 }
@@ -828,7 +846,7 @@ TEST(EngineCallback, SchedulesOnItsOwnShardAndOnAnother) {
   n.tally = &t;
   ASSERT_TRUE(e.schedule_on(1, 0ns, [n = &n] {
     n->parent_thread = std::this_thread::get_id();
-    n->child_own = n->engine->schedule_after(1ms, Probe(n->tally, 0));     // the worker's own shard
+    n->child_own = n->engine->schedule_after(1ms, Probe(n->tally, 0));    // the worker's own shard
     n->child_other = n->engine->schedule_on(0, 1ms, Probe(n->tally, 1));  // a hand-off from a worker
     n->done.store(true, std::memory_order_release);
   }));
@@ -929,7 +947,7 @@ TEST(EngineCallback, AThrowingCallbackDoesNotKillTheWorker) {
   Timer boom = e.schedule_after(0ns, [] { throw std::runtime_error("boom"); });
   Timer odd = e.schedule_after(0ns, [] { throw 42; });
   ASSERT_TRUE(boom && odd);
-  for (std::size_t i = 1; i <= 10; ++i) ASSERT_TRUE(e.schedule_after(0ns, Probe(&t, i)));  // same tick
+  for (std::size_t i = 1; i <= 10; ++i) ASSERT_TRUE(e.schedule_after(0ns, Probe(&t, i)));   // same tick
   for (std::size_t i = 11; i <= 20; ++i) ASSERT_TRUE(e.schedule_after(3ms, Probe(&t, i)));  // later
   ASSERT_TRUE(t.wait_runs(21));
   for (std::size_t i = 1; i <= 20; ++i) {
@@ -989,7 +1007,8 @@ TEST(EngineTransferCap, AFloodMovesOverSeveralPassesAndAllFires) {
     ASSERT_TRUE(x) << "hand-off " << i << " refused: " << to_string(x.status());
   }
   gate.release();
-  ASSERT_TRUE(eventually([&] { return f.runs.load() == kN; }, 60s)) << f.runs.load() << " of " << kN << " fired";
+  ASSERT_TRUE(eventually([&] { return f.runs.load() == kN; }, 60s))
+      << f.runs.load() << " of " << kN << " fired";
   ASSERT_TRUE(eventually([&] {
     const EngineStats s = e.stats();
     return s.pending == 0 && s.fired >= before.fired + kN;
@@ -1018,9 +1037,7 @@ std::string strategy_name(WaitStrategy w) {
 
 class EngineWaitStrategy : public ::testing::TestWithParam<WaitStrategy> {};
 
-TEST_P(EngineWaitStrategy, RunsTimersOnceAndNeverEarly) {
-  expect_never_early(Opts(1).wait(GetParam()));
-}
+TEST_P(EngineWaitStrategy, RunsTimersOnceAndNeverEarly) { expect_never_early(Opts(1).wait(GetParam())); }
 
 INSTANTIATE_TEST_SUITE_P(All, EngineWaitStrategy,
                          ::testing::Values(WaitStrategy::sleep, WaitStrategy::spin, WaitStrategy::hybrid),
@@ -1046,7 +1063,8 @@ TEST(EngineIdle, NothingPendingWakesFewerThanTenTimesASecond) {
 TEST(EngineIdle, AfterABurstAndWithAFarTimerPending) {
   Tally t(202);
   Engine e(Opts(2).tick(1ms).wait(WaitStrategy::sleep));
-  for (std::size_t i = 0; i < 200; ++i) ASSERT_TRUE(e.schedule_on(i % 2, Nanos(std::chrono::milliseconds(i % 20)), Probe(&t, i)));
+  for (std::size_t i = 0; i < 200; ++i)
+    ASSERT_TRUE(e.schedule_on(i % 2, Nanos(std::chrono::milliseconds(i % 20)), Probe(&t, i)));
   ASSERT_TRUE(e.schedule_on(0, 1h, Probe(&t, 200)));
   ASSERT_TRUE(e.schedule_on(1, 1h, Probe(&t, 201)));
   ASSERT_TRUE(t.wait_runs(200));
@@ -1068,7 +1086,8 @@ TEST(EngineBinding, ASimulatedBindingFailureIsReportedOnceAndNotFatal) {
   EXPECT_EQ(s.binding.find("bound to PU"), std::string::npos) << s.binding;
   EXPECT_EQ(s.binding.find("not pinned"), std::string::npos) << s.binding;
 
-  for (std::size_t i = 0; i < 20; ++i) ASSERT_TRUE(e.schedule_after(Nanos(std::chrono::milliseconds(i % 3)), Probe(&t, i)));
+  for (std::size_t i = 0; i < 20; ++i)
+    ASSERT_TRUE(e.schedule_after(Nanos(std::chrono::milliseconds(i % 3)), Probe(&t, i)));
   ASSERT_TRUE(t.wait_runs(20)) << "an engine whose binding failed does not run timers";
   EXPECT_TRUE(e.stop().empty());
   const std::vector<std::string> lines = sink->snapshot();
@@ -1127,7 +1146,8 @@ TEST(EngineStats, CountersAddUpPerShardAndInTotal) {
   ASSERT_TRUE(eventually([&] {
     const EngineStats s = e.stats();
     return s.cancelled == 10 && s.fired == 24 && s.queue_depth == 0;
-  })) << "cancelled " << e.stats().cancelled << ", fired " << e.stats().fired;
+  })) << "cancelled "
+      << e.stats().cancelled << ", fired " << e.stats().fired;
   const EngineStats s = e.stats();
   ASSERT_EQ(s.shards.size(), 2u);
   auto sum = [&](auto field) {
@@ -1179,10 +1199,11 @@ TEST(EngineStats, InTransitCancelsKeepPendingRight) {
   ASSERT_TRUE(eventually([&] {
     const EngineStats s = e.stats();
     return s.cancelled == kCancel && s.fired == 2 && s.queue_depth == 0;
-  })) << "cancelled " << e.stats().cancelled << ", fired " << e.stats().fired;
+  })) << "cancelled "
+      << e.stats().cancelled << ", fired " << e.stats().fired;
   const EngineStats s = e.stats();
-  EXPECT_EQ(s.pending, kN - kCancel) << "scheduled " << s.scheduled << ", fired " << s.fired
-                                     << ", cancelled " << s.cancelled;
+  EXPECT_EQ(s.pending, kN - kCancel) << "scheduled " << s.scheduled << ", fired " << s.fired << ", cancelled "
+                                     << s.cancelled;
   EXPECT_EQ(s.scheduled, s.fired + s.cancelled + s.pending);
   EXPECT_EQ(e.stop().size(), kN - kCancel);
 }

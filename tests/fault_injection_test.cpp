@@ -34,8 +34,8 @@
 #include <utility>
 #include <vector>
 
-#include "thread_support.hpp"
 #include "support.hpp"
+#include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/status.hpp"
 #include "tickwheel/wheel.hpp"
@@ -124,9 +124,8 @@ struct LogSink {
   std::vector<std::string> lines;
   std::size_t count_containing(std::string_view what) {
     std::lock_guard lock(mu);
-    return static_cast<std::size_t>(std::count_if(lines.begin(), lines.end(), [&](const std::string& l) {
-      return l.find(what) != std::string::npos;
-    }));
+    return static_cast<std::size_t>(std::count_if(
+        lines.begin(), lines.end(), [&](const std::string& l) { return l.find(what) != std::string::npos; }));
   }
 };
 std::function<void(std::string_view)> log_into(const std::shared_ptr<LogSink>& sink) {
@@ -202,7 +201,8 @@ TEST(FaultInjection, ThrowingCallbacksAreCountedExactlyAndTheWorkersGoOn) {
   o.log = log_into(sink);
   Engine e(o);
   // A first timer per shard names the shard's worker thread.
-  for (std::size_t s = 0; s < kShards; ++s) ASSERT_TRUE(e.schedule_on(s, 0ns, Probe(&t, kShards * kPerShard + s)));
+  for (std::size_t s = 0; s < kShards; ++s)
+    ASSERT_TRUE(e.schedule_on(s, 0ns, Probe(&t, kShards * kPerShard + s)));
   ASSERT_TRUE(t.wait_runs(kMarkers));
   for (std::size_t i = 0; i < kPerShard; ++i) {
     for (std::size_t s = 0; s < kShards; ++s) {
@@ -216,13 +216,15 @@ TEST(FaultInjection, ThrowingCallbacksAreCountedExactlyAndTheWorkersGoOn) {
     const std::thread::id worker = t.thread[kShards * kPerShard + s];
     for (std::size_t i = 0; i < kPerShard; ++i) {
       EXPECT_EQ(t.ran[s * kPerShard + i].load(), 1) << "shard " << s << " timer " << i;
-      EXPECT_EQ(t.thread[s * kPerShard + i], worker) << "shard " << s << " timer " << i << " ran on another thread";
+      EXPECT_EQ(t.thread[s * kPerShard + i], worker)
+          << "shard " << s << " timer " << i << " ran on another thread";
     }
   }
   ASSERT_TRUE(eventually([&] {
     const EngineStats s = e.stats();
     return s.callback_errors == kThrowing && s.fired == kTotal && s.pending == 0;
-  })) << "callback_errors " << e.stats().callback_errors << ", fired " << e.stats().fired;
+  })) << "callback_errors "
+      << e.stats().callback_errors << ", fired " << e.stats().fired;
   const EngineStats s = e.stats();
   for (const ShardStats& sh : s.shards) EXPECT_EQ(sh.callback_errors, kThrowing / kShards);
   EXPECT_EQ(s.scheduled, kTotal);
@@ -243,7 +245,8 @@ TEST(FaultInjection, ThrowsInAPollCountAgainstTheLimitAndThePassGoesOn) {
   for (std::size_t i = 0; i < kFirstTick; ++i) {  // every other one throws
     ASSERT_TRUE(e.schedule_after(1ms, Probe(&t, i, i % 2 == 0 ? nth_fault(i / 2) : Throw::none)));
   }
-  for (std::size_t i = kFirstTick; i < kFirstTick + kSecondTick; ++i) ASSERT_TRUE(e.schedule_after(2ms, Probe(&t, i)));
+  for (std::size_t i = kFirstTick; i < kFirstTick + kSecondTick; ++i)
+    ASSERT_TRUE(e.schedule_after(2ms, Probe(&t, i)));
   const Nanos now = advance_clock(2ms);
   std::vector<std::size_t> per_poll;
   for (std::size_t ran; (ran = e.poll(0, now, kLimit)) != 0;) per_poll.push_back(ran);
@@ -420,7 +423,8 @@ TEST(FaultInjection, ACallbackCancelsItselfAndTimersOfItsSlotAndItsPass) {
   EXPECT_FALSE(c.seen.self_cancelled);
   std::size_t same_ran = 0, won = 0;
   for (std::size_t i = 0; i < kVictims; ++i) {
-    EXPECT_EQ(t.ran[i].load() + c.seen.same_won[i], 1) << "same-tick victim " << i << " ran and was cancelled, or neither";
+    EXPECT_EQ(t.ran[i].load() + c.seen.same_won[i], 1)
+        << "same-tick victim " << i << " ran and was cancelled, or neither";
     same_ran += static_cast<std::size_t>(t.ran[i].load());
     won += static_cast<std::size_t>(c.seen.same_won[i]);
     EXPECT_EQ(c.seen.next_won[i], 1) << "next-tick victim " << i;
@@ -435,7 +439,8 @@ TEST(FaultInjection, ACallbackCancelsItselfAndTimersOfItsSlotAndItsPass) {
   EXPECT_EQ(s.pending, 0u);
   expect_stats_add_up(s);
   EXPECT_TRUE(e.stop().empty());
-  for (std::size_t id = 0; id <= 2 * kVictims; ++id) EXPECT_EQ(t.destroyed[id].load(), 1) << "callable " << id;
+  for (std::size_t id = 0; id <= 2 * kVictims; ++id)
+    EXPECT_EQ(t.destroyed[id].load(), 1) << "callable " << id;
 }
 
 // The same on a bare Wheel: cancel(own id) from inside a one-shot callback is false; the same
@@ -461,7 +466,8 @@ TEST(FaultInjection, WheelCallbackCancelsItselfAndTimersOfItsSlotAndItsPass) {
     });
     ASSERT_TRUE(c.self);
     for (std::size_t i = 0; i < kVictims; ++i) c.same.push_back(w.schedule_after(1ms, Probe(&t, i)));
-    for (std::size_t i = 0; i < kVictims; ++i) c.next.push_back(w.schedule_after(2ms, Probe(&t, kVictims + i)));
+    for (std::size_t i = 0; i < kVictims; ++i)
+      c.next.push_back(w.schedule_after(2ms, Probe(&t, kVictims + i)));
     c.far = w.schedule_after(1h, Probe(&t, 2 * kVictims));
     const std::size_t ran = w.advance(2ms);
     ASSERT_TRUE(c.seen.done.load());
@@ -483,7 +489,8 @@ TEST(FaultInjection, WheelCallbackCancelsItselfAndTimersOfItsSlotAndItsPass) {
     EXPECT_EQ(s.scheduled, s.fired + s.cancelled + w.pending());
     EXPECT_EQ(w.advance(1h + 1s), 0u);
   }
-  for (std::size_t id = 0; id <= 2 * kVictims; ++id) EXPECT_EQ(t.destroyed[id].load(), 1) << "callable " << id;
+  for (std::size_t id = 0; id <= 2 * kVictims; ++id)
+    EXPECT_EQ(t.destroyed[id].load(), 1) << "callable " << id;
 }
 
 // Workers: a callback on shard 0 cancels itself (false), timers handed over with it and due in the
@@ -628,7 +635,8 @@ TEST(FaultInjection, ACallbackSchedulingThousandsOnItsShardKeepsThePassRules) {
   const Nanos now = advance_clock(10ms);
   EXPECT_EQ(e.poll(0, now), 1 + kEach) << "the parent and its tick-5 children";
   EXPECT_EQ(sp.failed, 0u);
-  EXPECT_EQ(e.stats().shards[0].queue_depth, 0u) << "a callback's schedule on its own shard went through the queue";
+  EXPECT_EQ(e.stats().shards[0].queue_depth, 0u)
+      << "a callback's schedule on its own shard went through the queue";
   EXPECT_EQ(e.poll(0, now), kEach) << "the children due at the parent's own tick";
   EXPECT_EQ(e.poll(0, now), 0u);
   for (std::size_t id = 0; id < 2 * kEach; ++id) EXPECT_EQ(t.ran[id].load(), 1) << id;
@@ -736,7 +744,8 @@ TEST(FaultInjection, HandOffsOfAnExitedThreadNeverPolledAreReturnedByStop) {
   std::vector<Timer> handles(kN);
   Engine e(manual(2));
   std::thread([&] {
-    for (std::size_t i = 0; i < kN; ++i) handles[i] = e.schedule_on(i % 2, i % 3 == 0 ? 0ns : Nanos(1s), Probe(&t, i));
+    for (std::size_t i = 0; i < kN; ++i)
+      handles[i] = e.schedule_on(i % 2, i % 3 == 0 ? 0ns : Nanos(1s), Probe(&t, i));
   }).join();
   std::vector<Timer> returned = e.stop();
   EXPECT_EQ(ids_of_returned(returned, handles).size(), kN);
@@ -755,7 +764,8 @@ TEST(FaultInjection, HandOffsOfAnExitedThreadRunOnAHeldWorkerOnceReleased) {
   ASSERT_TRUE(gate.wait_entered());
   std::size_t failed = 0;
   std::thread([&] {
-    for (std::size_t i = 0; i < kN; ++i) failed += e.schedule_after(Nanos(std::chrono::milliseconds(i % 4)), Probe(&t, i)) ? 0 : 1;
+    for (std::size_t i = 0; i < kN; ++i)
+      failed += e.schedule_after(Nanos(std::chrono::milliseconds(i % 4)), Probe(&t, i)) ? 0 : 1;
   }).join();
   EXPECT_EQ(failed, 0u);
   EXPECT_EQ(t.runs.load(), 0u);
@@ -775,8 +785,8 @@ TEST(FaultInjection, HandOffsOfAnExitedThreadRunOnAHeldWorkerOnceReleased) {
 struct Jumped {
   std::vector<std::int64_t> deadline;  // ns, the fake clock's time base
   std::vector<int> ran;
-  std::vector<std::size_t> order;      // ids in the order they ran
-  std::int64_t poll_now = 0;           // the now of the poll in progress
+  std::vector<std::size_t> order;  // ids in the order they ran
+  std::int64_t poll_now = 0;       // the now of the poll in progress
   std::size_t early = 0;
 };
 
@@ -815,7 +825,8 @@ TEST(FaultInjection, AClockJumpRunsWhatIsDueOnceInTickOrderAndNothingElse) {
   for (std::size_t id = 0; id < kFirst; ++id) {
     const bool is_due = tick_of(id) <= reached;
     due += is_due ? 1 : 0;
-    EXPECT_EQ(j.ran[id], is_due ? 1 : 0) << "timer " << id << ", " << tick_of(id) - reached << " ticks after the jump";
+    EXPECT_EQ(j.ran[id], is_due ? 1 : 0)
+        << "timer " << id << ", " << tick_of(id) - reached << " ticks after the jump";
   }
   EXPECT_EQ(ran, due);
   EXPECT_GT(due, 0u);
@@ -858,11 +869,11 @@ constexpr std::size_t kCancelsPerRound = 128;
 // polling thread, which is also its only producer).
 struct Churn {
   Churn() : gen(kPopulation, 0) { refill.reserve(kPopulation); }
-  std::vector<std::uint32_t> gen;      // the current timer's lifetime, per population slot
-  std::vector<std::uint32_t> refill;   // slots whose timer fired in this round
+  std::vector<std::uint32_t> gen;     // the current timer's lifetime, per population slot
+  std::vector<std::uint32_t> refill;  // slots whose timer fired in this round
   std::uint64_t ops = 0, scheduled = 0, fired = 0, cancelled = 0;
   std::uint64_t stale = 0, failed = 0, cancel_lost = 0;
-  long live = 0;                       // callables constructed and not yet destroyed
+  long live = 0;  // callables constructed and not yet destroyed
 };
 
 // 24 bytes. A run of anything but its slot's current timer is a stale fire (a cancelled or
@@ -870,7 +881,8 @@ struct Churn {
 class ChurnFire {
  public:
   ChurnFire(Churn* c, std::uint32_t slot) noexcept : c_(c), slot_(slot), gen_(c->gen[slot]) { ++c_->live; }
-  ChurnFire(ChurnFire&& o) noexcept : c_(o.c_), slot_(o.slot_), gen_(o.gen_), armed_(std::exchange(o.armed_, false)) {}
+  ChurnFire(ChurnFire&& o) noexcept
+      : c_(o.c_), slot_(o.slot_), gen_(o.gen_), armed_(std::exchange(o.armed_, false)) {}
   ChurnFire(const ChurnFire&) = delete;
   ChurnFire& operator=(const ChurnFire&) = delete;
   ChurnFire& operator=(ChurnFire&&) = delete;
@@ -1026,15 +1038,17 @@ TEST(FaultInjection, EngineChurnWithAStablePopulationStopsGrowingMemory) {
     const std::size_t warm = resident_bytes();
     churn(d, c, rng, ops);
     const std::size_t end = resident_bytes();
-    std::printf("[ churn ] engine: %llu operations, resident %.1f MiB after the warm-up, %.1f MiB at the end\n",
-                static_cast<unsigned long long>(c.ops), static_cast<double>(warm) / (1 << 20),
-                static_cast<double>(end) / (1 << 20));
+    std::printf(
+        "[ churn ] engine: %llu operations, resident %.1f MiB after the warm-up, %.1f MiB at the end\n",
+        static_cast<unsigned long long>(c.ops), static_cast<double>(warm) / (1 << 20),
+        static_cast<double>(end) / (1 << 20));
 #if defined(TICKWHEEL_TEST_SANITIZED)
     // Not compared under a sanitizer: ASan's quarantine and TSan's shadow and history memory grow
     // with the work done, whatever the engine does. The accounting below still runs.
     std::printf("[ churn ] resident memory not compared under a sanitizer\n");
 #else
-    EXPECT_LE(end, warm + kRssTolerance) << "resident memory grew by " << (end - warm) << " bytes after the warm-up";
+    EXPECT_LE(end, warm + kRssTolerance)
+        << "resident memory grew by " << (end - warm) << " bytes after the warm-up";
 #endif
     EXPECT_EQ(e.poll(0, fake_now()), 0u);  // moves the last replacements into the wheel; none is due
     const EngineStats s = e.stats();

@@ -28,8 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "thread_support.hpp"
 #include "support.hpp"
+#include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/executor.hpp"
 #include "tickwheel/repeated_timer.hpp"
@@ -42,7 +42,9 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<std::int64_t> g_now_ns{7'000'000'000'000};
 Nanos fake_now() noexcept { return Nanos(g_now_ns.load(std::memory_order_relaxed)); }
-Nanos advance_clock(Nanos by) { return Nanos(g_now_ns.fetch_add(by.count(), std::memory_order_relaxed) + by.count()); }
+Nanos advance_clock(Nanos by) {
+  return Nanos(g_now_ns.fetch_add(by.count(), std::memory_order_relaxed) + by.count());
+}
 
 EngineOptions manual() {
   EngineOptions o;
@@ -219,7 +221,8 @@ TEST_F(RepeatedTimerManual, TheDestructorCancelsTheArmedRunAndDestroysTheCallabl
   int runs = 0;
   {
     Counted c(&live);
-    RepeatedTimer t(e, "t", 10ms, [&runs, c] { ++runs; }, [c](Nanos d) { return d; });
+    RepeatedTimer t(
+        e, "t", 10ms, [&runs, c] { ++runs; }, [c](Nanos d) { return d; });
     ASSERT_TRUE(t.start());
     step(15);
     EXPECT_EQ(e.stats().pending, 1u);
@@ -275,7 +278,7 @@ TEST_F(RepeatedTimerManual, AdjustIsCalledBeforeEachRegularArmWithTheTimeoutAndI
   EXPECT_TRUE(args.empty()) << "the constructor arms nothing";
   ASSERT_TRUE(t.start());  // adjust(10) = 10
   ASSERT_EQ(args.size(), 1u) << "start() calls adjust before it arms";
-  step(35);                // runs at 10, 21 (10 + 11), 33 (21 + 12); each re-arm calls adjust
+  step(35);  // runs at 10, 21 (10 + 11), 33 (21 + 12); each re-arm calls adjust
   EXPECT_EQ(at, (Ms{10, 21, 33}));
   ASSERT_TRUE(t.reset(5ms));  // at 35: adjust(5) = 5 + 4
   step(10);
@@ -303,10 +306,12 @@ TEST_F(RepeatedTimerManual, AnAdjustedDelayAtOrBelowZeroMeansTheNextPoll) {
 TEST_F(RepeatedTimerManual, AnAdjustThatThrowsStopsTheTimerAndReachesTheCaller) {
   int calls = 0;
   int runs = 0;
-  RepeatedTimer t(e, "t", 10ms, [&] { ++runs; }, [&](Nanos d) {
-    if (++calls == 2) throw std::runtime_error("no delay for you");
-    return d;
-  });
+  RepeatedTimer t(
+      e, "t", 10ms, [&] { ++runs; },
+      [&](Nanos d) {
+        if (++calls == 2) throw std::runtime_error("no delay for you");
+        return d;
+      });
   ASSERT_TRUE(t.start());
   step(10);  // the run, then the re-arm's adjust throws: the engine counts it, the timer stops
   EXPECT_EQ(runs, 1);
@@ -605,7 +610,9 @@ void storm(Engine& e, std::uint64_t seed) {
         }
         o.leave();
       },
-      [&](Nanos d) { return d + Nanos(100'000 * static_cast<std::int64_t>(adjusts.fetch_add(1) % 3)) - 200us; });
+      [&](Nanos d) {
+        return d + Nanos(100'000 * static_cast<std::int64_t>(adjusts.fetch_add(1) % 3)) - 200us;
+      });
   self = &t;
 
   constexpr int kThreads = 4;

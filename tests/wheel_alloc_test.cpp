@@ -52,8 +52,12 @@ void* operator new(std::size_t n) { return counted_alloc(n, 0, false); }
 void* operator new[](std::size_t n) { return counted_alloc(n, 0, false); }
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n, 0, true); }
 void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n, 0, true); }
-void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a), false); }
-void* operator new[](std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a), false); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  return counted_alloc(n, static_cast<std::size_t>(a), false);
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return counted_alloc(n, static_cast<std::size_t>(a), false);
+}
 void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
   return counted_alloc(n, static_cast<std::size_t>(a), true);
 }
@@ -194,7 +198,8 @@ TEST(WheelAlloc, PeriodicTimersAllocateNothingPerPeriod) {
                                .initial_delay = std::nullopt,
                                .misfire = static_cast<Misfire>(i % 3)};
     const Nanos period = Nanos(1ms) * static_cast<std::int64_t>(1 + rng() % 5000);  // up to level 1
-    ASSERT_TRUE(w.schedule_every(period, [&runs] { ++runs; }, opts));
+    ASSERT_TRUE(w.schedule_every(
+        period, [&runs] { ++runs; }, opts));
   }
   // Warm-up: every level the timers will use has been used, so the measured phase is steady.
   for (int step = 0; step < 10'000; ++step) w.advance(w.now() + 1ms);
@@ -245,8 +250,8 @@ TEST(WheelAlloc, AMillionPendingCostOneNodeEachPlusTheSlotArrays) {
                        static_cast<double>(slot_arrays) / static_cast<double>(kPending);
   RecordProperty("bytes_per_pending", std::to_string(per_pending));
   RecordProperty("slot_array_bytes", std::to_string(slot_arrays));
-  std::printf("[ memory   ] %.2f bytes per pending timer at 1M pending (slot arrays %llu bytes)\n", per_pending,
-              static_cast<unsigned long long>(slot_arrays));
+  std::printf("[ memory   ] %.2f bytes per pending timer at 1M pending (slot arrays %llu bytes)\n",
+              per_pending, static_cast<unsigned long long>(slot_arrays));
   EXPECT_LE(per_pending, bound);
   EXPECT_GE(s.bytes, kPending * sizeof(detail::Node)) << "stats().bytes must count every node";
   EXPECT_GE(s.pool_capacity, kPending);

@@ -20,8 +20,8 @@ namespace {
 // What the callbacks observed. A callback captures a pointer to this and its own deadline.
 struct Observed {
   Nanos tick{1ms};
-  Nanos pass_now{0};       // the now passed to the advance() call that is running
-  Nanos prev_now{-1};      // the now of the call before it
+  Nanos pass_now{0};   // the now passed to the advance() call that is running
+  Nanos prev_now{-1};  // the now of the call before it
   std::uint64_t fired = 0;
   std::uint64_t early = 0;  // ran in a call whose now was before the rounded deadline
   std::uint64_t late = 0;   // a previous call (with no limit) had already reached its rounded deadline
@@ -117,18 +117,14 @@ void check_paced(std::uint64_t n, Nanos tick, Nanos span, std::int64_t step) {
   EXPECT_LE(measured_mean, expected_mean) << "more moves than the geometry allows";
   EXPECT_LE(static_cast<double>(s.max_pass_work), bound)
       << "cascade burst: max_pass_work " << s.max_pass_work << " vs mean " << measured_mean
-      << " (expected mean <= " << expected_mean << ", a naive wheel ~" << naive_burst << "), moved " << s.moved
-      << " moved_ahead " << s.moved_ahead;
+      << " (expected mean <= " << expected_mean << ", a naive wheel ~" << naive_burst << "), moved "
+      << s.moved << " moved_ahead " << s.moved_ahead;
   EXPECT_LE(static_cast<double>(s.max_pass_work), 8.0 * measured_mean + 64.0);
 }
 
-TEST(WheelCascade, PacedWhenAdvancedEveryTick) {
-  check_paced(200'000, 1ms, 60s, 1);
-}
+TEST(WheelCascade, PacedWhenAdvancedEveryTick) { check_paced(200'000, 1ms, 60s, 1); }
 
-TEST(WheelCascade, PacedWhenAdvancedEverySevenTicks) {
-  check_paced(200'000, 1ms, 60s, 7);
-}
+TEST(WheelCascade, PacedWhenAdvancedEverySevenTicks) { check_paced(200'000, 1ms, 60s, 7); }
 
 TEST(WheelCascade, PacedAtOneMicrosecondTickOverMoreLevels) {
   // 50k timers over 2 minutes at a 1 us tick (1.2e8 ticks): more levels cascade than at 1 ms.
@@ -151,7 +147,9 @@ TEST(WheelCascade, JumpsAcrossManyUpperSlotsLoseNothing) {
       // Deadlines at every scale: uniform over the span, and clustered at slot boundaries.
       std::int64_t t = 0;
       switch (rng() % 3) {
-        case 0: t = from_tick + 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(span_ticks)); break;
+        case 0:
+          t = from_tick + 1 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(span_ticks));
+          break;
         case 1: {
           const unsigned level = static_cast<unsigned>(rng() % 4);
           const std::int64_t unit = std::int64_t{1} << (Wheel::kLevelBits * level);
@@ -204,8 +202,9 @@ TEST(WheelCascade, OneJumpOverEveryLevelFiresEverythingInTickOrder) {
   } ord;
   std::uint64_t n = 0;
   for (unsigned level = 0; level < Wheel::kLevels; ++level) {
-    const std::uint64_t reach = std::min<std::uint64_t>(std::uint64_t{Wheel::kSlots} << (Wheel::kLevelBits * level),
-                                                        static_cast<std::uint64_t>(max_ticks(tick)));
+    const std::uint64_t reach =
+        std::min<std::uint64_t>(std::uint64_t{Wheel::kSlots} << (Wheel::kLevelBits * level),
+                                static_cast<std::uint64_t>(max_ticks(tick)));
     for (int i = 0; i < 2000; ++i) {
       const std::int64_t t = static_cast<std::int64_t>(1 + rng() % reach);
       ASSERT_TRUE(w.schedule_at(Nanos(t * tick.count()), [&ord, t] {

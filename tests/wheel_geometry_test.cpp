@@ -50,7 +50,8 @@ std::vector<Row> read_table() {
     std::vector<std::string> w;
     for (std::string x; words >> x;) w.push_back(x);
     Row r;
-    if (w.size() < 3 || !parse_u64(w[0], r.level) || !parse_u64(w[1], r.granularity) || !parse_u64(w[2], r.holds)) {
+    if (w.size() < 3 || !parse_u64(w[0], r.level) || !parse_u64(w[1], r.granularity) ||
+        !parse_u64(w[2], r.holds)) {
       continue;
     }
     r.line = line;
@@ -98,7 +99,8 @@ TEST(WheelGeometry, HeaderTableMatchesTheConstants) {
     const Row& r = rows[i];
     SCOPED_TRACE(r.line);
     EXPECT_EQ(r.level, i);
-    EXPECT_EQ(r.granularity, granularity(r.level)) << "granularity of level " << r.level << " is 2^(kLevelBits * L)";
+    EXPECT_EQ(r.granularity, granularity(r.level))
+        << "granularity of level " << r.level << " is 2^(kLevelBits * L)";
     EXPECT_EQ(r.holds, std::uint64_t{Wheel::kSlots} * granularity(r.level))
         << "level " << r.level << " holds less than kSlots * 2^(kLevelBits * L) ticks ahead";
   }
@@ -128,14 +130,22 @@ std::optional<Span> parse_span(const std::string& text) {
     unit = unit2;
   }
   double unit_s = 0;
-  if (unit == "us") unit_s = 1e-6;
-  else if (unit == "ms") unit_s = 1e-3;
-  else if (unit == "s") unit_s = 1;
-  else if (unit == "min") unit_s = 60;
-  else if (unit == "h") unit_s = 3600;
-  else if (unit == "days") unit_s = 86400;
-  else if (unit == "years") unit_s = 365.25 * 86400;
-  else return std::nullopt;
+  if (unit == "us")
+    unit_s = 1e-6;
+  else if (unit == "ms")
+    unit_s = 1e-3;
+  else if (unit == "s")
+    unit_s = 1;
+  else if (unit == "min")
+    unit_s = 60;
+  else if (unit == "h")
+    unit_s = 3600;
+  else if (unit == "days")
+    unit_s = 86400;
+  else if (unit == "years")
+    unit_s = 365.25 * 86400;
+  else
+    return std::nullopt;
   const std::size_t dot = num.find('.');
   const int decimals = dot == std::string::npos ? 0 : static_cast<int>(num.size() - dot - 1);
   Span s;
@@ -173,7 +183,8 @@ TEST(WheelGeometry, SmallestTickReachesPastTheEndOfNanos) {
                                    static_cast<long double>(Wheel::kMinTick.count());
   EXPECT_GT(top_reach_ns, static_cast<long double>(Nanos::max().count()));
   // And one level fewer would not.
-  EXPECT_LT(top_reach_ns / static_cast<long double>(granularity(1)), static_cast<long double>(Nanos::max().count()));
+  EXPECT_LT(top_reach_ns / static_cast<long double>(granularity(1)),
+            static_cast<long double>(Nanos::max().count()));
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 // scale from negative delays to past the horizon, cancel of live / fired / cancelled / stale /
 // garbage ids, advance with jumps from zero to many revolutions of the upper levels and to the
 // horizon, random expiry limits, and callbacks that themselves schedule, cancel, try to advance and
-// now and then throw) run against tickwheel::Wheel and against a plain reference model (std::set keyed by effective
-// tick + maps id -> state). After every step the wheel must agree with the model.
+// now and then throw) run against tickwheel::Wheel and against a plain reference model (std::set keyed by
+// effective tick + maps id -> state). After every step the wheel must agree with the model.
 //
 // The seed comes from TICKWHEEL_SEED if set, else from std::random_device; it is printed with every
 // failure so the run can be replayed. TICKWHEEL_MODEL_OPS scales the operation count.
@@ -85,8 +85,8 @@ class ModelRun {
     std::ostringstream os;
     os << op_ << " ops, " << episode_ << " wheels, " << total_fired_ << " fired, " << total_cancelled_
        << " cancelled, " << total_rejected_ << " refused, " << total_limit_hits_ << " limit hits, "
-       << total_nested_ << " nested schedules, " << total_throws_ << " throws, " << total_moved_ << " moves (" << total_moved_ahead_
-       << " ahead), " << horizon_wheels_ << " wheels ran to the horizon";
+       << total_nested_ << " nested schedules, " << total_throws_ << " throws, " << total_moved_ << " moves ("
+       << total_moved_ahead_ << " ahead), " << horizon_wheels_ << " wheels ran to the horizon";
     return os.str();
   }
 
@@ -120,9 +120,14 @@ class ModelRun {
     max_tick_ = max_ticks(tick_);
     Nanos start{0};
     switch (rng_() % 8) {
-      case 0: case 1: case 2: start = Nanos(0); break;
-      case 3: case 4: start = Nanos(static_cast<std::int64_t>(rng_() % 1'000'000) * tick_.count()); break;
-      case 5: start = Nanos(static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(kI64Max / 2))); break;
+      case 0:
+      case 1:
+      case 2: start = Nanos(0); break;
+      case 3:
+      case 4: start = Nanos(static_cast<std::int64_t>(rng_() % 1'000'000) * tick_.count()); break;
+      case 5:
+        start = Nanos(static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(kI64Max / 2)));
+        break;
       case 6: start = Nanos(static_cast<std::int64_t>(rng_() % 100'000'000'000ull)); break;
       case 7:
         start = rng_() % 4 == 0 ? Nanos(kI64Max - static_cast<std::int64_t>(rng_() % (200 * tick_.count())))
@@ -130,7 +135,8 @@ class ModelRun {
         break;
     }
     max_pending_ = rng_() % 5 == 0 ? static_cast<std::size_t>(1 + rng_() % (rng_() % 2 == 0 ? 64 : 3000)) : 0;
-    wheel_ = std::make_unique<Wheel>(WheelOptions{.tick = tick_, .start = start, .max_pending = max_pending_});
+    wheel_ =
+        std::make_unique<Wheel>(WheelOptions{.tick = tick_, .start = start, .max_pending = max_pending_});
     now_ = start;
     P_ = floor_ticks(start, tick_);
     caught_up_ = true;
@@ -190,7 +196,8 @@ class ModelRun {
     if (mode < 50) {
       // Negative: a little, a lot, or the most negative there is.
       switch (rng_() % 4) {
-        case 0: return -Nanos(static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(3 * tick_.count())));
+        case 0:
+          return -Nanos(static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(3 * tick_.count())));
         case 1: return Nanos(sat_mul(-static_cast<std::int64_t>(rng_() % 100000), tick_.count()));
         case 2: return Nanos::min();
         default: return Nanos(kI64Min + static_cast<std::int64_t>(rng_() % 1000));
@@ -217,18 +224,18 @@ class ModelRun {
       // Near and past the horizon.
       switch (rng_() % 3) {
         case 0: return Nanos::max();
-        case 1: return wheel_->horizon() - now_ - Nanos(static_cast<std::int64_t>(rng_() % 3) * tick_.count());
+        case 1:
+          return wheel_->horizon() - now_ - Nanos(static_cast<std::int64_t>(rng_() % 3) * tick_.count());
         default: return Nanos(kI64Max - static_cast<std::int64_t>(rng_() % 1000));
       }
     }
     const Nanos base(sat_mul(ticks, tick_.count()));
-    const Nanos off(rng_() % 2 == 0 ? 0 : static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(tick_.count())));
+    const Nanos off(
+        rng_() % 2 == 0 ? 0 : static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(tick_.count())));
     return base - off;
   }
 
-  std::int64_t due_of(Nanos deadline) const {
-    return std::min(ceil_ticks(deadline, tick_), max_tick_);
-  }
+  std::int64_t due_of(Nanos deadline) const { return std::min(ceil_ticks(deadline, tick_), max_tick_); }
 
   void op_schedule() {
     const Nanos delay = random_delay();
@@ -360,7 +367,9 @@ class ModelRun {
     } else if (mode < 5200) {
       target = saturating_add(now_, ticks(static_cast<std::int64_t>(rng_() % 4)) + sub);
     } else if (mode < 7700) {
-      target = saturating_add(now_, ticks(static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(kReachSlots + 10))) + sub);
+      target = saturating_add(
+          now_,
+          ticks(static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(kReachSlots + 10))) + sub);
     } else if (mode < 9999 || rng_() % 16 != 0) {
       // Up to one or ten revolutions of level k (k = 1..kmax).
       const unsigned k = kmax_ == 0 ? 0 : 1 + static_cast<unsigned>(rng_() % kmax_);
@@ -418,7 +427,8 @@ class ModelRun {
       return;
     }
     if (wheel_->now() != now_) {
-      fail("now() " + std::to_string(wheel_->now().count()) + " after advance, expected " + std::to_string(now_.count()));
+      fail("now() " + std::to_string(wheel_->now().count()) + " after advance, expected " +
+           std::to_string(now_.count()));
       return;
     }
     const bool any = !by_eff_.empty();
@@ -502,7 +512,8 @@ class ModelRun {
     } else if (r < 9) {
       const std::int64_t T = self.eff;  // the tick being processed
       static constexpr std::int64_t kSpan[] = {3, 130, 9000, 600000};
-      const std::int64_t d = 1 + static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(kSpan[rng_() % 4]));
+      const std::int64_t d =
+          1 + static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(kSpan[rng_() % 4]));
       if (T > max_tick_ - d) return;
       const Nanos off(static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(tick_.count())));
       const Nanos deadline = Nanos((T + d) * tick_.count()) - off;
@@ -541,7 +552,8 @@ class ModelRun {
       if (min_eff <= now_tick) {
         if (*nd > now_) {
           fail(std::string(when) + ": a timer is due (eff tick " + std::to_string(min_eff) +
-               ") but next_deadline() " + std::to_string(nd->count()) + " > now " + std::to_string(now_.count()));
+               ") but next_deadline() " + std::to_string(nd->count()) + " > now " +
+               std::to_string(now_.count()));
         }
       } else if ((caught_up_ && *nd <= now_) || *nd > Nanos(min_eff * tick_.count())) {
         fail(std::string(when) + ": next_deadline() " + std::to_string(nd->count()) +
@@ -550,12 +562,12 @@ class ModelRun {
       }
     }
     const WheelStats s = wheel_->stats();
-    if (s.scheduled != scheduled_ || s.rejected != rejected_ || s.cancelled != cancelled_ || s.fired != fired_ ||
-        s.passes < calls_) {
+    if (s.scheduled != scheduled_ || s.rejected != rejected_ || s.cancelled != cancelled_ ||
+        s.fired != fired_ || s.passes < calls_) {
       std::ostringstream os;
-      os << when << ": stats disagree: scheduled " << s.scheduled << "/" << scheduled_ << " rejected " << s.rejected
-         << "/" << rejected_ << " cancelled " << s.cancelled << "/" << cancelled_ << " fired " << s.fired << "/"
-         << fired_ << " passes " << s.passes << "/" << calls_;
+      os << when << ": stats disagree: scheduled " << s.scheduled << "/" << scheduled_ << " rejected "
+         << s.rejected << "/" << rejected_ << " cancelled " << s.cancelled << "/" << cancelled_ << " fired "
+         << s.fired << "/" << fired_ << " passes " << s.passes << "/" << calls_;
       fail(os.str());
     }
   }

@@ -40,8 +40,8 @@ std::int64_t ms_now(const Wheel& w) { return w.now().count() / 1'000'000; }
 void expect_accounting(const Wheel& w) {
   const WheelStats s = w.stats();
   EXPECT_EQ(s.scheduled + s.rearmed, s.fired + s.skipped + s.cancelled + w.pending())
-      << "scheduled " << s.scheduled << " rearmed " << s.rearmed << " fired " << s.fired << " skipped " << s.skipped
-      << " cancelled " << s.cancelled << " pending " << w.pending();
+      << "scheduled " << s.scheduled << " rearmed " << s.rearmed << " fired " << s.fired << " skipped "
+      << s.skipped << " cancelled " << s.cancelled << " pending " << w.pending();
 }
 
 // Advances one millisecond at a time through [from, to] ms, checking the accounting after each.
@@ -98,7 +98,8 @@ TEST(WheelPeriodicRate, GridStartsAtTheRoundedFirstRunAndIgnoresWhenTheCallerAdv
   // whatever sub-tick offset the caller's nows have.
   Wheel w({.tick = 1ms, .start = 500us});
   Ticks at;
-  ASSERT_TRUE(w.schedule_every(3ms, [&w, &at] { at.push_back(ms_now(w)); }, first_after(1ms)));
+  ASSERT_TRUE(w.schedule_every(
+      3ms, [&w, &at] { at.push_back(ms_now(w)); }, first_after(1ms)));
   for (std::int64_t t = 1; t <= 14; ++t) w.advance(Nanos(1ms) * t + 300us);
   EXPECT_EQ(at, (Ticks{2, 5, 8, 11, 14}));
 }
@@ -143,7 +144,8 @@ TEST(WheelPeriodicRate, StaleIdAfterCancelNamesNothingWhenTheNodeIsReused) {
 TEST(WheelPeriodicDelay, NextRunIsOnePeriodAfterTheNowOfTheCallThatRanIt) {
   Wheel w({.tick = 1ms});
   Ticks at;
-  ASSERT_TRUE(w.schedule_every(10ms, [&w, &at] { at.push_back(ms_now(w)); }, delay_cadence()));
+  ASSERT_TRUE(w.schedule_every(
+      10ms, [&w, &at] { at.push_back(ms_now(w)); }, delay_cadence()));
   EXPECT_EQ(w.advance(10ms), 1u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(20ms));
   EXPECT_EQ(w.advance(27ms), 1u);  // seven late: the next run is measured from 27
@@ -157,7 +159,8 @@ TEST(WheelPeriodicDelay, NextRunIsOnePeriodAfterTheNowOfTheCallThatRanIt) {
 TEST(WheelPeriodicDelay, APeriodThatIsNoWholeNumberOfTicksRoundsEachDeadlineUp) {
   Wheel w({.tick = 1ms});
   Ticks at;
-  ASSERT_TRUE(w.schedule_every(2500us, [&w, &at] { at.push_back(ms_now(w)); }, delay_cadence()));
+  ASSERT_TRUE(w.schedule_every(
+      2500us, [&w, &at] { at.push_back(ms_now(w)); }, delay_cadence()));
   step_ms(w, 1, 12);
   // 2.5 -> 3; 3 + 2.5 = 5.5 -> 6; 8.5 -> 9; 11.5 -> 12.
   EXPECT_EQ(at, (Ticks{3, 6, 9, 12}));
@@ -167,8 +170,9 @@ TEST(WheelPeriodicDelay, MisfireDoesNotApplyAfterAGap) {
   for (Misfire m : {Misfire::catch_up, Misfire::fire_once_now, Misfire::skip}) {
     Wheel w({.tick = 1ms});
     int runs = 0;
-    ASSERT_TRUE(w.schedule_every(10ms, [&runs] { ++runs; },
-                                 {.cadence = Cadence::fixed_delay, .initial_delay = std::nullopt, .misfire = m}));
+    ASSERT_TRUE(
+        w.schedule_every(10ms, [&runs] { ++runs; },
+                         {.cadence = Cadence::fixed_delay, .initial_delay = std::nullopt, .misfire = m}));
     EXPECT_EQ(w.advance(95ms), 1u);
     EXPECT_EQ(w.advance(95ms), 0u);
     EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(105ms));
@@ -190,8 +194,8 @@ TEST(WheelPeriodicInitialDelay, DefaultZeroExplicitAndNegative) {
     SCOPED_TRACE(c.initial ? std::to_string(c.initial->count()) + "ns" : std::string("default"));
     Wheel w({.tick = 1ms});
     Ticks at;
-    ASSERT_TRUE(
-        w.schedule_every(10ms, [&w, &at] { at.push_back(ms_now(w)); }, first_after(c.initial.value_or(10ms))));
+    ASSERT_TRUE(w.schedule_every(
+        10ms, [&w, &at] { at.push_back(ms_now(w)); }, first_after(c.initial.value_or(10ms))));
     if (!c.initial) {
       // The same through an unset optional.
       Wheel w2({.tick = 1ms});
@@ -209,7 +213,8 @@ TEST(WheelPeriodicInitialDelay, ZeroDelayRunsOnTheNextAdvanceEvenWithTheSameNow)
   Wheel w({.tick = 1ms});
   EXPECT_EQ(w.advance(40ms), 0u);
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(10ms, [&runs] { ++runs; }, first_after(0ns)));
+  ASSERT_TRUE(w.schedule_every(
+      10ms, [&runs] { ++runs; }, first_after(0ns)));
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(40ms));
   EXPECT_EQ(w.advance(40ms), 1u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(50ms)) << "the grid starts at the first run's tick";
@@ -219,7 +224,8 @@ TEST(WheelPeriodicInitialDelay, ZeroDelayRunsOnTheNextAdvanceEvenWithTheSameNow)
 TEST(WheelPeriodicInitialDelay, HugeInitialDelayClampsToTheHorizon) {
   Wheel w({.tick = 1ms});
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(1ms, [&runs] { ++runs; }, first_after(Nanos::max())));
+  ASSERT_TRUE(w.schedule_every(
+      1ms, [&runs] { ++runs; }, first_after(Nanos::max())));
   ASSERT_TRUE(w.next_deadline().has_value());
   EXPECT_LE(*w.next_deadline(), w.horizon());
   EXPECT_EQ(w.advance(w.horizon() - 1ns), 0u);
@@ -237,7 +243,8 @@ TEST(WheelPeriodicInitialDelay, HugeInitialDelayClampsToTheHorizon) {
 TEST(WheelPeriodicMisfire, CatchUpRunsEveryMissedPeriodInOrderOnePerCall) {
   Wheel w({.tick = 1ms});
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(10ms, [&runs] { ++runs; }, rate(Misfire::catch_up)));
+  ASSERT_TRUE(w.schedule_every(
+      10ms, [&runs] { ++runs; }, rate(Misfire::catch_up)));
   for (int call = 0; call < 4; ++call) {
     EXPECT_EQ(w.advance(45ms), 1u) << "call " << call;
     expect_accounting(w);
@@ -257,7 +264,8 @@ TEST(WheelPeriodicMisfire, CatchUpRunsEveryMissedPeriodInOrderOnePerCall) {
 TEST(WheelPeriodicMisfire, CatchUpKeepsTheGridWhileTimeMovesOn) {
   Wheel w({.tick = 1ms});
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(10ms, [&runs] { ++runs; }, rate(Misfire::catch_up)));
+  ASSERT_TRUE(w.schedule_every(
+      10ms, [&runs] { ++runs; }, rate(Misfire::catch_up)));
   EXPECT_EQ(w.advance(45ms), 1u);  // the run for 10
   // Time moves on while it catches up: the runs for 20 .. 60 (all due by 62) one per call.
   for (int call = 0; call < 5; ++call) EXPECT_EQ(w.advance(62ms), 1u) << call;
@@ -269,7 +277,8 @@ TEST(WheelPeriodicMisfire, CatchUpKeepsTheGridWhileTimeMovesOn) {
 TEST(WheelPeriodicMisfire, FireOnceNowRunsOnceForTheBacklogThenResumesOnTheGrid) {
   Wheel w({.tick = 1ms});
   Ticks at;
-  ASSERT_TRUE(w.schedule_every(10ms, [&w, &at] { at.push_back(ms_now(w)); }, rate(Misfire::fire_once_now)));
+  ASSERT_TRUE(w.schedule_every(
+      10ms, [&w, &at] { at.push_back(ms_now(w)); }, rate(Misfire::fire_once_now)));
   EXPECT_EQ(w.advance(45ms), 1u);
   EXPECT_EQ(w.advance(45ms), 0u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(50ms));
@@ -281,7 +290,8 @@ TEST(WheelPeriodicMisfire, FireOnceNowRunsOnceForTheBacklogThenResumesOnTheGrid)
 TEST(WheelPeriodicMisfire, SkipDropsTheBacklogAndResumesOnTheGrid) {
   Wheel w({.tick = 1ms});
   Ticks at;
-  ASSERT_TRUE(w.schedule_every(10ms, [&w, &at] { at.push_back(ms_now(w)); }, rate(Misfire::skip)));
+  ASSERT_TRUE(w.schedule_every(
+      10ms, [&w, &at] { at.push_back(ms_now(w)); }, rate(Misfire::skip)));
   EXPECT_EQ(w.advance(45ms), 0u);
   EXPECT_EQ(w.stats().skipped, 1u);
   EXPECT_EQ(w.stats().rearmed, 1u);
@@ -296,7 +306,8 @@ TEST(WheelPeriodicMisfire, SkipDropsTheBacklogAndResumesOnTheGrid) {
 TEST(WheelPeriodicMisfire, SkipStillRunsWhenLessThanAWholePeriodLate) {
   Wheel w({.tick = 1ms});
   Ticks at;
-  ASSERT_TRUE(w.schedule_every(10ms, [&w, &at] { at.push_back(ms_now(w)); }, rate(Misfire::skip)));
+  ASSERT_TRUE(w.schedule_every(
+      10ms, [&w, &at] { at.push_back(ms_now(w)); }, rate(Misfire::skip)));
   EXPECT_EQ(w.advance(19ms), 1u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(20ms));
   EXPECT_EQ(w.advance(20ms), 1u);
@@ -309,7 +320,8 @@ TEST(WheelPeriodicMisfire, SkipStillRunsWhenLessThanAWholePeriodLate) {
 TEST(WheelPeriodicMisfire, SkipDropsAGridPointThatFallsOnNow) {
   Wheel w({.tick = 1ms});
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(10ms, [&runs] { ++runs; }, rate(Misfire::skip)));
+  ASSERT_TRUE(w.schedule_every(
+      10ms, [&runs] { ++runs; }, rate(Misfire::skip)));
   EXPECT_EQ(w.advance(20ms), 0u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(30ms));
   for (std::int64_t t = 40; t <= 200; t += 20) EXPECT_EQ(w.advance(Nanos(1ms) * t), 0u);
@@ -326,7 +338,8 @@ TEST(WheelPeriodicLivelock, OneTickPeriodAfterALongGapRunsOncePerCall) {
     SCOPED_TRACE(static_cast<int>(m));
     Wheel w({.tick = 1ms});
     int runs = 0;
-    ASSERT_TRUE(w.schedule_every(1ms, [&runs] { ++runs; }, rate(m)));
+    ASSERT_TRUE(w.schedule_every(
+        1ms, [&runs] { ++runs; }, rate(m)));
     int calls = 0;
     while (calls < 5000) {
       const std::size_t ran = w.advance(1000ms);
@@ -343,7 +356,8 @@ TEST(WheelPeriodicLivelock, OneTickPeriodAfterALongGapRunsOncePerCall) {
   }
   Wheel w({.tick = 1ms});
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(1ms, [&runs] { ++runs; }, delay_cadence()));
+  ASSERT_TRUE(w.schedule_every(
+      1ms, [&runs] { ++runs; }, delay_cadence()));
   EXPECT_EQ(w.advance(1000ms), 1u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(1001ms));
 }
@@ -354,7 +368,8 @@ TEST(WheelPeriodicLivelock, ManyTimersInOnePassEachRunOnce) {
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const Misfire m = static_cast<Misfire>(i % 3);
     const Nanos period = Nanos(1ms) * static_cast<std::int64_t>(1 + i % 5);
-    ASSERT_TRUE(w.schedule_every(period, [&runs, i] { ++runs[i]; }, rate(m)));
+    ASSERT_TRUE(w.schedule_every(
+        period, [&runs, i] { ++runs[i]; }, rate(m)));
   }
   const std::size_t ran = w.advance(100ms);
   EXPECT_LE(ran, runs.size());
@@ -424,7 +439,8 @@ TEST(WheelPeriodicCancel, FromAnotherTimersCallbackInTheSamePass) {
     Wheel w({.tick = 1ms});
     int runs = 0;
     bool result = false;
-    const TimerId p = w.schedule_every(10ms, [&runs] { ++runs; }, first_after(7ms));
+    const TimerId p = w.schedule_every(
+        10ms, [&runs] { ++runs; }, first_after(7ms));
     ASSERT_TRUE(w.schedule_at(5ms, [&w, &result, p] { result = w.cancel(p); }));
     EXPECT_EQ(w.advance(20ms), 1u);
     EXPECT_TRUE(result);
@@ -437,7 +453,8 @@ TEST(WheelPeriodicCancel, FromAnotherTimersCallbackInTheSamePass) {
     Wheel w({.tick = 1ms});
     int runs = 0;
     bool result = false;
-    const TimerId p = w.schedule_every(10ms, [&runs] { ++runs; }, first_after(5ms));
+    const TimerId p = w.schedule_every(
+        10ms, [&runs] { ++runs; }, first_after(5ms));
     ASSERT_TRUE(w.schedule_at(5ms, [&w, &result, p] { result = w.cancel(p); }));
     const std::size_t ran = w.advance(100ms);
     EXPECT_TRUE(result);
@@ -452,7 +469,8 @@ TEST(WheelPeriodicCancel, FromAnotherTimersCallbackInTheSamePass) {
     Wheel w({.tick = 1ms});
     int runs = 0;
     bool result = false;
-    const TimerId p = w.schedule_every(1ms, [&runs] { ++runs; }, rate(Misfire::catch_up));
+    const TimerId p = w.schedule_every(
+        1ms, [&runs] { ++runs; }, rate(Misfire::catch_up));
     EXPECT_EQ(w.advance(10ms), 1u);
     ASSERT_TRUE(w.schedule_at(12ms, [&w, &result, p] { result = w.cancel(p); }));
     EXPECT_EQ(w.advance(20ms), 2u);
@@ -594,10 +612,13 @@ TEST(WheelPeriodicThrow, AThrowingRunKeepsTheSchedule) {
 TEST(WheelPeriodicThrow, BehindAndThrowingEveryRunStillMovesOnePeriodPerCall) {
   Wheel w({.tick = 1ms});
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(1ms, [&runs] {
-    ++runs;
-    throw 7;
-  }, rate(Misfire::catch_up)));
+  ASSERT_TRUE(w.schedule_every(
+      1ms,
+      [&runs] {
+        ++runs;
+        throw 7;
+      },
+      rate(Misfire::catch_up)));
   for (int call = 1; call <= 5; ++call) {
     EXPECT_THROW(w.advance(5ms), int) << call;
     EXPECT_EQ(runs, call);
@@ -660,7 +681,9 @@ TEST(WheelPeriodicLimit, LimitHitLeavesPeriodicTimersOfLaterTicksForLaterCalls) 
 TEST(WheelPeriodicLimit, SkippedRunsDoNotCountAgainstTheLimit) {
   Wheel w({.tick = 1ms});
   int periodic = 0, once = 0;
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(w.schedule_every(10ms, [&periodic] { ++periodic; }, rate(Misfire::skip)));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(w.schedule_every(
+        10ms, [&periodic] { ++periodic; }, rate(Misfire::skip)));
   ASSERT_TRUE(w.schedule_at(15ms, [&once] { ++once; }));
   EXPECT_EQ(w.advance(45ms, 1), 1u);  // three skips at tick 10, then the one-shot at 15
   EXPECT_EQ(once, 1);
@@ -675,7 +698,8 @@ TEST(WheelPeriodicLimit, SkippedRunsDoNotCountAgainstTheLimit) {
 TEST(WheelPeriodicLimit, ZeroLimitRunsNothingAndLosesNothing) {
   Wheel w({.tick = 1ms});
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(1ms, [&runs] { ++runs; }, rate(Misfire::catch_up)));
+  ASSERT_TRUE(w.schedule_every(
+      1ms, [&runs] { ++runs; }, rate(Misfire::catch_up)));
   EXPECT_EQ(w.advance(5ms, 0), 0u);
   EXPECT_EQ(w.stats().skipped + w.stats().fired, 0u);
   EXPECT_EQ(w.advance(5ms), 1u);
@@ -747,8 +771,10 @@ TEST(WheelDueSlot, APeriodicTimerBehindAndLeftOverRunsOncePerCall) {
     Wheel w({.tick = 1ms});
     for (int i = 0; i < offset; ++i) ASSERT_TRUE(w.cancel(w.schedule_after(1h, [] {})));
     std::vector<int> per_call(2, 0);
-    ASSERT_TRUE(w.schedule_every(1ms, [&per_call] { ++per_call[0]; }, rate(Misfire::catch_up)));
-    ASSERT_TRUE(w.schedule_every(1ms, [&per_call] { ++per_call[1]; }, rate(Misfire::catch_up)));
+    ASSERT_TRUE(w.schedule_every(
+        1ms, [&per_call] { ++per_call[0]; }, rate(Misfire::catch_up)));
+    ASSERT_TRUE(w.schedule_every(
+        1ms, [&per_call] { ++per_call[1]; }, rate(Misfire::catch_up)));
     EXPECT_EQ(w.advance(100ms), 2u);  // both behind now, waiting in the due slot
     int total = 2;
     for (int call = 0; call < 40; ++call) {
@@ -770,17 +796,18 @@ TEST(WheelPeriodicLifetime, WheelDestructionDestroysEveryPeriodicCallableOnce) {
   {
     Wheel w({.tick = 1ms});
     auto every = [&](Nanos period, PeriodicOptions opts) {
-      ASSERT_TRUE(w.schedule_every(period, [&runs, c = Counted(&lc)] { ++runs; }, opts));
+      ASSERT_TRUE(w.schedule_every(
+          period, [&runs, c = Counted(&lc)] { ++runs; }, opts));
     };
     for (int i = 0; i < 3; ++i) every(1ms, rate(Misfire::catch_up));  // behind: in the due slot
     for (int i = 0; i < 4; ++i) every(60ms, {});
-    every(1h, {});                                                    // an upper level
-    every(7ms, delay_cadence());                                      // level 0
+    every(1h, {});                // an upper level
+    every(7ms, delay_cadence());  // level 0
     EXPECT_EQ(w.advance(5ms), 3u);
     // The three behind, the one at 7 and one of the four at 60: three of those are left in the
     // batch, and the three behind go back to the due slot.
     EXPECT_EQ(w.advance(60ms, 5), 5u);
-    every(10ms, first_after(0ns));       // the due slot too
+    every(10ms, first_after(0ns));      // the due slot too
     EXPECT_EQ(w.advance(60ms, 1), 1u);  // one of the four due-slot timers: three left in the late slot
     EXPECT_EQ(lc.live, 10);
   }
@@ -799,7 +826,8 @@ TEST(WheelPeriodicStats, IdentityHoldsAfterEveryOperation) {
       const PeriodicOptions opts{.cadence = static_cast<Cadence>(rng() % 2),
                                  .initial_delay = Nanos(static_cast<std::int64_t>(rng() % 30'000'000)) - 5ms,
                                  .misfire = static_cast<Misfire>(rng() % 3)};
-      ids.push_back(w.schedule_every(period, [] {}, opts));
+      ids.push_back(w.schedule_every(
+          period, [] {}, opts));
     } else if (r < 5) {
       ids.push_back(w.schedule_after(Nanos(static_cast<std::int64_t>(rng() % 40'000'000)) - 5ms, [] {}));
     } else if (r < 7 && !ids.empty()) {
@@ -857,8 +885,9 @@ class PeriodicModel {
   std::string summary() const {
     std::ostringstream os;
     os << op_ << " ops, " << episode_ << " wheels, " << total_runs_ << " runs (" << total_periodic_runs_
-       << " periodic), " << total_skips_ << " skips, " << total_cancels_ << " cancels (" << total_running_cancels_
-       << " from the running callback), " << total_deferred_runs_ << " runs from the due slot";
+       << " periodic), " << total_skips_ << " skips, " << total_cancels_ << " cancels ("
+       << total_running_cancels_ << " from the running callback), " << total_deferred_runs_
+       << " runs from the due slot";
     return os.str();
   }
   std::uint64_t total_runs() const { return total_runs_; }
@@ -886,9 +915,9 @@ class PeriodicModel {
     Cadence cadence = Cadence::fixed_rate;
     Misfire misfire = Misfire::catch_up;
     std::int64_t period_ns = 0;
-    std::int64_t p = 0;            // the period in ticks (fixed rate)
-    std::int64_t d = 0;            // tick of the next run
-    bool deferred = false;         // waits in the due/late slots
+    std::int64_t p = 0;              // the period in ticks (fixed rate)
+    std::int64_t d = 0;              // tick of the next run
+    bool deferred = false;           // waits in the due/late slots
     std::uint64_t deferred_for = 0;  // ... to run in this call (calls_ numbering)
   };
 
@@ -898,7 +927,8 @@ class PeriodicModel {
     ++episode_;
     static constexpr Nanos kTicks[] = {Nanos(1ms), Nanos(1us), Nanos(250us), Nanos(7us)};
     tick_ = kTicks[rng_() % std::size(kTicks)];
-    const Nanos start = rng_() % 2 == 0 ? Nanos(0) : Nanos(static_cast<std::int64_t>(rng_() % 1'000'000'000'000ull));
+    const Nanos start =
+        rng_() % 2 == 0 ? Nanos(0) : Nanos(static_cast<std::int64_t>(rng_() % 1'000'000'000'000ull));
     wheel_ = std::make_unique<Wheel>(WheelOptions{.tick = tick_, .start = start, .max_pending = 0});
     now_ = start;
     cur_ = floor_ticks(start, tick_);
@@ -911,7 +941,8 @@ class PeriodicModel {
     if (!failure_.empty()) return;
     if (live_ != static_cast<long>(timers_.size())) fail("live callables before destruction");
     wheel_.reset();
-    if (live_ != 0) fail("~Wheel left " + std::to_string(live_) + " callables alive (or destroyed some twice)");
+    if (live_ != 0)
+      fail("~Wheel left " + std::to_string(live_) + " callables alive (or destroyed some twice)");
     for (const auto& kv : timers_) remember_dead(kv.second.id);
   }
 
@@ -939,12 +970,17 @@ class PeriodicModel {
   // to a few level-0 revolutions, now and then much further.
   Nanos random_deadline(std::int64_t at) {
     const std::int64_t base = at * tick_.count();
-    const auto sub = [&] { return static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(tick_.count())); };
+    const auto sub = [&] {
+      return static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(tick_.count()));
+    };
     switch (rng_() % 8) {
       case 0: return Nanos(base - static_cast<std::int64_t>(rng_() % 5) * tick_.count() - sub());
       case 1: return Nanos(base);
-      case 2: case 3: case 4: return Nanos(base + static_cast<std::int64_t>(1 + rng_() % 40) * tick_.count() - sub());
-      case 5: case 6: return Nanos(base + static_cast<std::int64_t>(1 + rng_() % 1500) * tick_.count() - sub());
+      case 2:
+      case 3:
+      case 4: return Nanos(base + static_cast<std::int64_t>(1 + rng_() % 40) * tick_.count() - sub());
+      case 5:
+      case 6: return Nanos(base + static_cast<std::int64_t>(1 + rng_() % 1500) * tick_.count() - sub());
       default: return Nanos(base + static_cast<std::int64_t>(1 + rng_() % 300000) * tick_.count());
     }
   }
@@ -981,7 +1017,10 @@ class PeriodicModel {
     switch (rng_() % 5) {
       case 0: break;  // default: one period
       case 1: opts.initial_delay = first = Nanos(0); break;
-      case 2: opts.initial_delay = -Nanos(static_cast<std::int64_t>(1 + rng_() % 1'000'000)); first = Nanos(0); break;
+      case 2:
+        opts.initial_delay = -Nanos(static_cast<std::int64_t>(1 + rng_() % 1'000'000));
+        first = Nanos(0);
+        break;
       default:
         first = Nanos(static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(3 * t.period_ns)));
         opts.initial_delay = first;
@@ -997,8 +1036,9 @@ class PeriodicModel {
   }
 
   void bad_period() {
-    const Nanos period = rng_() % 2 == 0 ? -Nanos(static_cast<std::int64_t>(rng_() % 1000))
-                                         : Nanos(tick_.count() * (1 + static_cast<std::int64_t>(rng_() % 9)) + 1);
+    const Nanos period = rng_() % 2 == 0
+                             ? -Nanos(static_cast<std::int64_t>(rng_() % 1000))
+                             : Nanos(tick_.count() * (1 + static_cast<std::int64_t>(rng_() % 9)) + 1);
     const long live = live_;
     const TimerId id = wheel_->schedule_every(period, Fire(this, next_serial_++));
     if (id || id.status() != Status::bad_period) fail("a bad period was not refused with bad_period");
@@ -1079,10 +1119,13 @@ class PeriodicModel {
     switch (rng_() % 10) {
       case 0: to = now_ - ticks(static_cast<std::int64_t>(rng_() % 10)); break;  // back: ignored
       case 1: break;
-      case 2: case 3: to = now_ + ticks(1); break;
+      case 2:
+      case 3: to = now_ + ticks(1); break;
       case 4: to = now_ + sub; break;
-      case 5: case 6: to = now_ + ticks(static_cast<std::int64_t>(rng_() % 12)) + sub; break;
-      case 7: case 8: to = now_ + ticks(static_cast<std::int64_t>(rng_() % 600)) + sub; break;
+      case 5:
+      case 6: to = now_ + ticks(static_cast<std::int64_t>(rng_() % 12)) + sub; break;
+      case 7:
+      case 8: to = now_ + ticks(static_cast<std::int64_t>(rng_() % 600)) + sub; break;
       default: to = now_ + ticks(static_cast<std::int64_t>(rng_() % 300000)); break;
     }
     ++calls_;
@@ -1095,7 +1138,8 @@ class PeriodicModel {
     const std::size_t got = wheel_->advance(to);
     in_call_ = false;
     if (!failure_.empty()) return;
-    if (got != ran_) return fail("advance returned " + std::to_string(got) + ", " + std::to_string(ran_) + " ran");
+    if (got != ran_)
+      return fail("advance returned " + std::to_string(got) + ", " + std::to_string(ran_) + " ran");
     // Whatever the pass went over: deferred skip-timers, and skip-timers up to now.
     end_deferred_phase();
     apply_skips_before(target_ + 1);
@@ -1161,8 +1205,9 @@ class PeriodicModel {
       if (!in_deferred_phase_) return fail("a due-slot timer ran after the pass moved on to the ticks");
       ++total_deferred_runs_;
     } else {
-      if (t.d > target_) return fail("early: a timer due at tick " + std::to_string(t.d) + " ran at now tick " +
-                                     std::to_string(target_));
+      if (t.d > target_)
+        return fail("early: a timer due at tick " + std::to_string(t.d) + " ran at now tick " +
+                    std::to_string(target_));
       for (const auto& [s, o] : timers_) {
         if (o.deferred && o.deferred_for == calls_ && !skip_eligible(o)) {
           return fail("a tick's timer ran before due-slot timer #" + std::to_string(s));
@@ -1175,7 +1220,8 @@ class PeriodicModel {
       apply_skips_before(t.d);
       for (const auto& [s, o] : timers_) {
         if (!o.deferred && o.d < t.d) {
-          return fail("timer #" + std::to_string(s) + " due at tick " + std::to_string(o.d) + " was passed over");
+          return fail("timer #" + std::to_string(s) + " due at tick " + std::to_string(o.d) +
+                      " was passed over");
         }
       }
       last_d_ = t.d;
@@ -1207,7 +1253,9 @@ class PeriodicModel {
 
   void nested(std::int64_t processing, const Timer& self) {
     switch (rng_() % 16) {
-      case 0: case 1: case 2: return cancel_random(processing, true);
+      case 0:
+      case 1:
+      case 2: return cancel_random(processing, true);
       case 3:
         if (self.periodic || rng_() % 4 == 0) {
           // Its own id: true for a periodic timer (no run follows), false for a one-shot.
@@ -1223,7 +1271,8 @@ class PeriodicModel {
           }
         }
         return;
-      case 4: case 5: return timers_.size() < 300 ? schedule_once(processing) : void();
+      case 4:
+      case 5: return timers_.size() < 300 ? schedule_once(processing) : void();
       case 6: return timers_.size() < 300 ? schedule_periodic(processing) : void();
       case 7:
         if (wheel_->advance(Nanos::max()) != 0) fail("advance() from a callback ran something");
@@ -1239,14 +1288,15 @@ class PeriodicModel {
       return fail(std::string(when) + ": pending() " + std::to_string(wheel_->pending()) + ", model " +
                   std::to_string(timers_.size()));
     }
-    if (live_ != static_cast<long>(timers_.size())) return fail(std::string(when) + ": live callables differ");
+    if (live_ != static_cast<long>(timers_.size()))
+      return fail(std::string(when) + ": live callables differ");
     const WheelStats s = wheel_->stats();
-    if (s.scheduled != scheduled_ || s.cancelled != cancelled_ || s.fired != fired_ || s.skipped != skipped_ ||
-        s.rearmed != rearmed_) {
+    if (s.scheduled != scheduled_ || s.cancelled != cancelled_ || s.fired != fired_ ||
+        s.skipped != skipped_ || s.rearmed != rearmed_) {
       std::ostringstream os;
-      os << when << ": stats disagree: scheduled " << s.scheduled << "/" << scheduled_ << " cancelled " << s.cancelled
-         << "/" << cancelled_ << " fired " << s.fired << "/" << fired_ << " skipped " << s.skipped << "/" << skipped_
-         << " rearmed " << s.rearmed << "/" << rearmed_;
+      os << when << ": stats disagree: scheduled " << s.scheduled << "/" << scheduled_ << " cancelled "
+         << s.cancelled << "/" << cancelled_ << " fired " << s.fired << "/" << fired_ << " skipped "
+         << s.skipped << "/" << skipped_ << " rearmed " << s.rearmed << "/" << rearmed_;
       return fail(os.str());
     }
     if (s.scheduled + s.rearmed != s.fired + s.skipped + s.cancelled + wheel_->pending()) {
@@ -1276,8 +1326,9 @@ class PeriodicModel {
   void fail(const std::string& what) {
     if (!failure_.empty()) return;
     std::ostringstream os;
-    os << what << "\n  at op " << op_ << " of episode " << episode_ << " (tick " << tick_.count() << "ns, now "
-       << now_.count() << "ns, call " << calls_ << ", " << timers_.size() << " pending)\n  " << replay_hint(seed_);
+    os << what << "\n  at op " << op_ << " of episode " << episode_ << " (tick " << tick_.count()
+       << "ns, now " << now_.count() << "ns, call " << calls_ << ", " << timers_.size() << " pending)\n  "
+       << replay_hint(seed_);
     failure_ = os.str();
   }
 

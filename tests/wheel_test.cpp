@@ -53,8 +53,7 @@ TEST(WheelOptions, DefaultsAndAcceptedBoundaries) {
 void expect_rejected(WheelOptions opts, const std::string& value_text) {
   try {
     Wheel w(opts);
-    ADD_FAILURE() << "constructor accepted a bad option (expected the message to name " << value_text
-                  << ")";
+    ADD_FAILURE() << "constructor accepted a bad option (expected the message to name " << value_text << ")";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find(value_text), std::string::npos)
         << "message does not name the bad value " << value_text << ": " << e.what();
@@ -488,9 +487,9 @@ TEST(WheelCancel, GarbageIdsCancelNothing) {
   for (int i = 0; i < 200000; ++i) {
     std::uint64_t raw = 0;
     switch (i % 4) {
-      case 0: raw = rng(); break;                                          // anything
-      case 1: raw = (rng() << 32) | (rng() % 4096); break;                 // a real index
-      case 2: raw = ((rng() % 8) << 32) | (rng() % 4096); break;           // a real index, low gen
+      case 0: raw = rng(); break;                                 // anything
+      case 1: raw = (rng() << 32) | (rng() % 4096); break;        // a real index
+      case 2: raw = ((rng() % 8) << 32) | (rng() % 4096); break;  // a real index, low gen
       case 3: raw = (rng() % 4096) | (std::uint64_t{0xFFFFFFFFu} << 32); break;
     }
     if (live.count(raw) != 0) continue;
@@ -519,7 +518,8 @@ TEST(WheelCancel, GarbageIdsCancelNothing) {
   for (int i = 0; i < 200; i += 2) {
     const std::uint64_t raw = extra[static_cast<std::size_t>(i)].raw();
     for (std::uint64_t delta = 1; delta < 4; ++delta) {
-      ASSERT_FALSE(w.cancel(TimerId::from_raw(raw + (delta << 32)))) << "dead id + " << delta << " generations";
+      ASSERT_FALSE(w.cancel(TimerId::from_raw(raw + (delta << 32))))
+          << "dead id + " << delta << " generations";
     }
   }
   EXPECT_EQ(w.stats().cancelled, cancelled_before);
@@ -678,7 +678,8 @@ TEST(WheelLimit, TenOnOneTickRunThreeAtATime) {
 TEST(WheelLimit, EarliestTickFirst) {
   Wheel w({.tick = 1ms});
   std::vector<int> order;
-  for (int t = 10; t >= 1; --t) ASSERT_TRUE(w.schedule_at(Nanos(1ms) * t, [&order, t] { order.push_back(t); }));
+  for (int t = 10; t >= 1; --t)
+    ASSERT_TRUE(w.schedule_at(Nanos(1ms) * t, [&order, t] { order.push_back(t); }));
   ASSERT_TRUE(w.schedule_at(15ms, [&order] { order.push_back(15); }));
   EXPECT_EQ(w.advance(10ms, 5), 5u);
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 4, 5}));
@@ -704,7 +705,8 @@ TEST(WheelLimit, ZeroLimitRunsNothingAndLosesNothing) {
 TEST(WheelLimit, PastDueTimerScheduledAfterALimitHitRunsBeforeLaterTicks) {
   Wheel w({.tick = 1ms});
   std::vector<int> order;
-  for (int t = 1; t <= 6; ++t) ASSERT_TRUE(w.schedule_at(Nanos(1ms) * t, [&order, t] { order.push_back(t); }));
+  for (int t = 1; t <= 6; ++t)
+    ASSERT_TRUE(w.schedule_at(Nanos(1ms) * t, [&order, t] { order.push_back(t); }));
   EXPECT_EQ(w.advance(10ms, 2), 2u);  // ran 1, 2; the wheel stops at tick 3, where callbacks wait
   // A late timer counts as due at the tick being processed (3): it runs in the next call, together
   // with tick 3's timers (in either order), and before ticks 4..6.
@@ -737,7 +739,8 @@ TEST(WheelLimit, TimerDeferredByACallbackRunsBeforeLaterLeftoversInTheNextCall) 
   EXPECT_EQ(w.advance(10ms, 2), 2u);
   EXPECT_EQ(order, (std::vector<int>{5, 7}));
   EXPECT_EQ(w.advance(10ms, 1), 1u);
-  EXPECT_EQ(order, (std::vector<int>{5, 7, -5})) << "tick 5's deferred timer must run before tick 7's leftover";
+  EXPECT_EQ(order, (std::vector<int>{5, 7, -5}))
+      << "tick 5's deferred timer must run before tick 7's leftover";
   EXPECT_EQ(w.advance(10ms), 2u);
   EXPECT_EQ(order.size(), 5u);
 }
@@ -900,8 +903,8 @@ TEST(WheelNextDeadline, LowerBoundForFarTimersAndNeverAtOrBeforeNowUnlessDue) {
   for (std::int64_t t : boundary_ticks(3)) {
     if (t >= std::int64_t{Wheel::kSlots}) aheads.push_back(t);
   }
-  for (std::int64_t t : {std::int64_t{1000}, std::int64_t{100000}, std::int64_t{2000000}, std::int64_t{1} << 31,
-                         std::int64_t{1} << 40}) {
+  for (std::int64_t t : {std::int64_t{1000}, std::int64_t{100000}, std::int64_t{2000000},
+                         std::int64_t{1} << 31, std::int64_t{1} << 40}) {
     aheads.push_back(t);
   }
   for (Nanos tick : {Nanos(1us), Nanos(1ms), Nanos(1h)}) {
@@ -1188,8 +1191,8 @@ TEST(WheelStatsTest, CountersAgreeWithWhatHappened) {
   std::uint64_t scheduled = 0, rejected = 0, cancelled = 0, fired = 0, calls = 0;
   for (int round = 0; round < 200; ++round) {
     for (int i = 0; i < 20; ++i) {
-      const TimerId id =
-          w.schedule_after(Nanos(static_cast<std::int64_t>(rng() % 20'000'000'000ull)), [&fired] { ++fired; });
+      const TimerId id = w.schedule_after(Nanos(static_cast<std::int64_t>(rng() % 20'000'000'000ull)),
+                                          [&fired] { ++fired; });
       if (id) {
         ++scheduled;
         live.push_back(id);

@@ -13,6 +13,8 @@
 #                          (60 by default) over a scratch copy of its seed corpus; an input that fails
 #                          is kept in tests/fuzz/regressions/<target>/ (then replayed by CTest) and the
 #                          run exits non-zero
+#   tools/run.sh format    apply .clang-format to every C++ file of the tree;
+#                          with --check, change nothing and fail naming each file that is off
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -91,6 +93,31 @@ fuzz_targets() {
   return $failed
 }
 
+# Every C++ source and header of the project (not build outputs).
+cxx_files() {
+  find "$root/include" "$root/engine" "$root/bench" "$root/stress" "$root/tests" "$root/tools" \
+    -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) | sort
+}
+
+format_tree() {
+  packages+=(clang-format)
+  install_missing
+  if [ "${1:-}" = "--check" ]; then
+    local off=()
+    while IFS= read -r f; do
+      clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || off+=("${f#"$root"/}")
+    done < <(cxx_files)
+    if [ ${#off[@]} -gt 0 ]; then
+      echo "tools/run.sh: not in the house format (fix with tools/run.sh format):"
+      printf '  %s\n' "${off[@]}"
+      return 1
+    fi
+    echo "tools/run.sh: every C++ file is in the house format"
+  else
+    cxx_files | xargs clang-format -i
+  fi
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -116,6 +143,9 @@ case "$cmd" in
     ;;
   fuzz)
     fuzz_targets "${1:-60}"
+    ;;
+  format)
+    format_tree "$@"
     ;;
   *)
     sed -n '2,/^[^#]/p' "${BASH_SOURCE[0]}" | sed -n 's/^# \{0,1\}//p'

@@ -23,9 +23,9 @@
 // check (tens of milliseconds), plus one thread per shard, started and joined one at a time.
 // Exit status: 0 when the report was printed, binding refused or not; 1 if hwloc cannot load the
 // topology; CLI11's codes for a malformed command line or options the Engine refuses.
-#include <CLI/CLI.hpp>
 #include <hwloc.h>
 #include <sched.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -49,7 +49,7 @@ namespace {
 
 struct Package {
   unsigned logical = 0;
-  std::optional<unsigned> os;  // absent when hwloc does not know it
+  std::optional<unsigned> os;   // absent when hwloc does not know it
   std::vector<unsigned> cores;  // logical core indexes
   std::vector<unsigned> pus;    // OS indexes
 };
@@ -95,8 +95,7 @@ std::vector<hwloc_obj_t> all_of(hwloc_topology_t topo, hwloc_obj_type_t type) {
 }
 
 // The objects of `type` inside `set`, in hwloc's logical order.
-std::vector<hwloc_obj_t> inside(hwloc_topology_t topo, hwloc_const_cpuset_t set,
-                                hwloc_obj_type_t type) {
+std::vector<hwloc_obj_t> inside(hwloc_topology_t topo, hwloc_const_cpuset_t set, hwloc_obj_type_t type) {
   std::vector<hwloc_obj_t> out;
   for (hwloc_obj_t o = nullptr;
        (o = hwloc_get_next_obj_inside_cpuset_by_type(topo, set, type, o)) != nullptr;) {
@@ -148,7 +147,7 @@ std::optional<unsigned> core_of_pu(hwloc_topology_t topo, unsigned os) {
 
 struct ShardPlan {
   std::size_t shard = 0;
-  unsigned pu = 0;              // OS index the worker would be bound to
+  unsigned pu = 0;               // OS index the worker would be bound to
   std::optional<unsigned> core;  // logical core holding that PU; absent if no such PU here
   std::string bind_error;        // "" if binding succeeded
   int ran_on = -1;               // sched_getcpu() after the bind attempt; -1 if it failed
@@ -161,8 +160,7 @@ struct Plan {
   std::vector<ShardPlan> shards;
 };
 
-Plan make_plan(hwloc_topology_t topo, std::size_t shards_option,
-               const std::vector<unsigned>& cpus) {
+Plan make_plan(hwloc_topology_t topo, std::size_t shards_option, const std::vector<unsigned>& cpus) {
   Plan plan{.shards_option = shards_option, .cpus_option = cpus, .notices = {}, .shards = {}};
   tickwheel::EngineOptions opts;
   opts.shards = shards_option;
@@ -226,9 +224,8 @@ std::string plural(std::size_t n, std::string_view one, std::string_view many) {
 void print_text(std::ostream& out, const Machine& m, const Plan& plan) {
   out << "machine: " << plural(m.packages.size(), "package", "packages") << ", "
       << plural(m.numa_nodes.size(), "NUMA node", "NUMA nodes") << ", "
-      << plural(m.cores.size(), "core", "cores") << ", " << plural(m.pu_count, "PU", "PUs")
-      << " (hwloc " << HWLOC_VERSION
-      << "; PU numbers are OS indexes, as EngineOptions::cpus takes)\n";
+      << plural(m.cores.size(), "core", "cores") << ", " << plural(m.pu_count, "PU", "PUs") << " (hwloc "
+      << HWLOC_VERSION << "; PU numbers are OS indexes, as EngineOptions::cpus takes)\n";
   for (const Package& p : m.packages) {
     out << "  " << name("package", p.logical, p.os) << ": cores L#" << ranges(p.cores) << ", PUs "
         << ranges(p.pus) << '\n';
@@ -237,8 +234,7 @@ void print_text(std::ostream& out, const Machine& m, const Plan& plan) {
     char memory[32];
     const double gib = static_cast<double>(n.local_memory) / (1024.0 * 1024 * 1024);
     std::snprintf(memory, sizeof memory, "%.2f GiB", gib);
-    out << "  " << name("NUMA node", n.logical, n.os) << ": " << memory << ", PUs " << ranges(n.pus)
-        << '\n';
+    out << "  " << name("NUMA node", n.logical, n.os) << ": " << memory << ", PUs " << ranges(n.pus) << '\n';
   }
   for (const Core& c : m.cores) {
     out << "  " << name("core", c.logical, c.os);
@@ -311,31 +307,43 @@ void json_lines(std::ostream& out, std::string_view key, const std::vector<T>& i
 
 void print_json(std::ostream& out, const Machine& m, const Plan& plan) {
   out << "{\n  \"hwloc_version\": " << json_string(HWLOC_VERSION) << ",\n";
-  json_lines(out, "packages", m.packages, [](const Package& p) {
-    return "{\"logical\": " + std::to_string(p.logical) + ", \"os\": " + json_number(p.os) +
-           ", \"cores\": " + json_array(p.cores) + ", \"pus\": " + json_array(p.pus) + "}";
-  }, "  ", false);
-  json_lines(out, "numa_nodes", m.numa_nodes, [](const NumaNode& n) {
-    return "{\"logical\": " + std::to_string(n.logical) + ", \"os\": " + json_number(n.os) +
-           ", \"local_memory_bytes\": " + std::to_string(n.local_memory) +
-           ", \"pus\": " + json_array(n.pus) + "}";
-  }, "  ", false);
-  json_lines(out, "cores", m.cores, [](const Core& c) {
-    return "{\"logical\": " + std::to_string(c.logical) + ", \"os\": " + json_number(c.os) +
-           ", \"package\": " + json_number(c.package) + ", \"pus\": " + json_array(c.pus) + "}";
-  }, "  ", false);
+  json_lines(
+      out, "packages", m.packages,
+      [](const Package& p) {
+        return "{\"logical\": " + std::to_string(p.logical) + ", \"os\": " + json_number(p.os) +
+               ", \"cores\": " + json_array(p.cores) + ", \"pus\": " + json_array(p.pus) + "}";
+      },
+      "  ", false);
+  json_lines(
+      out, "numa_nodes", m.numa_nodes,
+      [](const NumaNode& n) {
+        return "{\"logical\": " + std::to_string(n.logical) + ", \"os\": " + json_number(n.os) +
+               ", \"local_memory_bytes\": " + std::to_string(n.local_memory) +
+               ", \"pus\": " + json_array(n.pus) + "}";
+      },
+      "  ", false);
+  json_lines(
+      out, "cores", m.cores,
+      [](const Core& c) {
+        return "{\"logical\": " + std::to_string(c.logical) + ", \"os\": " + json_number(c.os) +
+               ", \"package\": " + json_number(c.package) + ", \"pus\": " + json_array(c.pus) + "}";
+      },
+      "  ", false);
   out << "  \"pu_count\": " << m.pu_count << ",\n";
   out << "  \"plan\": {\n    \"shards_option\": " << plan.shards_option
       << ",\n    \"cpus_option\": " << json_array(plan.cpus_option) << ",\n";
-  json_lines(out, "notices", plan.notices, [](const std::string& n) { return json_string(n); },
-             "    ", false);
-  json_lines(out, "shards", plan.shards, [](const ShardPlan& s) {
-    const bool bound = s.bind_error.empty();
-    return "{\"shard\": " + std::to_string(s.shard) + ", \"pu\": " + std::to_string(s.pu) +
-           ", \"core\": " + json_number(s.core) + ", \"bound\": " + (bound ? "true" : "false") +
-           ", \"error\": " + (bound ? std::string("null") : json_string(s.bind_error)) +
-           ", \"ran_on\": " + (s.ran_on < 0 ? std::string("null") : std::to_string(s.ran_on)) + "}";
-  }, "    ", true);
+  json_lines(
+      out, "notices", plan.notices, [](const std::string& n) { return json_string(n); }, "    ", false);
+  json_lines(
+      out, "shards", plan.shards,
+      [](const ShardPlan& s) {
+        const bool bound = s.bind_error.empty();
+        return "{\"shard\": " + std::to_string(s.shard) + ", \"pu\": " + std::to_string(s.pu) +
+               ", \"core\": " + json_number(s.core) + ", \"bound\": " + (bound ? "true" : "false") +
+               ", \"error\": " + (bound ? std::string("null") : json_string(s.bind_error)) +
+               ", \"ran_on\": " + (s.ran_on < 0 ? std::string("null") : std::to_string(s.ran_on)) + "}";
+      },
+      "    ", true);
   out << "  }\n}\n";
 }
 

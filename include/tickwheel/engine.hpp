@@ -76,12 +76,12 @@ enum class Threads {
 
 // Runtime options, validated by the constructor (std::invalid_argument naming the bad value).
 struct EngineOptions {
-  std::size_t shards = 0;                          // 0 = one per physical core (hwloc)
-  Nanos tick{std::chrono::milliseconds(1)};        // each shard's wheel tick, 1 us .. 1 h
-  std::size_t transfer_cap = 100'000;              // hand-offs moved into a wheel per pass, >= 1
-  std::size_t max_pending_per_shard = 0;           // 0 = unlimited; past it schedule fails
+  std::size_t shards = 0;                    // 0 = one per physical core (hwloc)
+  Nanos tick{std::chrono::milliseconds(1)};  // each shard's wheel tick, 1 us .. 1 h
+  std::size_t transfer_cap = 100'000;        // hand-offs moved into a wheel per pass, >= 1
+  std::size_t max_pending_per_shard = 0;     // 0 = unlimited; past it schedule fails
   WaitStrategy wait = WaitStrategy::sleep;
-  bool pin_workers = true;                         // bind each worker to its core (hwloc)
+  bool pin_workers = true;  // bind each worker to its core (hwloc)
   // Processing units (OS indexes) for the workers, shard i on cpus[i % size]; empty = the first
   // PU of each physical core in turn. Naming a PU that does not exist is not an error: binding
   // fails, the engine runs unpinned, and stats and the log say so.
@@ -117,11 +117,11 @@ class Timer {
 
   // True iff the timer was pending and now will never run: one compare-and-swap, then a record
   // on the shard's cancel queue (the worker unlinks and recycles the node on its next pass; the
-  // worker is not woken, but for the nudge above). False for a failed or default handle, or a timer that fired, started
-  // firing, or was cancelled before. For a periodic timer: true iff it was not cancelled before,
-  // and then no run starts after this returns; if a run is in progress (on another thread, or this
-  // is its own callback) that run finishes and is the last (a cancel racing a run lets at most
-  // that one run happen). O(1), lock-free, any thread, including callbacks.
+  // worker is not woken, but for the nudge above). False for a failed or default handle, or a timer that
+  // fired, started firing, or was cancelled before. For a periodic timer: true iff it was not cancelled
+  // before, and then no run starts after this returns; if a run is in progress (on another thread, or this is
+  // its own callback) that run finishes and is the last (a cancel racing a run lets at most that one run
+  // happen). O(1), lock-free, any thread, including callbacks.
   bool cancel() noexcept;
   // Whether cancel() won / the worker claimed the callback to run (with an executor: handed it
   // over). A periodic timer never expires: expired() is false for it. Exact until the node is
@@ -167,13 +167,13 @@ struct ShardStats {
   std::uint64_t executing = 0;          // handed to the executor and not yet returned
   std::int64_t max_tick_lag_ns = 0;     // worst lateness of a pass's start against its planned wake
   int bound_cpu = -1;                   // OS index of the PU the worker is bound to, -1 if not bound
-  std::string binding;                  // "bound to PU n", "not pinned (pin_workers = false)", or why binding failed
+  std::string binding;  // "bound to PU n", "not pinned (pin_workers = false)", or why binding failed
 };
 
 struct EngineStats {
-  std::uint64_t scheduled = 0, fired = 0, cancelled = 0, rearmed = 0, skipped = 0, rejected = 0,
-                pending = 0, queue_depth = 0, transfer_cap_hits = 0, passes = 0, wakeups = 0,
-                callback_errors = 0, executing = 0;
+  std::uint64_t scheduled = 0, fired = 0, cancelled = 0, rearmed = 0, skipped = 0, rejected = 0, pending = 0,
+                queue_depth = 0, transfer_cap_hits = 0, passes = 0, wakeups = 0, callback_errors = 0,
+                executing = 0;
   std::int64_t max_tick_lag_ns = 0;
   std::vector<ShardStats> shards;
 };
@@ -230,7 +230,8 @@ class Engine {
   }
   // As schedule_every, on the given shard (Status::no_such_shard if there is none).
   template <class F>
-  [[nodiscard]] Timer schedule_every_on(std::size_t shard, Nanos period, F&& fn, PeriodicOptions opts = {}) noexcept {
+  [[nodiscard]] Timer schedule_every_on(std::size_t shard, Nanos period, F&& fn,
+                                        PeriodicOptions opts = {}) noexcept {
     detail::check_periodic_callable<F>();
     if (detail::is_null_callable(fn)) return Timer(Status::null_callback);
     const std::uint64_t meta = periodic_meta(period, opts);
@@ -273,7 +274,7 @@ class Engine {
   // meanwhile is not signalled. The thread that polls the shard only. Throws as poll().
   std::optional<Nanos> next_deadline(std::size_t shard) const;
 
-  EngineStats stats() const;         // totals and per shard; any thread; reads relaxed counters
+  EngineStats stats() const;  // totals and per shard; any thread; reads relaxed counters
   std::size_t shard_count() const noexcept;
   Nanos tick() const noexcept;
 

@@ -179,30 +179,30 @@ struct WheelOptions {
 // A periodic timer cancelled while its own callback runs has no link to cancel: that cancel takes
 // the period the re-arm would have linked, which counts in `rearmed` when the callback returns.
 struct WheelStats {
-  std::uint64_t scheduled = 0;       // successful schedules, one-shot and periodic
-  std::uint64_t rejected = 0;        // schedules refused (max_pending, out of memory; not bad_period)
-  std::uint64_t cancelled = 0;       // cancels that returned true
-  std::uint64_t fired = 0;           // callbacks started (each run of a periodic timer counts)
-  std::uint64_t rearmed = 0;         // periodic runs and skips after which the timer had a next
-                                     // period: linked again, or taken by a cancel during the run
-  std::uint64_t skipped = 0;         // periodic runs dropped by Misfire::skip
-  std::uint64_t moved = 0;           // node moves from an upper level to a lower one
-  std::uint64_t moved_ahead = 0;     // of those, moves done ahead of time by pacing
-  std::uint64_t passes = 0;          // advance() calls
-  std::uint64_t max_pass_work = 0;   // most fires + moves done by one advance() call
-  std::uint64_t pool_nodes = 0;      // nodes ever handed out by the pool (its high-water mark)
-  std::uint64_t pool_capacity = 0;   // nodes in mapped pool segments
-  std::uint64_t pool_segments = 0;   // pool growth steps (each one a mapping)
-  std::uint64_t bytes = 0;           // pool bytes touched plus the wheel's own slot arrays
+  std::uint64_t scheduled = 0;      // successful schedules, one-shot and periodic
+  std::uint64_t rejected = 0;       // schedules refused (max_pending, out of memory; not bad_period)
+  std::uint64_t cancelled = 0;      // cancels that returned true
+  std::uint64_t fired = 0;          // callbacks started (each run of a periodic timer counts)
+  std::uint64_t rearmed = 0;        // periodic runs and skips after which the timer had a next
+                                    // period: linked again, or taken by a cancel during the run
+  std::uint64_t skipped = 0;        // periodic runs dropped by Misfire::skip
+  std::uint64_t moved = 0;          // node moves from an upper level to a lower one
+  std::uint64_t moved_ahead = 0;    // of those, moves done ahead of time by pacing
+  std::uint64_t passes = 0;         // advance() calls
+  std::uint64_t max_pass_work = 0;  // most fires + moves done by one advance() call
+  std::uint64_t pool_nodes = 0;     // nodes ever handed out by the pool (its high-water mark)
+  std::uint64_t pool_capacity = 0;  // nodes in mapped pool segments
+  std::uint64_t pool_segments = 0;  // pool growth steps (each one a mapping)
+  std::uint64_t bytes = 0;          // pool bytes touched plus the wheel's own slot arrays
 };
 
 class Wheel {
  public:
-  static constexpr unsigned kLevelBits = 8;                       // each level is 256x coarser
-  static constexpr unsigned kSlotBits = kLevelBits + 1;           // 512 slots: two revolutions
+  static constexpr unsigned kLevelBits = 8;              // each level is 256x coarser
+  static constexpr unsigned kSlotBits = kLevelBits + 1;  // 512 slots: two revolutions
   static constexpr unsigned kSlots = 1u << kSlotBits;
   static constexpr unsigned kLevels = 7;
-  static constexpr unsigned kWays = 8;                            // sub-lists per slot
+  static constexpr unsigned kWays = 8;  // sub-lists per slot
   static constexpr Nanos kMinTick = std::chrono::microseconds(1);
   static constexpr Nanos kMaxTick = std::chrono::hours(1);
 
@@ -316,7 +316,7 @@ class Wheel {
 
   // Timers scheduled and not yet fired (one-shot) or cancelled; a periodic timer counts once.
   std::size_t pending() const noexcept { return pending_; }
-  Nanos now() const noexcept { return now_; }               // the last advance()'s now, or start
+  Nanos now() const noexcept { return now_; }  // the last advance()'s now, or start
   Nanos tick() const noexcept { return tick_; }
   // The latest deadline a timer can have: the last tick that a Nanos can represent.
   Nanos horizon() const noexcept { return Nanos(static_cast<Nanos::rep>(max_tick_) * tick_.count()); }
@@ -383,7 +383,6 @@ class Wheel {
   };
   static_assert(sizeof(Slot) == detail::kCacheLine, "one slot is one cache line of sub-list heads");
 
-
   Node* acquire_node() noexcept;
   Status acquire_failure() const noexcept;
   TimerId commit(Node* node, Nanos deadline) noexcept;
@@ -421,25 +420,25 @@ class Wheel {
   // All fields: the owning thread only.
   Nanos tick_;
   Nanos now_;
-  std::uint64_t cur_;           // the tick being processed; every timer due before it has run
-  std::uint64_t target_;        // the tick of the last advance()'s now: cur_ <= target_
-  std::uint64_t max_tick_;      // horizon() in ticks
-  std::size_t max_pending_;     // the effective limit: WheelOptions::max_pending, or the pool's
+  std::uint64_t cur_;        // the tick being processed; every timer due before it has run
+  std::uint64_t target_;     // the tick of the last advance()'s now: cur_ <= target_
+  std::uint64_t max_tick_;   // horizon() in ticks
+  std::size_t max_pending_;  // the effective limit: WheelOptions::max_pending, or the pool's
   std::size_t pending_ = 0;
-  unsigned way_ = 0;            // next sub-list for an insertion, round robin
+  unsigned way_ = 0;  // next sub-list for an insertion, round robin
   bool in_advance_ = false;
-  bool shared_ = false;         // inside an Engine: fires claim nodes by compare-and-swap
-  Dispatch dispatch_ = nullptr; // inside an Engine with an executor: see set_dispatch()
+  bool shared_ = false;          // inside an Engine: fires claim nodes by compare-and-swap
+  Dispatch dispatch_ = nullptr;  // inside an Engine with an executor: see set_dispatch()
   void* dispatch_context_ = nullptr;
-  std::unique_ptr<Slot[]> slots_;                 // kAllSlots heads, one cache line each
-  std::uint64_t occupied_[kBitmapWords] = {};     // bit s set <=> slot s has a node
-  std::unique_ptr<std::uint32_t[]> count_;        // nodes linked into each slot since it was empty,
-                                                  // less those moved out: an upper bound that paces
-                                                  // the look-ahead cascade
+  std::unique_ptr<Slot[]> slots_;              // kAllSlots heads, one cache line each
+  std::uint64_t occupied_[kBitmapWords] = {};  // bit s set <=> slot s has a node
+  std::unique_ptr<std::uint32_t[]> count_;     // nodes linked into each slot since it was empty,
+                                               // less those moved out: an upper bound that paces
+                                               // the look-ahead cascade
   detail::NodePool pool_;
   WheelStats stats_;
   unsigned unlink_queued_ = 0;
-  Node* unlink_queue_[kUnlinkBatch];   // cancelled nodes still linked, see flush_unlinks()
+  Node* unlink_queue_[kUnlinkBatch];  // cancelled nodes still linked, see flush_unlinks()
 };
 
 // ---- The hot path, inline so that a schedule compiles down to straight-line code. ----
@@ -450,7 +449,8 @@ inline Wheel::Node* Wheel::acquire_node() noexcept {
     return nullptr;
   }
   Node* node = pool_.acquire();
-  if (node == nullptr) [[unlikely]] ++stats_.rejected;
+  if (node == nullptr) [[unlikely]]
+    ++stats_.rejected;
   return node;
 }
 

@@ -80,9 +80,15 @@ class EngineRun {
     while (!in_.empty()) {
       const std::uint8_t op = in_.u8();
       switch (op % 16) {
-        case 0: case 1: case 2: case 3: op_schedule(op); break;
-        case 4: case 5: case 6: op_cancel(); break;
-        case 7: case 8: op_clock(); break;
+        case 0:
+        case 1:
+        case 2:
+        case 3: op_schedule(op); break;
+        case 4:
+        case 5:
+        case 6: op_cancel(); break;
+        case 7:
+        case 8: op_clock(); break;
         case 14: op_handles(); break;
         case 15:
           if ((op & 0x30) == 0x30) {
@@ -143,8 +149,8 @@ class EngineRun {
   struct ShardModel {
     std::deque<std::uint32_t> queue;                          // hand-offs, oldest first
     std::map<std::uint64_t, std::set<std::uint32_t>> linked;  // live timers in the wheel, by due
-    std::int64_t wheel_now = 0;                                // the latest now a poll gave it
-    std::uint64_t scheduled = 0;            // timers that reached the wheel
+    std::int64_t wheel_now = 0;                               // the latest now a poll gave it
+    std::uint64_t scheduled = 0;                              // timers that reached the wheel
     std::uint64_t fired = 0;
     std::uint64_t cancelled_reached = 0;    // cancelled timers that reached the wheel
     std::uint64_t cancelled_in_poll = 0;    // of those, cancelled while this shard was being polled,
@@ -152,7 +158,7 @@ class EngineRun {
     std::uint64_t cancelled_total = 0;      // cancelled timers of this shard, reached or not
     std::uint64_t published_cancelled = 0;  // ShardStats::cancelled as last read after a poll
     std::uint64_t passes = 0, cap_hits = 0, errors = 0;
-    std::uint64_t admitted = 0;             // schedules admitted under max_pending_per_shard
+    std::uint64_t admitted = 0;  // schedules admitted under max_pending_per_shard
     bool polling = false;
   };
 
@@ -163,8 +169,8 @@ class EngineRun {
     std::size_t limit;
     std::size_t ran = 0;
     std::uint64_t id;
-    std::uint32_t call = 0;          // advance() calls so far in this poll: one more per throw
-    std::uint64_t running_due = 0;   // due tick of the callback running now
+    std::uint32_t call = 0;         // advance() calls so far in this poll: one more per throw
+    std::uint64_t running_due = 0;  // due tick of the callback running now
   };
 
   // ---- setup ----------------------------------------------------------------------------------
@@ -198,8 +204,8 @@ class EngineRun {
     polls_.reserve(2 * shards_ + 1);  // polls nest at most once per shard: references stay valid
     for (ShardModel& m : model_) m.wheel_now = g_clock;
     check(engine_->shard_count() == shards_ && engine_->tick().count() == tick_, "shard_count() or tick()");
-    TICKWHEEL_FUZZ_TRACE("engine: %zu shards, tick %lld ns, cap %zu, max_pending %zu, clock %lld", shards_, ll(tick_), cap_,
-                         max_pending_, ll(g_clock));
+    TICKWHEEL_FUZZ_TRACE("engine: %zu shards, tick %lld ns, cap %zu, max_pending %zu, clock %lld", shards_,
+                         ll(tick_), cap_, max_pending_, ll(g_clock));
   }
 
   // A raw set of options: the constructor must throw std::invalid_argument exactly when one is
@@ -214,11 +220,26 @@ class EngineRun {
     opts.log = [](std::string_view) {};
     bool valid = true;
     switch (k % 5) {
-      case 0: opts.tick = Nanos((k & 8) != 0 ? 999 : 3'600'000'000'001); valid = false; break;
-      case 1: opts.transfer_cap = 0; valid = false; break;
-      case 2: opts.shards = 4097; valid = false; break;
-      case 3: opts.hybrid_spin = Nanos(-1); valid = false; break;
-      default: opts.threads = Threads::workers; valid = false; break;  // an own clock needs manual
+      case 0:
+        opts.tick = Nanos((k & 8) != 0 ? 999 : 3'600'000'000'001);
+        valid = false;
+        break;
+      case 1:
+        opts.transfer_cap = 0;
+        valid = false;
+        break;
+      case 2:
+        opts.shards = 4097;
+        valid = false;
+        break;
+      case 3:
+        opts.hybrid_spin = Nanos(-1);
+        valid = false;
+        break;
+      default:
+        opts.threads = Threads::workers;
+        valid = false;
+        break;  // an own clock needs manual
     }
     bool threw = false;
     try {
@@ -297,7 +318,8 @@ class EngineRun {
       switch (kind) {
         case 0: t = engine_->schedule_after(Nanos(d), std::move(fn)); break;
         case 1: {
-          const std::chrono::steady_clock::time_point at{std::chrono::duration_cast<std::chrono::steady_clock::duration>(Nanos(d))};
+          const std::chrono::steady_clock::time_point at{
+              std::chrono::duration_cast<std::chrono::steady_clock::duration>(Nanos(d))};
           t = engine_->schedule_at(at, std::move(fn));
           break;
         }
@@ -309,13 +331,15 @@ class EngineRun {
                          std::string(to_string(t.status())).c_str(), t.shard());
     const std::uint64_t rejected_now = engine_->stats().rejected;
     if (kind == 3) {
-      check(!t && t.status() == Status::no_such_shard, "schedule_on a shard past the last did not fail with no_such_shard");
+      check(!t && t.status() == Status::no_such_shard,
+            "schedule_on a shard past the last did not fail with no_such_shard");
       check(rejected_now == rejected_before, "no_such_shard was counted as rejected");
       return failed(t);
     }
     if (stopped_) {
       check(!t && t.status() == Status::stopped, "a schedule after stop() did not fail with stopped");
-      check(rejected_now == rejected_before + 1, "a schedule refused after stop() was not counted as rejected");
+      check(rejected_now == rejected_before + 1,
+            "a schedule refused after stop() was not counted as rejected");
       return failed(t);
     }
     if (!t) {
@@ -371,7 +395,8 @@ class EngineRun {
     const std::uint8_t kind = in_.u8();
     if (kind % 8 == 6 || serials_.empty()) {
       tickwheel::Timer none;
-      check(!none.cancel() && !none && none.status() == Status::no_timer && !none.cancelled() && !none.expired(),
+      check(!none.cancel() && !none && none.status() == Status::no_timer && !none.cancelled() &&
+                !none.expired(),
             "a default handle is not an empty no_timer handle");
       return;
     }
@@ -436,7 +461,8 @@ class EngineRun {
   }
 
   void poll(std::size_t shard, std::optional<std::int64_t> now, std::size_t limit) {
-    TICKWHEEL_FUZZ_TRACE("poll(%zu, %lld, limit %lld)", shard, now ? ll(*now) : -1LL, static_cast<long long>(limit));
+    TICKWHEEL_FUZZ_TRACE("poll(%zu, %lld, limit %lld)", shard, now ? ll(*now) : -1LL,
+                         static_cast<long long>(limit));
     if (shard >= shards_) {
       bool threw = false;
       try {
@@ -473,10 +499,11 @@ class EngineRun {
     }
     const std::int64_t given = now ? *now : g_clock;
     m.wheel_now = std::max(m.wheel_now, given);
-    PollCtx ctx{.shard = shard,
-                .T = std::min(static_cast<std::uint64_t>(m.wheel_now) / static_cast<std::uint64_t>(tick_), max_tick_),
-                .limit = limit,
-                .id = ++polls_made_};
+    PollCtx ctx{
+        .shard = shard,
+        .T = std::min(static_cast<std::uint64_t>(m.wheel_now) / static_cast<std::uint64_t>(tick_), max_tick_),
+        .limit = limit,
+        .id = ++polls_made_};
     ++m.passes;
     m.cancelled_in_poll = 0;  // the pass drains the cancels posted before it
     // The transfer: the oldest hand-offs first, at most transfer_cap of them.
@@ -508,8 +535,8 @@ class EngineRun {
       // Below its limit the poll ran everything due that was linked before it began.
       for (auto it = m.linked.begin(); it != m.linked.end() && it->first <= ctx.T; ++it) {
         for (std::uint32_t serial : it->second) {
-          check(recs_.at(serial).direct_poll == ctx.id, "poll() stopped below its limit but left a due timer unrun",
-                serial, lu(it->first));
+          check(recs_.at(serial).direct_poll == ctx.id,
+                "poll() stopped below its limit but left a due timer unrun", serial, lu(it->first));
         }
       }
     }
@@ -517,7 +544,8 @@ class EngineRun {
     check(st.scheduled == m.scheduled, "stats().scheduled after a poll", lu(st.scheduled), lu(m.scheduled));
     check(st.fired == m.fired, "stats().fired after a poll", lu(st.fired), lu(m.fired));
     check(st.cancelled <= m.cancelled_reached && st.cancelled + m.cancelled_in_poll >= m.cancelled_reached,
-          "stats().cancelled after a poll is outside what the shard can have met", lu(st.cancelled), lu(m.cancelled_reached));
+          "stats().cancelled after a poll is outside what the shard can have met", lu(st.cancelled),
+          lu(m.cancelled_reached));
     m.published_cancelled = st.cancelled;
   }
 
@@ -541,8 +569,8 @@ class EngineRun {
         model_[r.shard].linked[r.due].insert(serial);
       }
     }
-    check(left.size() == pending, "stop() did not return every pending timer", static_cast<long long>(left.size()),
-          static_cast<long long>(pending));
+    check(left.size() == pending, "stop() did not return every pending timer",
+          static_cast<long long>(left.size()), static_cast<long long>(pending));
     std::vector<std::size_t> returned(shards_, 0);
     for (const tickwheel::Timer& t : left) {
       check(t && t.status() == Status::ok && !t.cancelled() && !t.expired() && t.shard() < shards_,
@@ -559,14 +587,16 @@ class EngineRun {
       m.published_cancelled = m.cancelled_total;
       scheduled += m.scheduled;
       const ShardStats& ss = st.shards[s];
-      check(returned[s] == expected[s], "stop() returned a shard's pending timers short or over", lu(returned[s]),
-            lu(expected[s]));
+      check(returned[s] == expected[s], "stop() returned a shard's pending timers short or over",
+            lu(returned[s]), lu(expected[s]));
       check(ss.scheduled == m.scheduled && ss.fired == m.fired && ss.cancelled == m.cancelled_total,
             "a shard's stats after stop() are not its whole history", lu(ss.scheduled), lu(ss.cancelled));
-      check(ss.scheduled == ss.fired + ss.cancelled + returned[s], "scheduled != fired + cancelled + returned, per shard");
+      check(ss.scheduled == ss.fired + ss.cancelled + returned[s],
+            "scheduled != fired + cancelled + returned, per shard");
     }
     check(st.scheduled == scheduled && st.scheduled == st.fired + st.cancelled + left.size(),
-          "scheduled != fired + cancelled + returned by stop()", lu(st.scheduled), lu(st.fired + st.cancelled + left.size()));
+          "scheduled != fired + cancelled + returned by stop()", lu(st.scheduled),
+          lu(st.fired + st.cancelled + left.size()));
     // Cancel some of what stop() returned (the rest are destroyed by ~Engine): each cancel returns
     // true and destroys that timer's callable at once, which names it.
     const std::uint8_t which = in_.u8();
@@ -583,8 +613,8 @@ class EngineRun {
     expect_death_ = false;
     check(got && died_ != 0, "cancel() of a timer stop() returned did not cancel it there and then");
     Rec& r = recs_.at(died_);
-    check(r.state == State::linked && r.shard == t.shard(), "stop() returned a timer that was not pending on its shard",
-          died_);
+    check(r.state == State::linked && r.shard == t.shard(),
+          "stop() returned a timer that was not pending on its shard", died_);
     ShardModel& m = model_[r.shard];
     ++m.cancelled_total;
     ++m.cancelled_reached;
@@ -603,7 +633,8 @@ class EngineRun {
   void check_handle(std::uint32_t serial) {
     const Rec& r = recs_.at(serial);
     const tickwheel::Timer& h = r.handle;
-    check(static_cast<bool>(h) && h.status() == Status::ok && h.shard() == r.shard, "a good handle's bool, status or shard");
+    check(static_cast<bool>(h) && h.status() == Status::ok && h.shard() == r.shard,
+          "a good handle's bool, status or shard");
     const bool fresh = r.ended_at == schedules_ok_;  // no schedule since: the node is not reused
     switch (r.state) {
       case State::queued:
@@ -635,7 +666,8 @@ class EngineRun {
     check(r.shard == ctx.shard, "a timer ran in a poll of another shard", serial);
     check(r.due <= ctx.T, "early: a timer ran before its tick", lu(r.due), lu(ctx.T));
     check(!(r.direct_poll == ctx.id && r.direct_call == ctx.call && r.direct_late),
-          "a timer a callback linked at or before the tick being processed ran in the same advance() call", serial);
+          "a timer a callback linked at or before the tick being processed ran in the same advance() call",
+          serial);
     check(ctx.ran < ctx.limit, "more callbacks than the poll's limit", static_cast<long long>(ctx.limit));
     ++ctx.ran;
     ShardModel& m = model_[r.shard];
@@ -645,7 +677,8 @@ class EngineRun {
     r.ended_at = schedules_ok_;
     ctx.running_due = r.due;
     awaiting_death_.insert(serial);
-    check(r.handle.expired() && !r.handle.cancelled(), "inside its callback a timer's handle does not say expired");
+    check(r.handle.expired() && !r.handle.cancelled(),
+          "inside its callback a timer's handle does not say expired");
     bool do_throw = false;
     {
       Bytes::FromBack nested(in_);
@@ -719,8 +752,8 @@ class EngineRun {
       const ShardStats& ss = st.shards[s];
       check(ss.scheduled == m.scheduled && ss.fired == m.fired && ss.cancelled == m.published_cancelled,
             "a shard's published stats changed outside its passes", lu(ss.scheduled), lu(ss.cancelled));
-      check(ss.scheduled + ss.rearmed == ss.fired + ss.skipped + ss.cancelled + ss.pending && ss.rearmed == 0 &&
-                ss.skipped == 0,
+      check(ss.scheduled + ss.rearmed == ss.fired + ss.skipped + ss.cancelled + ss.pending &&
+                ss.rearmed == 0 && ss.skipped == 0,
             "scheduled + rearmed != fired + skipped + cancelled + pending (no periodic timers here)");
       check(ss.passes == m.passes && ss.transfer_cap_hits == m.cap_hits && ss.callback_errors == m.errors,
             "passes, transfer_cap_hits or callback_errors", lu(ss.passes), lu(m.passes));
@@ -734,7 +767,8 @@ class EngineRun {
     check(st.callback_errors == errors, "total callback_errors");
     // Every pending timer's callable is alive (died() refuses the opposite); cancelled ones may
     // still be, until their shard meets them.
-    check(alive_.size() >= pending, "fewer callables alive than pending timers", lu(alive_.size()), lu(pending));
+    check(alive_.size() >= pending, "fewer callables alive than pending timers", lu(alive_.size()),
+          lu(pending));
     if (stopped_) check(alive_.size() == pending, "after stop() a cancelled timer's callable is alive");
     if (!serials_.empty()) check_handle(serials_.back());
   }
@@ -743,7 +777,8 @@ class EngineRun {
     const ShardModel& m = model_[s];
     const std::optional<Nanos> nd = engine_->next_deadline(s);
     if (!m.queue.empty()) {
-      check(nd && nd->count() == g_clock, "next_deadline() is not now while hand-offs wait", nd ? nd->count() : -1);
+      check(nd && nd->count() == g_clock, "next_deadline() is not now while hand-offs wait",
+            nd ? nd->count() : -1);
       return;
     }
     // Cancelled timers the shard may not have met yet are still in its wheel.
@@ -754,8 +789,8 @@ class EngineRun {
     }
     check(nd.has_value(), "next_deadline() is nullopt with timers linked");
     const std::int64_t earliest = sat_mul(static_cast<std::int64_t>(m.linked.begin()->first), tick_);
-    check(nd->count() <= std::max(earliest, m.wheel_now), "next_deadline() is after the earliest due timer", nd->count(),
-          earliest);
+    check(nd->count() <= std::max(earliest, m.wheel_now), "next_deadline() is after the earliest due timer",
+          nd->count(), earliest);
   }
 
   Bytes& in_;
@@ -769,8 +804,8 @@ class EngineRun {
   std::vector<ShardModel> model_;
   std::map<std::uint32_t, Rec> recs_;  // every timer ever scheduled, by serial
   std::vector<std::uint32_t> serials_;
-  std::vector<PollCtx> polls_;         // the polls in progress, innermost last
-  std::optional<std::size_t> home_;    // this thread's shard for schedule_after / schedule_at
+  std::vector<PollCtx> polls_;       // the polls in progress, innermost last
+  std::optional<std::size_t> home_;  // this thread's shard for schedule_after / schedule_at
   tickwheel::Timer last_failure_;
   std::set<std::uint32_t> alive_;
   std::set<std::uint32_t> awaiting_death_;  // fired, callable not yet destroyed

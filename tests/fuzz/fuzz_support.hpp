@@ -80,12 +80,12 @@ inline bool tracing() noexcept {
   return on;
 }
 
-#define TICKWHEEL_FUZZ_TRACE(...)                  \
-  do {                                             \
-    if (::tickwheel::fuzz::tracing()) {            \
-      std::fprintf(stderr, __VA_ARGS__);           \
-      std::fputc('\n', stderr);                    \
-    }                                              \
+#define TICKWHEEL_FUZZ_TRACE(...)        \
+  do {                                   \
+    if (::tickwheel::fuzz::tracing()) {  \
+      std::fprintf(stderr, __VA_ARGS__); \
+      std::fputc('\n', stderr);          \
+    }                                    \
   } while (false)
 
 constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();

@@ -91,9 +91,15 @@ class WheelRun {
     while (!in_.empty()) {
       const std::uint8_t op = in_.u8();
       switch (op % 16) {
-        case 0: case 1: case 2: case 3: op_schedule(op); break;
-        case 4: case 5: op_schedule_every(); break;
-        case 6: case 7: case 8: op_cancel(); break;
+        case 0:
+        case 1:
+        case 2:
+        case 3: op_schedule(op); break;
+        case 4:
+        case 5: op_schedule_every(); break;
+        case 6:
+        case 7:
+        case 8: op_cancel(); break;
         case 15: op_ids(); break;
         default: op_advance(); break;
       }
@@ -162,14 +168,16 @@ class WheelRun {
     }
     const std::uint8_t mp = in_.u8();
     max_pending_ = mp >= 0xC0 ? 1 + mp % 8 : 0;
-    wheel_ = std::make_unique<Wheel>(WheelOptions{.tick = Nanos(tick_), .start = Nanos(start), .max_pending = max_pending_});
+    wheel_ = std::make_unique<Wheel>(
+        WheelOptions{.tick = Nanos(tick_), .start = Nanos(start), .max_pending = max_pending_});
     now_ = start;
     P_ = T_ = static_cast<std::uint64_t>(start / tick_);
-    TICKWHEEL_FUZZ_TRACE("wheel: tick %lld ns, start %lld ns (tick %llu), max_pending %zu", ll(tick_), ll(start), ull(P_),
-                         max_pending_);
+    TICKWHEEL_FUZZ_TRACE("wheel: tick %lld ns, start %lld ns (tick %llu), max_pending %zu", ll(tick_),
+                         ll(start), ull(P_), max_pending_);
     check(wheel_->now().count() == start, "now() after construction is not start");
     check(wheel_->tick().count() == tick_, "tick() is not the tick asked for");
-    check(wheel_->horizon().count() == static_cast<std::int64_t>(max_tick_) * tick_, "horizon() is not the last whole tick");
+    check(wheel_->horizon().count() == static_cast<std::int64_t>(max_tick_) * tick_,
+          "horizon() is not the last whole tick");
   }
 
   // A raw set of options: the constructor must throw std::invalid_argument exactly when one of them
@@ -199,7 +207,8 @@ class WheelRun {
     const bool valid = tick >= 1'000 && tick <= 3'600'000'000'000 && start >= 0 && max_pending <= kPoolLimit;
     bool threw = false;
     try {
-      Wheel w(WheelOptions{.tick = Nanos(tick), .start = Nanos(start), .max_pending = static_cast<std::size_t>(max_pending)});
+      Wheel w(WheelOptions{
+          .tick = Nanos(tick), .start = Nanos(start), .max_pending = static_cast<std::size_t>(max_pending)});
     } catch (const std::invalid_argument&) {
       threw = true;
     }
@@ -220,13 +229,15 @@ class WheelRun {
       case 4: {  // next to a level boundary: m units of level L, give or take a tick
         static constexpr std::int64_t kMult[] = {1, 255, 256, 257, 511, 512, 513};
         const unsigned level = in_.u8() % Wheel::kLevels;
-        ticks = sat_add(sat_mul(kMult[in_.u8() % std::size(kMult)], std::int64_t{1} << (Wheel::kLevelBits * level)),
-                        static_cast<std::int64_t>(in_.u8() % 3) - 1);
+        ticks = sat_add(
+            sat_mul(kMult[in_.u8() % std::size(kMult)], std::int64_t{1} << (Wheel::kLevelBits * level)),
+            static_cast<std::int64_t>(in_.u8() % 3) - 1);
         break;
       }
       case 5: return -sat_mul(in_.u8(), tick_) - in_.u8();
       case 6: return in_.u8() % 2 == 0 ? kI64Max : kI64Min;
-      case 7: return sat_mul(static_cast<std::int64_t>(max_tick_) - in_.u8(), tick_) - now_;  // near the horizon
+      case 7:
+        return sat_mul(static_cast<std::int64_t>(max_tick_) - in_.u8(), tick_) - now_;  // near the horizon
       case 8: return static_cast<std::int64_t>(in_.u64() >> (1 + in_.u8() % 63));
       default: return static_cast<std::int64_t>(in_.u64());
     }
@@ -243,9 +254,11 @@ class WheelRun {
       case 2: return sat_mul(1 + std::int64_t{in_.u16()}, tick_);
       case 3: {
         const unsigned level = 1 + in_.u8() % 4;
-        return sat_mul(1 + std::int64_t{in_.u8() % 4}, sat_mul(std::int64_t{1} << (Wheel::kLevelBits * level), tick_));
+        return sat_mul(1 + std::int64_t{in_.u8() % 4},
+                       sat_mul(std::int64_t{1} << (Wheel::kLevelBits * level), tick_));
       }
-      case 4: return sat_mul(std::int64_t{in_.u8() % 8}, tick_) + 1 + in_.u16() % (tick_ - 1);  // not whole ticks
+      case 4:
+        return sat_mul(std::int64_t{in_.u8() % 8}, tick_) + 1 + in_.u16() % (tick_ - 1);  // not whole ticks
       case 5: return -static_cast<std::int64_t>(in_.u8());
       case 6: return kMaxPeriod + in_.u8() % 3;  // the longest period and just past it
       default: return static_cast<std::int64_t>(in_.u64());
@@ -269,7 +282,8 @@ class WheelRun {
       case 6: {
         const bool from_live = !live_.empty() && (dead_.empty() || (kind & 0x10) != 0);
         if (!from_live && dead_.empty()) break;
-        const TimerId real = from_live ? timers_.at(live_[in_.u16() % live_.size()]).id : dead_[in_.u8() % dead_.size()];
+        const TimerId real =
+            from_live ? timers_.at(live_[in_.u16() % live_.size()]).id : dead_[in_.u8() % dead_.size()];
         const std::uint64_t step = static_cast<std::uint64_t>(1 + in_.u8() % 4) << 32;
         return TimerId::from_raw((kind & 0x20) != 0 ? real.raw() + step : real.raw() - step);
       }
@@ -287,13 +301,15 @@ class WheelRun {
     const bool at = (op & 0x10) != 0;
     const bool absolute = (op & 0x20) != 0;  // schedule_at a deadline of its own, not now + d
     const std::int64_t deadline = at && absolute ? d : sat_add(now_, d);
-    if ((op & 0xE0) == 0xE0) return null_callback(at ? wheel_->schedule_at(Nanos(deadline), kNullFn)
-                                                      : wheel_->schedule_after(Nanos(d), kNullFn));
+    if ((op & 0xE0) == 0xE0)
+      return null_callback(at ? wheel_->schedule_at(Nanos(deadline), kNullFn)
+                              : wheel_->schedule_after(Nanos(d), kNullFn));
     const std::uint32_t serial = next_serial_++;
     TimerId id;
     {
       Fire fn(this, serial);
-      id = at ? wheel_->schedule_at(Nanos(deadline), std::move(fn)) : wheel_->schedule_after(Nanos(d), std::move(fn));
+      id = at ? wheel_->schedule_at(Nanos(deadline), std::move(fn))
+              : wheel_->schedule_after(Nanos(d), std::move(fn));
     }
     Timer t;
     expect_scheduled(id, serial, t, due_tick(deadline, tick_));
@@ -324,7 +340,8 @@ class WheelRun {
     t.misfire = opts.misfire;
     t.period_ns = p;
     t.period_ticks = static_cast<std::uint64_t>(p / tick_);
-    const std::int64_t first = opts.initial_delay ? std::max<std::int64_t>(opts.initial_delay->count(), 0) : p;
+    const std::int64_t first =
+        opts.initial_delay ? std::max<std::int64_t>(opts.initial_delay->count(), 0) : p;
     expect_scheduled(id, serial, t, due_tick(sat_add(now_, first), tick_));
   }
 
@@ -340,7 +357,8 @@ class WheelRun {
       return;
     }
     check(static_cast<bool>(id), "a schedule failed", static_cast<long long>(id.status()));
-    check(id.status() == Status::ok && TimerId::from_raw(id.raw()) == id, "a good id's status or raw form is wrong");
+    check(id.status() == Status::ok && TimerId::from_raw(id.raw()) == id,
+          "a good id's status or raw form is wrong");
     check(by_raw_.count(id.raw()) == 0, "a schedule returned the id of a pending timer");
     ++scheduled_;
     t.id = id;
@@ -350,14 +368,15 @@ class WheelRun {
     by_raw_.emplace(id.raw(), serial);
     Timer& rec = timers_.emplace(serial, t).first->second;
     place(serial, rec, due <= P_ ? Place::due : Place::wheel);
-    TICKWHEEL_FUZZ_TRACE("  #%u scheduled%s: due tick %llu, %s (P %llu)", serial, t.periodic ? " periodic" : "", ull(due),
-                         due <= P_ ? "due slot" : "wheel", ull(P_));
+    TICKWHEEL_FUZZ_TRACE("  #%u scheduled%s: due tick %llu, %s (P %llu)", serial,
+                         t.periodic ? " periodic" : "", ull(due), due <= P_ ? "due slot" : "wheel", ull(P_));
   }
 
   // A null function pointer is refused before anything else (max_pending, a bad period), with
   // nothing changed and nothing counted.
   void null_callback(TimerId id) {
-    check(!id && id.status() == Status::null_callback, "a null function pointer was not refused with null_callback");
+    check(!id && id.status() == Status::null_callback,
+          "a null function pointer was not refused with null_callback");
     check_failed_id(id);
   }
 
@@ -401,12 +420,14 @@ class WheelRun {
     const bool running = t.place == Place::running;
     // A skip timer of the group the pass is in may have been dropped (and counted) before this
     // cancel, or not: the call's end reads which from the counters.
-    if (in_call_ && skip_due(t) && (late_phase_ ? t.place == Place::late : t.place == Place::wheel && t.due == P_)) {
+    if (in_call_ && skip_due(t) &&
+        (late_phase_ ? t.place == Place::late : t.place == Place::wheel && t.due == P_)) {
       ++cancelled_skips_;
     }
     forget(serial);
     // A running periodic timer's callable is in use: it goes when the callback returns.
-    if (!running) check(alive_.count(serial) == 0, "cancel() returned before destroying the callable", serial);
+    if (!running)
+      check(alive_.count(serial) == 0, "cancel() returned before destroying the callable", serial);
   }
 
   // A cancel outside advance() that takes the last timer where a stopped wheel waits (late, due,
@@ -430,17 +451,19 @@ class WheelRun {
       case 3: target = sat_add(now_, sat_mul(in_.u16(), tick_)); break;
       case 4: {  // through the upper levels
         const unsigned level = 1 + in_.u8() % 4;
-        target = sat_add(now_, sat_mul(sat_mul(in_.u16(), std::int64_t{1} << (Wheel::kLevelBits * level)), tick_));
+        target =
+            sat_add(now_, sat_mul(sat_mul(in_.u16(), std::int64_t{1} << (Wheel::kLevelBits * level)), tick_));
         break;
       }
       case 5: target = now_ - sat_mul(in_.u16(), tick_); break;  // time going back: ignored
-      case 6: {  // as an event loop does
+      case 6: {                                                  // as an event loop does
         const std::optional<Nanos> nd = wheel_->next_deadline();
         target = nd ? nd->count() : sat_add(now_, tick_);
         break;
       }
       case 7:
-        target = (kind & 0x30) == 0 ? kI64Max : sat_add(now_, sat_mul(in_.u8(), sat_mul(std::int64_t{1} << 24, tick_)));
+        target = (kind & 0x30) == 0 ? kI64Max
+                                    : sat_add(now_, sat_mul(in_.u8(), sat_mul(std::int64_t{1} << 24, tick_)));
         break;
       default: break;
     }
@@ -451,8 +474,8 @@ class WheelRun {
     now_ = std::max(now_, target);
     T_ = std::min(static_cast<std::uint64_t>(now_ / tick_), max_tick_);
     ++passes_;
-    TICKWHEEL_FUZZ_TRACE("advance(%lld, limit %lld): T %llu, P %llu", ll(target), static_cast<long long>(limit), ull(T_),
-                         ull(P_));
+    TICKWHEEL_FUZZ_TRACE("advance(%lld, limit %lld): T %llu, P %llu", ll(target),
+                         static_cast<long long>(limit), ull(T_), ull(P_));
     for (std::uint32_t s : due_) {
       timers_.at(s).place = Place::late;
       late_.insert(s);
@@ -472,9 +495,11 @@ class WheelRun {
     }
     in_call_ = false;
     TICKWHEEL_FUZZ_TRACE("  -> ran %zu%s", ran_, threw ? ", threw" : "");
-    check(wheel_->now().count() == now_, "now() after advance() is not the latest now", wheel_->now().count(), now_);
-    if (!threw) check(got == ran_, "advance() returned a count other than the callbacks run", static_cast<long long>(got),
-                      static_cast<long long>(ran_));
+    check(wheel_->now().count() == now_, "now() after advance() is not the latest now", wheel_->now().count(),
+          now_);
+    if (!threw)
+      check(got == ran_, "advance() returned a count other than the callbacks run",
+            static_cast<long long>(got), static_cast<long long>(ran_));
     if (!threw && ran_ < limit) {
       finish_call();
     } else {
@@ -491,7 +516,8 @@ class WheelRun {
     }
     for (;;) {
       if (const auto g = slots_.find(P_); g != slots_.end()) {
-        pass_over(std::set<std::uint32_t>(g->second), "advance() stopped below its limit but left a due timer unrun");
+        pass_over(std::set<std::uint32_t>(g->second),
+                  "advance() stopped below its limit but left a due timer unrun");
       }
       const auto next = slots_.upper_bound(P_);
       if (next == slots_.end() || next->first > T_) break;
@@ -516,13 +542,13 @@ class WheelRun {
         if (skip_due(timers_.at(s))) maybe.push_back(s);
       }
     }
-    const std::uint64_t delta =
-        count_unseen_drops(cancelled_skips_ + maybe.size(), "more skips than skip timers the pass could have dropped");
+    const std::uint64_t delta = count_unseen_drops(cancelled_skips_ + maybe.size(),
+                                                   "more skips than skip timers the pass could have dropped");
     // How many of `maybe` were dropped: the rest of delta are cancelled ones.
     const std::uint64_t least = delta > cancelled_skips_ ? delta - cancelled_skips_ : 0;
     const std::uint64_t most = std::min<std::uint64_t>(delta, maybe.size());
-    TICKWHEEL_FUZZ_TRACE("  stopped short at P %llu (%s): %llu..%llu of %zu skip timers there dropped", ull(P_),
-                         late_phase_ ? "late" : "tick", ull(least), ull(most), maybe.size());
+    TICKWHEEL_FUZZ_TRACE("  stopped short at P %llu (%s): %llu..%llu of %zu skip timers there dropped",
+                         ull(P_), late_phase_ ? "late" : "tick", ull(least), ull(most), maybe.size());
     const bool known = least == most && (least == 0 || least == maybe.size());
     if (known && least != 0) {
       for (std::uint32_t s : maybe) drop(s);
@@ -595,7 +621,8 @@ class WheelRun {
     unplace(serial, t);
     t.due = next;
     place(serial, t, next <= T_ ? Place::due : Place::wheel);
-    TICKWHEEL_FUZZ_TRACE("  #%u re-armed for tick %llu (%s)", serial, ull(next), next <= T_ ? "due slot" : "wheel");
+    TICKWHEEL_FUZZ_TRACE("  #%u re-armed for tick %llu (%s)", serial, ull(next),
+                         next <= T_ ? "due slot" : "wheel");
   }
 
   // The TimerId API on ids the wheel issued: live, fired or cancelled, failed, default. (An
@@ -634,7 +661,8 @@ class WheelRun {
     const auto it = timers_.find(serial);
     check(it != timers_.end(), "a callback ran after its timer fired or was cancelled", serial);
     Timer& t = it->second;
-    check(t.place != Place::due, "a timer ran in the advance() call that linked it at or before its tick", serial);
+    check(t.place != Place::due, "a timer ran in the advance() call that linked it at or before its tick",
+          serial);
     check(t.place != Place::wheel || t.due <= T_, "early: a timer ran before its tick",
           static_cast<long long>(t.due), static_cast<long long>(T_));
     check(ran_ < limit_, "more callbacks than the limit", static_cast<long long>(limit_));
@@ -655,8 +683,8 @@ class WheelRun {
     check(alive_.size() == timers_.size() + (periodic ? 0 : 1) && alive_.count(serial) == 1,
           "callables alive inside a callback are not the pending timers plus the running one",
           static_cast<long long>(alive_.size()), static_cast<long long>(timers_.size()));
-    check(wheel_->pending() == timers_.size(), "pending() inside a callback", static_cast<long long>(wheel_->pending()),
-          static_cast<long long>(timers_.size()));
+    check(wheel_->pending() == timers_.size(), "pending() inside a callback",
+          static_cast<long long>(wheel_->pending()), static_cast<long long>(timers_.size()));
     bool do_throw = false;
     {
       Bytes::FromBack nested(in_);
@@ -676,13 +704,15 @@ class WheelRun {
       if ((what & 8) != 0) {
         const std::size_t before = wheel_->pending();
         check(wheel_->advance(Nanos::max()) == 0, "advance() from a callback ran something");
-        check(wheel_->pending() == before && wheel_->now().count() == now_, "advance() from a callback changed the wheel");
+        check(wheel_->pending() == before && wheel_->now().count() == now_,
+              "advance() from a callback changed the wheel");
       }
       do_throw = what >= 0xF0;
     }
     if (periodic) {
       ++rearmed_;  // the period after this run: re-armed, or taken by a cancel during the run
-      if (const auto self = timers_.find(serial); self != timers_.end()) relink(serial, self->second, next_run(self->second));
+      if (const auto self = timers_.find(serial); self != timers_.end())
+        relink(serial, self->second, next_run(self->second));
     }
     if (do_throw) throw Thrown{};
   }
@@ -708,7 +738,8 @@ class WheelRun {
       check(t.place == Place::wheel, "a late timer ran after the call went on to the ticks", serial);
       if (t.due == P_) return;
       if (const auto g = slots_.find(P_); g != slots_.end()) {
-        pass_over(std::set<std::uint32_t>(g->second), "out of order: a timer ran before one of an earlier tick");
+        pass_over(std::set<std::uint32_t>(g->second),
+                  "out of order: a timer ran before one of an earlier tick");
       }
       const auto next = slots_.upper_bound(P_);
       check(next != slots_.end() && next->first <= T_, "a timer ran that the model has not due", serial);
@@ -719,8 +750,8 @@ class WheelRun {
   void died(std::uint32_t serial) {
     check(alive_.erase(serial) == 1, "a callable was destroyed twice", serial);
     const auto it = timers_.find(serial);
-    check(destroying_ || serial == cancelling_ || it == timers_.end(), "the callable of a pending timer was destroyed",
-          serial);
+    check(destroying_ || serial == cancelling_ || it == timers_.end(),
+          "the callable of a pending timer was destroyed", serial);
   }
 
   // ---- model bookkeeping ----------------------------------------------------------------------
@@ -770,18 +801,26 @@ class WheelRun {
 
   void check_invariants() {
     const auto pending = static_cast<long long>(timers_.size());
-    check(wheel_->pending() == timers_.size(), "pending()", static_cast<long long>(wheel_->pending()), pending);
+    check(wheel_->pending() == timers_.size(), "pending()", static_cast<long long>(wheel_->pending()),
+          pending);
     check(alive_.size() == timers_.size(), "callables alive are not the pending timers",
           static_cast<long long>(alive_.size()), pending);
     check(wheel_->now().count() == now_, "now()");
     const WheelStats s = wheel_->stats();
-    check(s.scheduled == scheduled_, "stats().scheduled", static_cast<long long>(s.scheduled), static_cast<long long>(scheduled_));
-    check(s.rejected == rejected_, "stats().rejected", static_cast<long long>(s.rejected), static_cast<long long>(rejected_));
-    check(s.cancelled == cancelled_, "stats().cancelled", static_cast<long long>(s.cancelled), static_cast<long long>(cancelled_));
-    check(s.fired == fired_, "stats().fired", static_cast<long long>(s.fired), static_cast<long long>(fired_));
-    check(s.rearmed == rearmed_, "stats().rearmed", static_cast<long long>(s.rearmed), static_cast<long long>(rearmed_));
-    check(s.skipped == skipped_, "stats().skipped", static_cast<long long>(s.skipped), static_cast<long long>(skipped_));
-    check(s.passes == passes_, "stats().passes", static_cast<long long>(s.passes), static_cast<long long>(passes_));
+    check(s.scheduled == scheduled_, "stats().scheduled", static_cast<long long>(s.scheduled),
+          static_cast<long long>(scheduled_));
+    check(s.rejected == rejected_, "stats().rejected", static_cast<long long>(s.rejected),
+          static_cast<long long>(rejected_));
+    check(s.cancelled == cancelled_, "stats().cancelled", static_cast<long long>(s.cancelled),
+          static_cast<long long>(cancelled_));
+    check(s.fired == fired_, "stats().fired", static_cast<long long>(s.fired),
+          static_cast<long long>(fired_));
+    check(s.rearmed == rearmed_, "stats().rearmed", static_cast<long long>(s.rearmed),
+          static_cast<long long>(rearmed_));
+    check(s.skipped == skipped_, "stats().skipped", static_cast<long long>(s.skipped),
+          static_cast<long long>(skipped_));
+    check(s.passes == passes_, "stats().passes", static_cast<long long>(s.passes),
+          static_cast<long long>(passes_));
     check(s.scheduled + s.rearmed == s.fired + s.skipped + s.cancelled + wheel_->pending(),
           "scheduled + rearmed != fired + skipped + cancelled + pending");
 
@@ -800,9 +839,11 @@ class WheelRun {
     const std::uint64_t earliest = slots_.begin()->first;
     const std::int64_t lo = static_cast<std::int64_t>(P_) * tick_;
     const std::int64_t hi = static_cast<std::int64_t>(earliest) * tick_;
-    check(nd->count() > lo && nd->count() <= hi, "next_deadline() is not in (processing tick, earliest due]", nd->count(), hi);
+    check(nd->count() > lo && nd->count() <= hi, "next_deadline() is not in (processing tick, earliest due]",
+          nd->count(), hi);
     const std::uint64_t unit = std::uint64_t{1} << Wheel::kLevelBits;
-    if (earliest <= (P_ / unit + 1) * unit) check(nd->count() == hi, "next_deadline() is not the earliest due", nd->count(), hi);
+    if (earliest <= (P_ / unit + 1) * unit)
+      check(nd->count() == hi, "next_deadline() is not the earliest due", nd->count(), hi);
   }
 
   Bytes& in_;
@@ -811,23 +852,24 @@ class WheelRun {
   std::uint64_t max_tick_ = 0;
   std::size_t max_pending_ = 0;
 
-  std::int64_t now_ = 0;   // the wheel's now, in ns
-  std::uint64_t P_ = 0;    // the tick being processed (where the wheel stands)
-  std::uint64_t T_ = 0;    // the tick of the last advance()'s now
+  std::int64_t now_ = 0;  // the wheel's now, in ns
+  std::uint64_t P_ = 0;   // the tick being processed (where the wheel stands)
+  std::uint64_t T_ = 0;   // the tick of the last advance()'s now
 
-  std::map<std::uint32_t, Timer> timers_;       // pending, by serial
+  std::map<std::uint32_t, Timer> timers_;  // pending, by serial
   std::map<std::uint64_t, std::uint32_t> by_raw_;
-  std::vector<std::uint32_t> live_;             // the serials of timers_, for picking one
+  std::vector<std::uint32_t> live_;                         // the serials of timers_, for picking one
   std::map<std::uint64_t, std::set<std::uint32_t>> slots_;  // Place::wheel, by due tick; no empty sets
   std::set<std::uint32_t> late_;
   std::set<std::uint32_t> due_;
-  std::set<std::uint32_t> alive_;               // serials whose callable exists
-  std::vector<TimerId> dead_;                   // ids of fired and cancelled timers
+  std::set<std::uint32_t> alive_;  // serials whose callable exists
+  std::vector<TimerId> dead_;      // ids of fired and cancelled timers
   std::size_t dead_next_ = 0;
   TimerId last_failure_;
   std::uint32_t next_serial_ = 1;
 
-  std::uint64_t scheduled_ = 0, rejected_ = 0, cancelled_ = 0, fired_ = 0, rearmed_ = 0, skipped_ = 0, passes_ = 0;
+  std::uint64_t scheduled_ = 0, rejected_ = 0, cancelled_ = 0, fired_ = 0, rearmed_ = 0, skipped_ = 0,
+                passes_ = 0;
 
   // The advance() call in progress.
   bool in_call_ = false;

@@ -8,7 +8,8 @@
 namespace tickwheel::detail {
 
 // a + b, saturating at the ends of std::chrono::nanoseconds instead of wrapping.
-inline std::chrono::nanoseconds saturating_add(std::chrono::nanoseconds a, std::chrono::nanoseconds b) noexcept {
+inline std::chrono::nanoseconds saturating_add(std::chrono::nanoseconds a,
+                                               std::chrono::nanoseconds b) noexcept {
   std::chrono::nanoseconds::rep sum;
   if (__builtin_add_overflow(a.count(), b.count(), &sum)) {
     return b.count() > 0 ? std::chrono::nanoseconds::max() : std::chrono::nanoseconds::min();

@@ -42,7 +42,7 @@ struct alignas(kCacheLine) Node {
   // pprev == nullptr  <=>  the node is not in any slot (free, or being fired).
   Node* next;
   Node** pprev;
-  std::uint64_t due;   // deadline in ticks, rounded up to the tick
+  std::uint64_t due;  // deadline in ticks, rounded up to the tick
   // Generation and state of the node's current lifetime, in one word, so that a cancel and a fire
   // racing on different threads are decided by one compare-and-swap. Lifetime k uses four values:
   //
@@ -69,7 +69,7 @@ struct alignas(kCacheLine) Node {
   // order: see each use (a standalone Wheel uses relaxed throughout, one thread touches it; the
   // Engine's cross-thread uses name their pairings).
   std::atomic<std::uint32_t> gen;
-  std::uint32_t index; // the node's position in its pool; fixed once the node is first handed out
+  std::uint32_t index;  // the node's position in its pool; fixed once the node is first handed out
   Thunk thunk;
   alignas(8) std::byte storage[kInlineCallableBytes];
 };
@@ -84,7 +84,8 @@ inline constexpr std::uint32_t kFired = 2;
 inline constexpr std::uint32_t kCancelled = 3;
 inline constexpr std::uint32_t kRunning = 4;
 constexpr std::uint32_t next_lifetime(std::uint32_t gen) noexcept { return ((gen + 3) & ~3u) + kPending; }
-static_assert(next_lifetime(0) == 1 && next_lifetime(2) == 5 && next_lifetime(3) == 5 && next_lifetime(4) == 5);
+static_assert(next_lifetime(0) == 1 && next_lifetime(2) == 5 && next_lifetime(3) == 5 &&
+              next_lifetime(4) == 5);
 static_assert(next_lifetime(0xFFFFFFFFu) == 1, "the last lifetime's cancelled state wraps to the first");
 
 template <class F>
@@ -124,7 +125,8 @@ struct PeriodicMeta {
   static constexpr std::uint64_t kMaxPeriod = (std::uint64_t{1} << kPeriodBits) - 1;
 
   static constexpr std::uint64_t make(std::uint64_t period_ns, unsigned cadence, unsigned misfire) noexcept {
-    return period_ns | (std::uint64_t{cadence} << kPeriodBits) | (std::uint64_t{misfire} << (kPeriodBits + 1));
+    return period_ns | (std::uint64_t{cadence} << kPeriodBits) |
+           (std::uint64_t{misfire} << (kPeriodBits + 1));
   }
   static constexpr std::uint64_t period(std::uint64_t meta) noexcept { return meta & kMaxPeriod; }
   static constexpr unsigned cadence(std::uint64_t meta) noexcept {
@@ -134,7 +136,8 @@ struct PeriodicMeta {
     return static_cast<unsigned>(meta >> (kPeriodBits + 1)) & 3;
   }
 };
-static_assert(PeriodicMeta::period(PeriodicMeta::make(PeriodicMeta::kMaxPeriod, 1, 2)) == PeriodicMeta::kMaxPeriod);
+static_assert(PeriodicMeta::period(PeriodicMeta::make(PeriodicMeta::kMaxPeriod, 1, 2)) ==
+              PeriodicMeta::kMaxPeriod);
 static_assert(PeriodicMeta::cadence(PeriodicMeta::make(5, 1, 2)) == 1 &&
               PeriodicMeta::misfire(PeriodicMeta::make(5, 1, 2)) == 2);
 

@@ -1,9 +1,9 @@
 // tickwheel/detail/pool.hpp — the node pool a wheel owns. Not public API.
 //
-// Design: nodes live in segments of anonymous mapped memory (or of a jemalloc arena: use_arena()). Segment 0 holds nodes [0, 4096),
-// segment k >= 1 holds [4096 * 2^(k-1), 4096 * 2^k), so the pool doubles when it grows, a node's
-// address is one table load and an add away from its index, and a 32-bit index reaches 2^32 nodes
-// in 21 segments. Segments of 2 MiB and more are aligned to 2 MiB and advised for transparent huge
+// Design: nodes live in segments of anonymous mapped memory (or of a jemalloc arena: use_arena()). Segment 0
+// holds nodes [0, 4096), segment k >= 1 holds [4096 * 2^(k-1), 4096 * 2^k), so the pool doubles when it
+// grows, a node's address is one table load and an add away from its index, and a 32-bit index reaches 2^32
+// nodes in 21 segments. Segments of 2 MiB and more are aligned to 2 MiB and advised for transparent huge
 // pages: a million random node accesses then cost data misses, not page walks as well.
 //
 // Memory is committed by first touch (nodes are handed out by bumping a high-water mark), recycled
@@ -60,9 +60,7 @@ class NodePool {
   }
 
   // The node with this index, or nullptr if no node with that index was ever handed out. O(1).
-  Node* find(std::uint32_t index) const noexcept {
-    return index < touched_ ? at(index) : nullptr;
-  }
+  Node* find(std::uint32_t index) const noexcept { return index < touched_ ? at(index) : nullptr; }
 
   // Precondition: index < touched().
   Node* at(std::uint32_t index) const noexcept {
@@ -70,9 +68,9 @@ class NodePool {
     return reinterpret_cast<Node*>(base_[seg] + std::uintptr_t{index} * sizeof(Node));
   }
 
-  std::uint32_t touched() const noexcept { return touched_; }          // nodes ever handed out
-  std::uint64_t capacity() const noexcept { return mapped_; }          // nodes in mapped segments
-  unsigned segments() const noexcept { return segments_; }             // segments mapped so far
+  std::uint32_t touched() const noexcept { return touched_; }  // nodes ever handed out
+  std::uint64_t capacity() const noexcept { return mapped_; }  // nodes in mapped segments
+  unsigned segments() const noexcept { return segments_; }     // segments mapped so far
   std::uint64_t bytes_touched() const noexcept { return std::uint64_t{touched_} * sizeof(Node); }
 
   static constexpr unsigned segment_of(std::uint32_t index) noexcept {

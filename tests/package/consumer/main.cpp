@@ -59,7 +59,7 @@ int main() {
     return 1;
   }
   const tickwheel::Version v = tickwheel::version();
-  std::printf("consumer: tickwheel %s (%u.%u.%u): wheel and engine timers fired\n", v.string,
-              v.major, v.minor, v.patch);
+  std::printf("consumer: tickwheel %s (%u.%u.%u): wheel and engine timers fired\n", v.string, v.major,
+              v.minor, v.patch);
   return 0;
 }
