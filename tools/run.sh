@@ -13,6 +13,9 @@
 #                          (60 by default) over a scratch copy of its seed corpus; an input that fails
 #                          is kept in tests/fuzz/regressions/<target>/ (then replayed by CTest) and the
 #                          run exits non-zero
+#   tools/run.sh soak [m]  Release build, then tools/soak.py: the stress harness back to back for m
+#                          minutes (10 by default) with random profiles and engine options, each
+#                          run's exactly-once accounting checked; exits non-zero on any violation
 #   tools/run.sh format    apply .clang-format to every C++ file of the tree;
 #                          with --check, change nothing and fail naming each file that is off
 set -euo pipefail
@@ -143,6 +146,11 @@ case "$cmd" in
     ;;
   fuzz)
     fuzz_targets "${1:-60}"
+    ;;
+  soak)
+    configure_and_build
+    exec python3 "$root/tools/soak.py" "$build/stress/tickwheel-stress" --minutes "${1:-10}" \
+      --keep "$build/soak-failures" "${@:2}"
     ;;
   format)
     format_tree "$@"
