@@ -110,7 +110,10 @@ struct EngineOptions {
 };
 
 // A copyable handle to one scheduled timer (24 bytes). A default-constructed Timer, or one from a
-// failed schedule, tests false; status() says why the schedule failed.
+// failed schedule, tests false; status() says why the schedule failed. It owns nothing: dropping it
+// neither cancels nor leaks the timer. It may be used while its Engine exists, through stop() and
+// any number of reuses of its node (a stale handle's calls return false); using it after the Engine
+// is destroyed is undefined behaviour, since the node memory goes back to the system then.
 class Timer {
  public:
   Timer() = default;

@@ -208,7 +208,7 @@ class Wheel {
 
   // Throws std::invalid_argument if tick is outside [kMinTick, kMaxTick], start is negative, or
   // max_pending exceeds the pool's 2^32 - 1 node limit; the message names the value. Allocates the
-  // slot arrays (about 245 KiB) and nothing per timer; the pool maps its first segment lazily.
+  // slot arrays (about 238 KiB) and nothing per timer; the pool maps its first segment lazily.
   explicit Wheel(WheelOptions opts = {});
   // Destroys the callables of all pending timers without running them; unmaps the pool.
   ~Wheel();
