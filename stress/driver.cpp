@@ -93,8 +93,7 @@ class Driver {
 
   SlotRange periodic_;
   std::unique_ptr<Slot[]> slots_;
-  std::unique_ptr<Timer[]> periodic_first_;
-  std::unique_ptr<ShardRecorder[]> recorders_;
+  std::unique_ptr<Recorders> recorders_;
   RunShared shared_;
   std::vector<std::unique_ptr<Producer>> producers_;
   std::vector<std::unique_ptr<Canceller>> cancellers_;
@@ -127,18 +126,17 @@ void Driver::build(Engine& engine) {
   // make_unique value-initialises: every slot is written here, so its pages are resident before
   // the RSS baseline.
   slots_ = std::make_unique<Slot[]>(periodic_.end);
-  periodic_first_ = std::make_unique<Timer[]>(periodic);
-  recorders_ = std::make_unique<ShardRecorder[]>(shards);
-  for (std::size_t i = 0; i < shards; ++i) {
-    recorders_[i].init(&engine, slots_.get(), i, o_.tick_ns, o_.period_ns);
-  }
+  // Callbacks run on the workers, or on the pool's threads (and, should the pool's queue fail to
+  // grow, on a worker): one recorder for each thread that may run one.
+  const std::size_t callback_threads =
+      shards + (o_.executor == ExecutorKind::pool ? o_.pool_threads : std::size_t{0});
+  recorders_ =
+      std::make_unique<Recorders>(slots_.get(), periodic_, callback_threads, o_.tick_ns, o_.period_ns);
 
   shared_.options = &o_;
   shared_.engine = &engine;
   shared_.slots = slots_.get();
-  shared_.periodic_first = periodic_first_.get();
   shared_.recorders = recorders_.get();
-  shared_.periodic = periodic_;
   shared_.rate_per_producer = o_.schedule_rate / producers;
   for (unsigned i = 0; i < o_.cancellers; ++i) {
     cancellers_.push_back(std::make_unique<Canceller>(shared_));
@@ -154,8 +152,9 @@ void Driver::build(Engine& engine) {
     producers_.push_back(std::make_unique<Producer>(shared_, p, share(oneshots, p), share(periodic_, p),
                                                     p == 0 ? bursts : SlotRange{bursts.end, bursts.end}));
   }
-  r_.harness_bytes = std::uint64_t{periodic_.end} * sizeof(Slot) + std::uint64_t{periodic} * sizeof(Timer) +
-                     shards * sizeof(ShardRecorder) + std::uint64_t{timers} * sizeof(std::uint32_t) +
+  r_.harness_bytes = std::uint64_t{periodic_.end} * sizeof(Slot) +
+                     std::uint64_t{periodic} * sizeof(std::int64_t) + callback_threads * sizeof(Recorder) +
+                     std::uint64_t{timers} * sizeof(std::uint32_t) +
                      producers * (sizeof(Producer) + Calendar::kBuckets * sizeof(std::vector<Event>));
 }
 
@@ -191,16 +190,17 @@ Sample Driver::sample(std::int64_t now, Engine& engine) {
   }
   for (const auto& c : cancellers_) s.cancelled += c->cancels.cancelled.get();
   auto lateness = std::make_unique<Histogram>();
-  for (std::size_t i = 0; i < r_.shards; ++i) {
-    s.scheduled += recorders_[i].rearmed.get();
-    s.fired += recorders_[i].fired.get();
-    recorders_[i].oneshot_lateness.add_to(*lateness);
-    recorders_[i].periodic_lateness.add_to(*lateness);
+  for (const Recorder& rec : recorders_->claimed()) {
+    s.fired += rec.fired.get();
+    rec.oneshot_lateness.add_to(*lateness);
+    rec.periodic_lateness.add_to(*lateness);
   }
   const EngineStats es = engine.stats();
   s.pending = es.pending;
   s.queued = es.queue_depth;
   s.transfer_cap_hits = es.transfer_cap_hits;
+  s.executing = es.executing;
+  r_.max_executing = std::max(r_.max_executing, es.executing);
   const double dt = s.t_s - previous_.t_s;
   if (dt > 0) {
     s.schedule_rate = static_cast<double>(s.scheduled - previous_.scheduled) / dt;
@@ -227,12 +227,16 @@ Sample Driver::sample(std::int64_t now, Engine& engine) {
 void Driver::print_status(const Sample& s) {
   if (o_.quiet) return;
   char line[256];
-  std::snprintf(line, sizeof line,
-                "[%5.1f/%s] sched %s/s  cancel %s/s  fire %s/s  pending %s  lateness p99 %s (so far %s)",
-                s.t_s, format_duration(o_.duration_ns).c_str(), si(s.schedule_rate).c_str(),
-                si(s.cancel_rate).c_str(), si(s.fire_rate).c_str(),
-                si(static_cast<double>(s.pending + s.queued)).c_str(), us(s.p99_ns).c_str(),
-                us(s.p99_so_far_ns).c_str());
+  const int n = std::snprintf(
+      line, sizeof line,
+      "[%5.1f/%s] sched %s/s  cancel %s/s  fire %s/s  pending %s  lateness p99 %s (so far %s)", s.t_s,
+      format_duration(o_.duration_ns).c_str(), si(s.schedule_rate).c_str(), si(s.cancel_rate).c_str(),
+      si(s.fire_rate).c_str(), si(static_cast<double>(s.pending + s.queued)).c_str(), us(s.p99_ns).c_str(),
+      us(s.p99_so_far_ns).c_str());
+  if (o_.executor == ExecutorKind::pool && n > 0 && static_cast<std::size_t>(n) < sizeof line) {
+    std::snprintf(line + n, sizeof line - static_cast<std::size_t>(n), "  executing %s",
+                  si(static_cast<double>(s.executing)).c_str());
+  }
   // On a terminal the line is rewritten in place (\r, then erase to the end of the line);
   // elsewhere (a log, a pipe) each second is its own line.
   status_ << (in_place_ ? "\r" : "") << line << (in_place_ ? "\x1b[K" : "\n") << std::flush;
@@ -245,6 +249,7 @@ void Driver::collect(Engine& engine) {
     r_.schedule_batches += p->schedules.batches.get();
     r_.schedule_ns += p->schedules.ns.get();
     r_.periodic_started += p->periodic_started;
+    r_.periodic_inexact += p->periodic_inexact;
     for (std::size_t k = 0; k < kStatusCount; ++k) r_.rejected[k] += p->rejected_by[k];
     r_.probes += p->probes;
     r_.probe_failures += p->probe_failures;
@@ -270,29 +275,34 @@ void Driver::collect(Engine& engine) {
 
   r_.engine = engine.stats();
   r_.min_lateness_ns = std::numeric_limits<std::int64_t>::max();
-  for (std::size_t i = 0; i < r_.shards; ++i) {
-    ShardRecorder& rec = recorders_[i];
-    ShardReport shard;
-    shard.engine = r_.engine.shards[i];
-    shard.fired = rec.fired.get();
-    shard.rearmed = rec.rearmed.get();
-    rec.oneshot_lateness.add_to(shard.lateness);
-    rec.periodic_lateness.add_to(shard.lateness);
+  for (const Recorder& rec : recorders_->claimed()) {
+    ThreadReport thread;
+    if (o_.executor == ExecutorKind::inline_) {
+      // Every timer is on its producer's home shard (the off-shard rule checks it), and with no
+      // executor a worker runs only its own shard's timers.
+      for (const auto& p : producers_) {
+        if (p->owns(rec.first_slot)) thread.shard = static_cast<std::int64_t>(p->home());
+      }
+    }
+    thread.fired = rec.fired.get();
+    thread.periodic_runs = rec.periodic_runs.get();
+    rec.oneshot_lateness.add_to(thread.lateness);
+    rec.periodic_lateness.add_to(thread.lateness);
     rec.oneshot_lateness.add_to(r_.oneshot_lateness);
     rec.periodic_lateness.add_to(r_.periodic_lateness);
     rec.past_tick.add_to(r_.lateness_past_tick);
-    r_.fired += shard.fired;
-    r_.rearmed += shard.rearmed;
+    r_.fired += thread.fired;
+    r_.periodic_runs += thread.periodic_runs;
     r_.double_fires += rec.double_fires;
+    r_.overlapping_runs += rec.overlapping_runs;
     r_.fired_after_cancel += rec.fired_after_cancel;
     r_.stray_fires += rec.stray_fires;
     r_.early_fires += rec.early_fires;
     r_.fired_before_tick += rec.fired_before_tick;
-    r_.off_shard += rec.off_shard;
     r_.min_lateness_ns = std::min(r_.min_lateness_ns, rec.min_lateness_ns);
-    for (std::size_t k = 0; k < kStatusCount; ++k) r_.rearm_rejected[k] += rec.rearm_rejected[k];
-    r_.per_shard.push_back(std::move(shard));
+    r_.callback_threads.push_back(std::move(thread));
   }
+  r_.unrecorded_fires = recorders_->unrecorded();
   r_.lateness.merge(r_.oneshot_lateness);
   r_.lateness.merge(r_.periodic_lateness);
   if (r_.fired == 0) r_.min_lateness_ns = 0;
@@ -309,8 +319,7 @@ void Driver::check_slots(std::vector<Timer>& returned) {
   }
   for (std::uint32_t s = 0; s < periodic_.end; ++s) {
     Slot& slot = slots_[s];
-    // A periodic slot's handle is in the slot once its worker re-armed it, else it is the first.
-    Timer& handle = periodic_.contains(s) && !slot.timer ? periodic_first_[s - periodic_.begin] : slot.timer;
+    Timer& handle = slot.timer;
     switch (state_of(slot.state.load(std::memory_order_relaxed))) {
       case SlotState::pending:
         // Cancelled just above iff stop() returned it: no node was reused since (nothing has been
@@ -318,8 +327,8 @@ void Driver::check_slots(std::vector<Timer>& returned) {
         if (!handle.cancelled()) ++r_.pending_not_returned;
         break;
       case SlotState::idle:
-        // The last arm failed, or a periodic re-arm was refused: the handle, if any, is the
-        // instance before, which fired; a second cancel must refuse it like any stale one.
+        // The last arm failed: the handle, if any, is the instance before, which fired or was
+        // cancelled; a second cancel must refuse it like any stale one.
         if (!handle) break;
         [[fallthrough]];
       case SlotState::fired:
@@ -348,6 +357,12 @@ Report Driver::run() {
     std::lock_guard lock(notices_mutex_);
     notices_.emplace_back(line);
   };
+  if (o_.executor == ExecutorKind::pool) {
+    ThreadPoolOptions pool;
+    pool.threads = o_.pool_threads;
+    pool.log = eo.log;
+    eo.executor = std::make_shared<ThreadPoolExecutor>(std::move(pool));
+  }
   Engine engine(std::move(eo));
   engine.start();
   build(engine);

@@ -6,9 +6,9 @@
 // array of counters and five scalars); nothing in it is global or shared.
 //
 // ConcurrentHistogram, below, is the same layout for a value recorded on one thread and read while
-// it runs: the harness keeps one per shard, written only by that shard's worker inside callbacks,
-// and its sampler thread copies them into plain Histograms once a second for the status line and
-// the per-second series (merge() them, and since() for what one second added).
+// it runs: the harness keeps one per thread that runs callbacks (a worker or a pool thread), written
+// only by that thread, and its sampler thread copies them into plain Histograms once a second for the status
+// line and the per-second series (merge() them, and since() for what one second added).
 //
 // Layout and precision. Values below 2 * kSubBuckets (256 ns) each have their own bucket and are
 // exact. Above that, every power-of-two range [2^e, 2^(e+1)) is split into kSubBuckets = 128 linear

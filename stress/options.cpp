@@ -87,6 +87,7 @@ std::string show_unsigned(const unsigned& v) { return std::to_string(v); }
 std::string show_double(const double& v) { return number(v); }
 std::string show_delay(const DelayKind& k) { return std::string(name_of(k)); }
 std::string show_wait(const WaitStrategy& w) { return std::string(name_of(w)); }
+std::string show_executor(const ExecutorKind& e) { return std::string(name_of(e)); }
 
 }  // namespace
 
@@ -105,6 +106,14 @@ std::string_view name_of(WaitStrategy w) noexcept {
     case WaitStrategy::sleep: return "sleep";
     case WaitStrategy::spin: return "spin";
     case WaitStrategy::hybrid: return "hybrid";
+  }
+  return "?";
+}
+
+std::string_view name_of(ExecutorKind e) noexcept {
+  switch (e) {
+    case ExecutorKind::inline_: return "inline";
+    case ExecutorKind::pool: return "pool";
   }
   return "?";
 }
@@ -136,7 +145,8 @@ std::string describe(const Options& o) {
   }
   std::string s = "profile " + o.profile + ": " + std::to_string(o.timers) + " timers, delay " + delay +
                   ", cancel share " + number(o.cancel_share) + ", " + std::to_string(o.periodic) +
-                  " periodic every " + format_duration(o.period_ns);
+                  " periodic every " + format_duration(o.period_ns) +
+                  " (schedule_every, fixed rate, catch_up)";
   s += o.burst != 0 ? ", bursts of " + std::to_string(o.burst) + " every " + format_duration(o.burst_every_ns)
                     : ", no bursts";
   s += ", producers " + (o.producers != 0 ? std::to_string(o.producers) : std::string("one per shard")) +
@@ -147,6 +157,9 @@ std::string describe(const Options& o) {
        ", tick " + format_duration(o.tick_ns) + ", wait " + std::string(name_of(o.wait)) + ", transfer cap " +
        std::to_string(o.transfer_cap) + (o.pin ? ", pinned" : ", not pinned") + ", max pending " +
        (o.max_pending != 0 ? std::to_string(o.max_pending) : std::string("unlimited"));
+  s += o.executor == ExecutorKind::pool ? ", executor pool of " + std::to_string(o.pool_threads) +
+                                              (o.pool_threads == 1 ? " thread" : " threads")
+                                        : std::string(", executor inline");
   return s;
 }
 
@@ -156,10 +169,11 @@ CommandLine parse_command_line(int argc, char** argv) {
   CLI::App app{
       "tickwheel-stress: drives a tickwheel::Engine (real worker threads, the real monotonic clock)\n"
       "with producer threads that keep a population of one-shot timers armed, cancel a share of them\n"
-      "before they fire (from the producers and from canceller threads), and periodic timers that\n"
-      "re-arm themselves. It measures and reports; it asserts no latency figure. Reports: schedule,\n"
-      "cancel and fire throughput; the lateness of every fire (callback start - deadline) as\n"
-      "percentiles; tick lag; per-shard counters; transfer-cap hits; wake-ups; memory per pending\n"
+      "before they fire (from the producers and from canceller threads), and periodic timers\n"
+      "(Engine::schedule_every); callbacks run on the workers or on a thread pool (--executor).\n"
+      "It measures and reports; it asserts no latency figure. Reports: schedule, cancel and fire\n"
+      "throughput; the lateness of every fire (callback start - deadline) as percentiles; tick lag;\n"
+      "per-shard counters; transfer-cap hits; wake-ups; the callback threads; memory per pending\n"
       "timer; the clock's own cost; and exactly-once accounting, which alone decides the exit status.",
       "tickwheel-stress"};
 
@@ -239,11 +253,14 @@ CommandLine parse_command_line(int argc, char** argv) {
   bind.add("--short-share", &Options::short_share, "bimodal: share of delays that are short", show_double)
       ->check(CLI::Range(0.0, 1.0));
   bind.add("--periodic", &Options::periodic,
-           "Periodic timers, besides the one-shots, started at random phases; each callback re-arms "
-           "its timer with schedule_after(period) on its own shard",
+           "Periodic timers, besides the one-shots, started at random phases: each is one "
+           "Engine::schedule_every() timer on its producer's home shard, fixed rate with "
+           "Misfire::catch_up, so every period runs once and each run's lateness is measured against "
+           "its own point on the timer's grid; stop() returns them",
            show_u64)
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
-  as_duration(bind.add("--period", &Options::period_ns, "Period of the periodic timers", show_duration),
+  as_duration(bind.add("--period", &Options::period_ns,
+                       "Period of the periodic timers, a whole number of ticks (fixed rate)", show_duration),
               positive_up_to_a_day);
   bind.add("--burst", &Options::burst,
            "Timers the first producer schedules in one tight loop every --burst-every (a flood "
@@ -284,6 +301,18 @@ CommandLine parse_command_line(int argc, char** argv) {
            "Pending timers per shard past which schedules are rejected (counted, re-tried); "
            "0 = unlimited",
            show_size);
+  bind.add("--executor", &Options::executor,
+           "Where fired callbacks run: inline (on the shard's worker, in its pass) or pool (handed to "
+           "a tickwheel::ThreadPoolExecutor of --pool-threads threads, not pinned)",
+           show_executor)
+      ->type_name("KIND")
+      ->transform(
+          CLI::CheckedTransformer(std::map<std::string, ExecutorKind>{{"inline", ExecutorKind::inline_},
+                                                                      {"pool", ExecutorKind::pool}})
+              .description("{inline,pool}"));
+  CLI::Option* pool_threads =
+      bind.add("--pool-threads", &Options::pool_threads, "Threads of the pool (--executor pool)", show_size);
+  pool_threads->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
   // Output.
   app.add_option("--json", o.json_path, "Write the whole report as JSON to this file; '' = none")
       ->capture_default_str();
@@ -328,6 +357,14 @@ CommandLine parse_command_line(int argc, char** argv) {
       throw CLI::ValidationError(
           "--delay-min",
           format_duration(o.delay_min_ns) + " is longer than --delay-max " + format_duration(o.delay_max_ns));
+    }
+    if (o.periodic != 0 && o.period_ns % o.tick_ns != 0) {
+      throw CLI::ValidationError("--period",
+                                 format_duration(o.period_ns) + " is not a whole number of --tick " +
+                                     format_duration(o.tick_ns) + " (periodic timers run at fixed rate)");
+    }
+    if (pool_threads->count() != 0 && o.executor != ExecutorKind::pool) {
+      throw CLI::ValidationError("--pool-threads", "needs --executor pool");
     }
     if (o.timers + o.periodic + o.burst > kMaxSlots) {
       throw CLI::ValidationError("--timers", "--timers + --periodic + --burst must be below 2^32");

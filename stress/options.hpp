@@ -24,8 +24,15 @@ enum class DelayKind {
                 // and an idle timeout, each a configured constant as in a real gateway
 };
 
+// Where the engine runs fired callbacks (EngineOptions::executor).
+enum class ExecutorKind {
+  inline_,  // no executor: on the shard's worker, in its pass
+  pool,     // a tickwheel::ThreadPoolExecutor of pool_threads threads (not pinned)
+};
+
 std::string_view name_of(DelayKind k) noexcept;
 std::string_view name_of(WaitStrategy w) noexcept;
+std::string_view name_of(ExecutorKind e) noexcept;
 
 struct Options {
   std::string profile = "default";
@@ -48,7 +55,10 @@ struct Options {
   std::int64_t delay_short_ns = 100'000'000;    // 100ms
   std::int64_t delay_long_ns = 30'000'000'000;  // 30s
   double short_share = 0.5;
-  std::uint64_t periodic = 10'000;              // periodic timers, besides the one-shots
+  // Periodic timers, besides the one-shots: each one Engine::schedule_every() timer on its
+  // producer's home shard, fixed rate with Misfire::catch_up (see workload.hpp), never cancelled
+  // before stop(), which returns it.
+  std::uint64_t periodic = 10'000;
   std::int64_t period_ns = 100'000'000;         // 100ms
   std::uint64_t burst = 0;                      // schedules per burst, in a tight loop; 0 = none
   std::int64_t burst_every_ns = 2'000'000'000;  // 2s
@@ -62,6 +72,8 @@ struct Options {
   std::size_t transfer_cap = 100'000;
   bool pin = true;
   std::size_t max_pending = 0;  // per shard; 0 = unlimited
+  ExecutorKind executor = ExecutorKind::inline_;
+  std::size_t pool_threads = 2;  // with ExecutorKind::pool
 
   // ---- Output ----
   std::string json_path = "tickwheel-stress.json";  // empty = none

@@ -55,6 +55,7 @@ Producer::Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRa
     : shared_(shared),
       o_(*shared.options),
       index_(index),
+      oneshots_(oneshots),
       periodic_(periodic),
       burst_(burst),
       rng_(seeded(shared.options->seed, index)),
@@ -97,7 +98,6 @@ bool Producer::probe() {
   }
   ++probes;
   home_ = probe.shard();
-  rec_ = &shared_.recorders[home_];
   if (!probe.cancel()) ++probe_failures;
   return true;
 }
@@ -111,9 +111,22 @@ void Producer::make_ready(std::uint32_t slot) {
   ++ready_count_;
 }
 
+// Each periodic timer's first run is on a tick boundary g the producer picks: a random phase into
+// the period, at least a tick after the clock read `before` that precedes its schedule call. The
+// engine's first deadline is its own clock read inside the call (between `before` and the read
+// `after` that follows the call) plus the initial delay g - before - (tick - 1), so it lies in
+// [g - tick + 1, g - tick + 1 + (after - before)] and rounds up to exactly g whenever the call took
+// less than a tick. A slower call (the thread preempted) may put the grid a tick or more later: g is
+// then a lower bound, so that timer's lateness is overstated, never understated, and it is counted
+// (periodic_inexact). So each call is its own timed bracket: a batch of n calls is n brackets, the
+// read after one call being the read before the next.
 void Producer::start_periodic() {
   Slot* slots = shared_.slots;
+  Recorders* recorders = shared_.recorders;
+  const std::int64_t tick = o_.tick_ns;
   std::uniform_int_distribution<std::int64_t> phase(0, o_.period_ns - 1);
+  PeriodicOptions every;
+  every.misfire = Misfire::catch_up;  // every grid point runs: run k is due at g + k * period
   for (std::uint32_t from = periodic_.begin; from < periodic_.end;) {
     const std::uint32_t to =
         from + static_cast<std::uint32_t>(std::min<std::size_t>(kBatch, periodic_.end - from));
@@ -124,20 +137,23 @@ void Producer::start_periodic() {
       slots[s].state.store(slot_word(seq, SlotState::pending), std::memory_order_relaxed);
       plan_.push_back(Plan{s, seq, phase(rng_), -1.0, 0});
     }
-    Timer* first = shared_.periodic_first;
-    const std::uint32_t base = shared_.periodic.begin;
     const std::int64_t t0 = Clock::now();
+    std::int64_t before = t0;
     for (Plan& p : plan_) {
-      p.deadline = t0 + p.delay;
-      first[p.slot - base] =
-          shared_.engine->schedule_at(Clock::at(p.deadline), FirePeriodic{rec_, p.deadline, p.slot, p.seq});
+      p.deadline = (before + tick + p.delay + tick - 1) / tick * tick;
+      recorders->set_first_run(p.slot, p.deadline);
+      every.initial_delay = Nanos(p.deadline - before - (tick - 1));
+      slots[p.slot].timer =
+          shared_.engine->schedule_every(Nanos(o_.period_ns), FirePeriodic{recorders, p.slot, p.seq}, every);
+      const std::int64_t after = Clock::now();
+      p.call_ns = after - before;
+      before = after;
     }
-    const std::int64_t t1 = Clock::now();
     schedules.calls.add(plan_.size());
-    schedules.ns.add(static_cast<std::uint64_t>(t1 - t0));
-    schedules.batches.add(1);
+    schedules.ns.add(static_cast<std::uint64_t>(before - t0));
+    schedules.batches.add(plan_.size());
     for (const Plan& p : plan_) {
-      const Timer& t = first[p.slot - base];
+      const Timer& t = slots[p.slot].timer;
       if (!t) {
         slots[p.slot].state.store(slot_word(p.seq, SlotState::idle), std::memory_order_relaxed);
         rejected.add(1);
@@ -146,6 +162,7 @@ void Producer::start_periodic() {
       }
       scheduled.add(1);
       ++periodic_started;
+      if (p.call_ns > tick - 1) ++periodic_inexact;
       if (t.shard() != home_) ++off_shard;
     }
     from = to;
@@ -170,8 +187,8 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
   const std::int64_t t0 = Clock::now();
   for (Plan& p : plan_) {
     p.deadline = t0 + p.delay;
-    slots[p.slot].timer =
-        shared_.engine->schedule_at(Clock::at(p.deadline), FireOnce{rec_, p.deadline, p.slot, p.seq});
+    slots[p.slot].timer = shared_.engine->schedule_at(Clock::at(p.deadline),
+                                                      FireOnce{shared_.recorders, p.deadline, p.slot, p.seq});
   }
   const std::int64_t t1 = Clock::now();
   const auto ns = static_cast<std::uint64_t>(t1 - t0);

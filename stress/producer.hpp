@@ -5,11 +5,12 @@
 // A producer, on its thread:
 //   1. schedules one probe timer (an hour out) and cancels it: the engine keeps all of a thread's
 //      schedule_at() calls on one home shard, picked on its first schedule, and the probe tells the
-//      producer which one, so its callables can carry that shard's recorder. It then waits for the
-//      driver's go: the cancellers start only once every producer has probed, so the producers take
-//      the first places of the engine's round robin (one shard each, while they are no more than
-//      the shards) and a canceller's registration cannot push two producers onto one shard;
-//   2. arms its share of the periodic timers at random phases over one period;
+//      producer which one, so it can check that each of its timers lands there (and the report can
+//      name the shard of a worker by the first timer it ran). It then waits for the driver's go: the
+//      cancellers start only once every producer has probed, so the producers take the first places of the
+//      engine's round robin (one shard each, while they are no more than the shards) and a canceller's
+//      registration cannot push two producers onto one shard;
+//   2. arms its share of the periodic timers at random phases over one period (schedule_every);
 //   3. loops until told to stop: runs the due events of its calendar (a cancel, or a check that
 //      finds a slot's timer fired or cancelled), cancels what is due, re-arms what is resolved, and
 //      sleeps when there is nothing to do. Every re-arm draws a new delay and a fate: with
@@ -17,8 +18,9 @@
 //      check just after the deadline. A refused schedule (a full shard) puts the slot back in line
 //      and pauses re-arms for a back-off that doubles while refusals go on.
 // Schedule and cancel calls are made in batches of at most kBatch (a burst is one batch), each
-// bracketed by two clock reads with nothing else inside, so the time inside the engine's calls is
-// measured apart from the harness's own planning and bookkeeping.
+// bracketed by two clock reads with nothing else inside (a periodic timer's schedule call has a
+// bracket of its own, see start_periodic()), so the time inside the engine's calls is measured
+// apart from the harness's own planning and bookkeeping.
 #pragma once
 
 #include <atomic>
@@ -40,25 +42,13 @@ namespace tickwheel::stress {
 
 class Canceller;
 
-// A half-open range of slot numbers.
-struct SlotRange {
-  std::uint32_t begin = 0;
-  std::uint32_t end = 0;
-  std::uint32_t size() const noexcept { return end - begin; }
-  bool contains(std::uint32_t s) const noexcept { return s >= begin && s < end; }
-};
-
 // What the driver shares with every producer and canceller. Set up before any thread starts.
 struct RunShared {
   const Options* options = nullptr;
   Engine* engine = nullptr;
   Slot* slots = nullptr;
-  Timer* periodic_first = nullptr;  // the first instance's handle of each periodic slot, indexed
-                                    // from periodic.begin (later ones are in the slot, written by
-                                    // the worker that re-arms it)
-  ShardRecorder* recorders = nullptr;
+  Recorders* recorders = nullptr;
   std::vector<Canceller*> cancellers;
-  SlotRange periodic;
   std::atomic<unsigned> probed{0};  // producers past their probe
   std::atomic<bool> go{false};      // the driver's start signal (after start_ns is set)
   std::atomic<bool> stop{false};    // producers finish their loop
@@ -99,6 +89,9 @@ class Producer {
 
   // After the probe (the driver waits for RunShared::probed).
   std::size_t home() const noexcept { return home_; }
+  bool owns(std::uint32_t slot) const noexcept {
+    return oneshots_.contains(slot) || periodic_.contains(slot) || burst_.contains(slot);
+  }
   const std::string& setup_error() const noexcept { return setup_error_; }
 
   // Live: single writer (this producer's thread), any reader.
@@ -115,6 +108,9 @@ class Producer {
   // Read after the thread is joined.
   StatusCounts rejected_by{};
   std::uint64_t periodic_started = 0;
+  // Periodic timers whose first grid point is known only as a lower bound: their schedule call
+  // took a tick or more (see start_periodic()).
+  std::uint64_t periodic_inexact = 0;
   std::uint64_t probes = 0;          // probe timers scheduled (each cancelled at once)
   std::uint64_t probe_failures = 0;  // a probe whose cancel() returned false
   std::uint64_t off_shard = 0;       // a timer that landed on another shard than the home one
@@ -123,9 +119,10 @@ class Producer {
   struct Plan {
     std::uint32_t slot;
     std::uint32_t seq;
-    std::int64_t delay;
-    double cancel_at;  // share of the delay at which to cancel, or < 0: let it fire
+    std::int64_t delay;  // periodic: the phase of the first run into the period
+    double cancel_at;    // share of the delay at which to cancel, or < 0: let it fire
     std::int64_t deadline;
+    std::int64_t call_ns = 0;  // periodic: between the clock reads before and after its schedule
   };
 
   bool probe();
@@ -141,10 +138,10 @@ class Producer {
   RunShared& shared_;
   const Options& o_;
   const unsigned index_;
+  const SlotRange oneshots_;
   const SlotRange periodic_;
   const SlotRange burst_;
   std::size_t home_ = 0;
-  ShardRecorder* rec_ = nullptr;
   std::string setup_error_;
 
   std::mt19937_64 rng_;

@@ -27,7 +27,7 @@ constexpr std::array kProfiles{
               o.periodic = 0;
             }},
     Profile{"heartbeat",
-            "200k periodic heartbeats at 1s, re-armed from their own callbacks, beside 10k one-shots",
+            "200k periodic heartbeats at 1s (schedule_every: the engine re-arms them), beside 10k one-shots",
             [](Options& o) {
               o.timers = 10'000;
               o.periodic = 200'000;

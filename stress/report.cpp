@@ -100,6 +100,11 @@ void status_json(JsonWriter& json, std::string_view key, const StatusCounts& c) 
   json.end_object();
 }
 
+// Threads of the executor's pool, 0 without one.
+std::size_t pool_threads(const Report& r) {
+  return r.options.executor == ExecutorKind::pool ? r.options.pool_threads : 0;
+}
+
 void rule(Report& r, bool broken, std::string message) {
   if (broken) r.failures.push_back(std::move(message));
 }
@@ -112,23 +117,24 @@ double Report::bytes_per_pending() const noexcept {
          static_cast<double>(peak_pending);
 }
 
-std::uint64_t Report::total_rejected() const noexcept { return sum(rejected) + sum(rearm_rejected); }
-
-std::uint64_t Report::oneshot_fired() const noexcept {
-  const std::uint64_t periodic_fires = rearmed + sum(rearm_rejected);
-  return fired > periodic_fires ? fired - periodic_fires : 0;
-}
+std::uint64_t Report::total_rejected() const noexcept { return sum(rejected); }
 
 void check_accounting(Report& r) {
   r.failures.clear();
   const std::uint64_t scheduled = r.total_scheduled();
   const std::uint64_t cancelled = r.total_cancelled();
-  rule(r, scheduled != r.fired + cancelled + r.returned,
-       format("scheduled %llu != fired %llu + cancelled %llu + returned at stop %llu "
+  rule(r, scheduled + r.periodic_runs != r.fired + cancelled + r.returned,
+       format("scheduled %llu + periodic runs %llu != fired %llu + cancelled %llu + returned at stop %llu "
               "(a timer was lost or counted twice)",
-              ull(scheduled), ull(r.fired), ull(cancelled), ull(r.returned)));
+              ull(scheduled), ull(r.periodic_runs), ull(r.fired), ull(cancelled), ull(r.returned)));
   rule(r, r.double_fires != 0,
        format("%llu callbacks ran for a timer that had already fired", ull(r.double_fires)));
+  rule(r, r.overlapping_runs != 0,
+       format("%llu periodic runs started while another run of the same timer ran", ull(r.overlapping_runs)));
+  rule(r, r.unrecorded_fires != 0,
+       format("%llu callbacks ran on a thread beyond the %zu workers and %zu pool threads, unrecorded "
+              "(other rules may break with them)",
+              ull(r.unrecorded_fires), r.shards, pool_threads(r)));
   rule(r, r.fired_after_cancel != 0,
        format("%llu callbacks ran for a timer whose cancel() had returned true", ull(r.fired_after_cancel)));
   rule(r, r.stray_fires != 0,
@@ -163,11 +169,25 @@ void check_accounting(Report& r) {
   const EngineStats& e = r.engine;
   rule(r,
        e.scheduled != scheduled || e.fired != r.fired || e.cancelled != cancelled ||
-           e.rejected != r.total_rejected(),
-       format("Engine::stats() (scheduled %llu, fired %llu, cancelled %llu, rejected %llu) "
-              "disagrees with the harness (%llu, %llu, %llu, %llu)",
-              ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected), ull(scheduled), ull(r.fired),
-              ull(cancelled), ull(r.total_rejected())));
+           e.rejected != r.total_rejected() || e.rearmed != r.periodic_runs || e.pending != r.returned,
+       format("Engine::stats() (scheduled %llu, fired %llu, cancelled %llu, rejected %llu, rearmed %llu, "
+              "pending %llu) disagrees with the harness (%llu, %llu, %llu, %llu, periodic runs %llu, "
+              "returned at stop %llu)",
+              ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected), ull(e.rearmed),
+              ull(e.pending), ull(scheduled), ull(r.fired), ull(cancelled), ull(r.total_rejected()),
+              ull(r.periodic_runs), ull(r.returned)));
+  rule(r, e.skipped != 0,
+       format("Engine::stats().skipped is %llu, but Misfire::catch_up never skips a period", ull(e.skipped)));
+  rule(r, e.scheduled + e.rearmed != e.fired + e.skipped + e.cancelled + e.pending,
+       format("Engine::stats() broke its own identity once still: scheduled %llu + rearmed %llu != fired "
+              "%llu + skipped %llu + cancelled %llu + pending %llu",
+              ull(e.scheduled), ull(e.rearmed), ull(e.fired), ull(e.skipped), ull(e.cancelled),
+              ull(e.pending)));
+  rule(
+      r, e.executing != 0,
+      format("Engine::stats().executing is %llu after stop(), which waits for every task", ull(e.executing)));
+  rule(r, r.options.executor == ExecutorKind::inline_ && r.max_executing != 0,
+       format("Engine::stats().executing reached %llu with no executor", ull(r.max_executing)));
   rule(r, e.callback_errors != 0,
        format("%llu callbacks threw, though none of the harness's can", ull(e.callback_errors)));
 }
@@ -189,18 +209,16 @@ void print_report(const Report& r, std::ostream& out) {
       r.run_s, r.producers, r.cancellers, r.shards, r.hardware_threads, r.stop_s * 1e3);
   s += format(
       "schedule    %llu calls by producers, %llu scheduled (%.0f/s over the run), rejected: %s\n"
-      "            inside schedule_at(): %.1f ns per call net of the clock = %.2f M/s per producer "
-      "thread (%.1f calls per timed batch: up to 256, a burst whole; small batches pay cold caches)\n"
-      "            periodic: %llu started, %llu re-armed from callbacks (%.0f/s), re-arms refused: %s%s\n",
+      "            inside schedule_at() and schedule_every(): %.1f ns per call net of the clock = %.2f M/s "
+      "per producer thread (%.1f calls per timed batch: up to 256, a burst whole, a periodic start "
+      "alone; small batches pay cold caches)\n"
+      "            periodic: %llu started with schedule_every (fixed rate, catch_up), %llu of them with "
+      "their first grid point a lower bound (its schedule call took a tick or more)\n",
       ull(r.schedule_calls), ull(r.scheduled), per_second(r.scheduled, r.run_s),
       by_status(r.rejected).c_str(), sched_ns, sched_ns > 0 ? 1e3 / sched_ns : 0.0,
       r.schedule_batches ? static_cast<double>(r.schedule_calls) / static_cast<double>(r.schedule_batches)
                          : 0.0,
-      ull(r.periodic_started), ull(r.rearmed), per_second(r.rearmed, r.run_s),
-      by_status(r.rearm_rejected).c_str(),
-      r.rearm_rejected[static_cast<std::size_t>(Status::stopped)] != 0
-          ? " (stopped: they fired while the engine stopped)"
-          : "");
+      ull(r.periodic_started), ull(r.periodic_inexact));
   if (r.bursts != 0) {
     const double avg_ms = static_cast<double>(r.burst_ns) / static_cast<double>(r.bursts) / 1e6;
     s += format(
@@ -226,37 +244,52 @@ void print_report(const Report& r, std::ostream& out) {
           ? static_cast<double>(r.cancelled) / static_cast<double>(r.cancelled + r.oneshot_fired())
           : 0.0,
       o.cancel_share);
-  s += format("fire        %llu callbacks (%.0f/s)\n", ull(r.fired), per_second(r.fired, r.run_s));
+  s += format("fire        %llu callbacks (%.0f/s), of which %llu periodic runs (%.0f/s)\n", ull(r.fired),
+              per_second(r.fired, r.run_s), ull(r.periodic_runs), per_second(r.periodic_runs, r.run_s));
   s += "  lateness, callback start - deadline (us), every fire:\n    " + percentile_line(r.lateness) + "\n";
   s += "  one-shot timers only:\n    " + percentile_line(r.oneshot_lateness) + "\n";
-  s += "  periodic timers only (re-armed from their callback, so about a tick late by construction):\n    " +
+  s += "  periodic runs only, each against its own point on the timer's grid:\n    " +
        percentile_line(r.periodic_lateness) + "\n";
   s += "  past the tick, callback start - deadline rounded up to the tick (us):\n    " +
        percentile_line(r.lateness_past_tick) + "\n";
   s += "tick lag    a pass's start behind the deadline it waited (or spun) for; the engine keeps "
        "only the worst per shard:";
-  for (std::size_t i = 0; i < r.per_shard.size(); ++i) {
-    s += format(" shard %zu %.1f us%s", i, us(static_cast<double>(r.per_shard[i].engine.max_tick_lag_ns)),
-                i + 1 < r.per_shard.size() ? "," : "");
+  const EngineStats& e = r.engine;
+  for (std::size_t i = 0; i < e.shards.size(); ++i) {
+    s += format(" shard %zu %.1f us%s", i, us(static_cast<double>(e.shards[i].max_tick_lag_ns)),
+                i + 1 < e.shards.size() ? "," : "");
   }
   s += "\n";
-  const EngineStats& e = r.engine;
   s += format(
       "engine      transfer-cap hits %llu (passes that moved %zu hand-offs and left more); passes "
       "%llu (%.0f/s); wake-ups %llu (%.0f/s); callback errors %llu\n",
       ull(e.transfer_cap_hits), o.transfer_cap, ull(e.passes), per_second(e.passes, r.run_s), ull(e.wakeups),
       per_second(e.wakeups, r.run_s), ull(e.callback_errors));
-  s += "shards      shard  scheduled      fired  cancelled  rejected  cap-hits   passes  wake-ups  "
-       "wake-ups/s  lateness p50/p99/max us  binding\n";
-  for (std::size_t i = 0; i < r.per_shard.size(); ++i) {
-    const ShardReport& sh = r.per_shard[i];
+  s += "shards      shard  scheduled      fired  cancelled  rearmed  rejected  cap-hits   passes  wake-ups  "
+       "wake-ups/s  binding\n";
+  for (std::size_t i = 0; i < e.shards.size(); ++i) {
+    const ShardStats& sh = e.shards[i];
+    s += format("            %5zu  %9llu  %9llu  %9llu  %7llu  %8llu  %8llu  %7llu  %8llu  %10.0f  %s\n", i,
+                ull(sh.scheduled), ull(sh.fired), ull(sh.cancelled), ull(sh.rearmed), ull(sh.rejected),
+                ull(sh.transfer_cap_hits), ull(sh.passes), ull(sh.wakeups), per_second(sh.wakeups, r.run_s),
+                sh.binding.c_str());
+  }
+  if (o.executor == ExecutorKind::pool) {
     s += format(
-        "            %5zu  %9llu  %9llu  %9llu  %8llu  %8llu  %7llu  %8llu  %10.0f  %.1f/%.1f/%.1f  %s\n", i,
-        ull(sh.engine.scheduled), ull(sh.engine.fired), ull(sh.engine.cancelled), ull(sh.engine.rejected),
-        ull(sh.engine.transfer_cap_hits), ull(sh.engine.passes), ull(sh.engine.wakeups),
-        per_second(sh.engine.wakeups, r.run_s), us(static_cast<double>(sh.lateness.percentile(50))),
-        us(static_cast<double>(sh.lateness.percentile(99))), us(static_cast<double>(sh.lateness.max())),
-        sh.engine.binding.c_str());
+        "executor    pool: a ThreadPoolExecutor of %zu thread%s (not pinned) ran the callbacks; at most "
+        "%llu handed over and not yet returned at a sample (Engine::stats().executing), %llu after stop()\n",
+        o.pool_threads, o.pool_threads == 1 ? "" : "s", ull(r.max_executing), ull(e.executing));
+  } else {
+    s += "executor    inline: each shard's worker ran its callbacks in its pass\n";
+  }
+  s += "threads     thread  shard      fired  periodic runs  lateness p50/p99/max us\n";
+  for (std::size_t i = 0; i < r.callback_threads.size(); ++i) {
+    const ThreadReport& t = r.callback_threads[i];
+    s +=
+        format("            %6zu  %5s  %9llu  %13llu  %.1f/%.1f/%.1f\n", i,
+               t.shard >= 0 ? std::to_string(t.shard).c_str() : "pool", ull(t.fired), ull(t.periodic_runs),
+               us(static_cast<double>(t.lateness.percentile(50))),
+               us(static_cast<double>(t.lateness.percentile(99))), us(static_cast<double>(t.lateness.max())));
   }
   s += format(
       "memory      %.1f B per pending timer: RSS grew %.1f MiB from the baseline to the second "
@@ -272,26 +305,27 @@ void print_report(const Report& r, std::ostream& out) {
       ull(r.voluntary_switches), ull(r.involuntary_switches), r.loadavg_start, r.loadavg_end);
   for (const std::string& n : r.notices) s += "notice      " + n + "\n";
   s += format(
-      "accounting  scheduled %llu = fired %llu + cancelled %llu + returned at stop %llu "
+      "accounting  scheduled %llu + periodic runs %llu = fired %llu + cancelled %llu + returned at stop %llu "
       "(probes %llu included; rejected %llu accounted separately)\n",
-      ull(r.total_scheduled()), ull(r.fired), ull(r.total_cancelled()), ull(r.returned), ull(r.probes),
-      ull(r.total_rejected()));
+      ull(r.total_scheduled()), ull(r.periodic_runs), ull(r.fired), ull(r.total_cancelled()), ull(r.returned),
+      ull(r.probes), ull(r.total_rejected()));
   s += format(
-      "            double fires %llu, fired after cancel %llu, stray fires %llu, early fires %llu "
-      "(min lateness %.3f us), fired before the tick %llu, cancel true on a fired timer %llu, "
-      "off-shard %llu\n",
-      ull(r.double_fires), ull(r.fired_after_cancel), ull(r.stray_fires), ull(r.early_fires),
-      us(static_cast<double>(r.min_lateness_ns)), ull(r.fired_before_tick), ull(r.cancel_true_not_pending),
-      ull(r.off_shard));
+      "            double fires %llu, overlapping periodic runs %llu, fired after cancel %llu, stray fires "
+      "%llu, early fires %llu (min lateness %.3f us), fired before the tick %llu, cancel true on a fired "
+      "timer %llu, off-shard %llu, unrecorded callbacks %llu\n",
+      ull(r.double_fires), ull(r.overlapping_runs), ull(r.fired_after_cancel), ull(r.stray_fires),
+      ull(r.early_fires), us(static_cast<double>(r.min_lateness_ns)), ull(r.fired_before_tick),
+      ull(r.cancel_true_not_pending), ull(r.off_shard), ull(r.unrecorded_fires));
   s += format(
       "            at stop: %llu slots pending, %llu timers returned, %llu of them refused "
       "cancel(), %llu pending slots not among them; stale cancels %llu, of which true %llu\n",
       ull(r.pending_slots), ull(r.returned), ull(r.returned_cancel_false), ull(r.pending_not_returned),
       ull(r.stale_cancels), ull(r.stale_cancel_true));
   s += format(
-      "            Engine::stats(): scheduled %llu, fired %llu, cancelled %llu, rejected %llu, "
-      "callback errors %llu\n",
-      ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected), ull(e.callback_errors));
+      "            Engine::stats(): scheduled %llu, fired %llu, cancelled %llu, rejected %llu, rearmed %llu, "
+      "skipped %llu, pending %llu, executing %llu, callback errors %llu\n",
+      ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected), ull(e.rearmed), ull(e.skipped),
+      ull(e.pending), ull(e.executing), ull(e.callback_errors));
   if (r.ok()) {
     s += "result      PASS: every timer fired exactly once, was cancelled, or was returned by stop()\n";
   } else {
@@ -339,6 +373,8 @@ std::string report_json(const Report& r) {
   json.field("transfer_cap", std::uint64_t{o.transfer_cap});
   json.field("pin", o.pin);
   json.field("max_pending", std::uint64_t{o.max_pending});
+  json.field("executor", name_of(o.executor));
+  json.field("pool_threads", std::uint64_t{o.pool_threads});
   json.end_object();
 
   json.begin_object("environment");
@@ -365,8 +401,7 @@ std::string report_json(const Report& r) {
   json.field("ns_per_call", sched_ns);
   status_json(json, "rejected", r.rejected);
   json.field("periodic_started", r.periodic_started);
-  json.field("periodic_rearmed", r.rearmed);
-  status_json(json, "rearm_rejected", r.rearm_rejected);
+  json.field("periodic_inexact", r.periodic_inexact);
   json.field("probes", r.probes);
   json.begin_object("bursts");
   json.field("count", r.bursts);
@@ -390,6 +425,7 @@ std::string report_json(const Report& r) {
   json.begin_object("fire");
   json.field("count", r.fired);
   json.field("per_second", per_second(r.fired, r.run_s));
+  json.field("periodic_runs", r.periodic_runs);
   json.field("min_lateness_ns", r.min_lateness_ns);
   histogram_json(json, "lateness_ns", r.lateness);
   histogram_json(json, "oneshot_lateness_ns", r.oneshot_lateness);
@@ -404,6 +440,9 @@ std::string report_json(const Report& r) {
   json.field("fired", e.fired);
   json.field("cancelled", e.cancelled);
   json.field("rejected", e.rejected);
+  json.field("rearmed", e.rearmed);
+  json.field("skipped", e.skipped);
+  json.field("executing", e.executing);
   json.field("pending", e.pending);
   json.field("queue_depth", e.queue_depth);
   json.field("transfer_cap_hits", e.transfer_cap_hits);
@@ -415,27 +454,41 @@ std::string report_json(const Report& r) {
   json.end_object();
 
   json.begin_array("shards");
-  for (std::size_t i = 0; i < r.per_shard.size(); ++i) {
-    const ShardReport& sh = r.per_shard[i];
+  for (std::size_t i = 0; i < e.shards.size(); ++i) {
+    const ShardStats& sh = e.shards[i];
     json.begin_object();
     json.field("index", std::uint64_t{i});
-    json.field("binding", sh.engine.binding);
-    json.field("bound_cpu", std::int64_t{sh.engine.bound_cpu});
-    json.field("scheduled", sh.engine.scheduled);
-    json.field("fired", sh.engine.fired);
-    json.field("cancelled", sh.engine.cancelled);
-    json.field("rejected", sh.engine.rejected);
-    json.field("transfer_cap_hits", sh.engine.transfer_cap_hits);
-    json.field("passes", sh.engine.passes);
-    json.field("wakeups", sh.engine.wakeups);
-    json.field("wakeups_per_second", per_second(sh.engine.wakeups, r.run_s));
-    json.field("max_tick_lag_ns", sh.engine.max_tick_lag_ns);
-    json.field("harness_fired", sh.fired);
+    json.field("binding", sh.binding);
+    json.field("bound_cpu", std::int64_t{sh.bound_cpu});
+    json.field("scheduled", sh.scheduled);
+    json.field("fired", sh.fired);
+    json.field("cancelled", sh.cancelled);
     json.field("rearmed", sh.rearmed);
-    histogram_json(json, "lateness_ns", sh.lateness);
+    json.field("rejected", sh.rejected);
+    json.field("transfer_cap_hits", sh.transfer_cap_hits);
+    json.field("passes", sh.passes);
+    json.field("wakeups", sh.wakeups);
+    json.field("wakeups_per_second", per_second(sh.wakeups, r.run_s));
+    json.field("max_tick_lag_ns", sh.max_tick_lag_ns);
     json.end_object();
   }
   json.end_array();
+
+  json.begin_object("executor");
+  json.field("kind", name_of(o.executor));
+  json.field("pool_threads", std::uint64_t{pool_threads(r)});
+  json.field("max_executing", r.max_executing);
+  json.begin_array("threads");
+  for (const ThreadReport& t : r.callback_threads) {
+    json.begin_object();
+    json.field("shard", t.shard);
+    json.field("fired", t.fired);
+    json.field("periodic_runs", t.periodic_runs);
+    histogram_json(json, "lateness_ns", t.lateness);
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
 
   json.begin_object("memory");
   json.field("rss_base_bytes", r.rss_base_bytes);
@@ -468,18 +521,21 @@ std::string report_json(const Report& r) {
     json.field("lateness_p99_so_far_ns", x.p99_so_far_ns);
     json.field("rss_bytes", x.rss_bytes);
     json.field("transfer_cap_hits", x.transfer_cap_hits);
+    json.field("executing", x.executing);
     json.end_object();
   }
   json.end_array();
 
   json.begin_object("accounting");
   json.field("scheduled", r.total_scheduled());
+  json.field("rearmed", r.periodic_runs);
   json.field("fired", r.fired);
   json.field("cancelled", r.total_cancelled());
   json.field("returned_at_stop", r.returned);
   json.field("rejected", r.total_rejected());
   json.field("probes", r.probes);
   json.field("double_fires", r.double_fires);
+  json.field("overlapping_runs", r.overlapping_runs);
   json.field("fired_after_cancel", r.fired_after_cancel);
   json.field("stray_fires", r.stray_fires);
   json.field("early_fires", r.early_fires);
@@ -487,6 +543,7 @@ std::string report_json(const Report& r) {
   json.field("cancel_true_not_pending", r.cancel_true_not_pending);
   json.field("off_shard", r.off_shard);
   json.field("probe_failures", r.probe_failures);
+  json.field("unrecorded_fires", r.unrecorded_fires);
   json.field("pending_slots", r.pending_slots);
   json.field("returned_cancel_false", r.returned_cancel_false);
   json.field("pending_not_returned", r.pending_not_returned);

@@ -32,14 +32,17 @@ struct Sample {
   std::uint64_t p99_so_far_ns = 0;  // lateness of every fire so far
   std::uint64_t rss_bytes = 0;
   std::uint64_t transfer_cap_hits = 0;  // so far
+  std::uint64_t executing = 0;          // Engine::stats(): handed to the executor, not yet returned
 };
 
-// What the harness saw of one shard, beside the engine's own counters for it.
-struct ShardReport {
-  ShardStats engine;          // Engine::stats() right after stop()
-  std::uint64_t fired = 0;    // callbacks the harness saw run on it
-  std::uint64_t rearmed = 0;  // periodic re-arms from its callbacks
-  Histogram lateness;
+// What one thread that ran callbacks recorded (one Recorder, see workload.hpp).
+struct ThreadReport {
+  // With the inline executor, the shard whose worker this is: the shard of the first timer it ran.
+  // -1 with a pool (a pool thread runs every shard's timers).
+  std::int64_t shard = -1;
+  std::uint64_t fired = 0;
+  std::uint64_t periodic_runs = 0;
+  Histogram lateness;  // both kinds
 };
 
 struct Report {
@@ -58,17 +61,16 @@ struct Report {
   double run_s = 0;   // producers started .. stop requested
   double stop_s = 0;  // time inside Engine::stop()
 
-  // Schedules: producers (one-shots, the first arm of periodic timers, bursts) and callbacks
-  // (periodic re-arms). Time inside the calls is measured per batch (see producer.hpp).
+  // Schedules, all by producers: one-shots, periodic timers (once each: the engine re-arms them),
+  // bursts. Time inside the calls is measured per batch (see producer.hpp).
   std::uint64_t schedule_calls = 0;  // by producers
   std::uint64_t scheduled = 0;       // by producers, successful
   std::uint64_t schedule_batches = 0;
   std::uint64_t schedule_ns = 0;
   std::uint64_t periodic_started = 0;
-  std::uint64_t rearmed = 0;      // periodic re-arms from callbacks, successful
-  StatusCounts rejected{};        // producers' refused schedules, by Status
-  StatusCounts rearm_rejected{};  // callbacks' refused re-arms, by Status
-  std::uint64_t probes = 0;       // one per producer: scheduled and cancelled at once
+  std::uint64_t periodic_inexact = 0;  // of those, first grid point known only as a lower bound
+  StatusCounts rejected{};             // refused schedules, by Status
+  std::uint64_t probes = 0;            // one per producer: scheduled and cancelled at once
   std::uint64_t bursts = 0;
   std::uint64_t burst_calls = 0;
   std::uint64_t burst_ns = 0;
@@ -83,16 +85,20 @@ struct Report {
   std::uint64_t cancels_by_cancellers = 0;  // of cancel_calls, made by canceller threads
 
   // Fires.
-  std::uint64_t fired = 0;
-  Histogram lateness;            // callback start - deadline (early fires as 0), every fire
-  Histogram oneshot_lateness;    // the same, one-shot and burst timers only
-  Histogram periodic_lateness;   // the same, periodic timers only (see ShardRecorder::on_periodic)
-  Histogram lateness_past_tick;  // callback start - deadline rounded up to the tick, every fire
+  std::uint64_t fired = 0;          // callbacks run, periodic runs included
+  std::uint64_t periodic_runs = 0;  // each followed by the timer's next period (catch_up)
+  Histogram lateness;               // callback start - deadline (early fires as 0), every fire
+  Histogram oneshot_lateness;       // the same, one-shot and burst timers only
+  Histogram periodic_lateness;      // periodic runs only, each against its own grid point (workload.hpp)
+  Histogram lateness_past_tick;     // callback start - deadline rounded up to the tick, every fire
   std::int64_t min_lateness_ns = 0;
 
   // The engine's own counters, right after stop() (before the returned timers were cancelled).
   EngineStats engine;
-  std::vector<ShardReport> per_shard;
+  // Where callbacks ran: the largest Engine::stats().executing a sample saw (0 inline), and what
+  // each thread that ran callbacks recorded, in the order of their first callback.
+  std::uint64_t max_executing = 0;
+  std::vector<ThreadReport> callback_threads;
 
   std::vector<Sample> series;
 
@@ -121,6 +127,7 @@ struct Report {
   std::uint64_t stale_cancels = 0;          // cancel() on every resolved slot's last handle ...
   std::uint64_t stale_cancel_true = 0;      // ... of which returned true
   std::uint64_t double_fires = 0;
+  std::uint64_t overlapping_runs = 0;  // a periodic run that started while another one ran
   std::uint64_t fired_after_cancel = 0;
   std::uint64_t stray_fires = 0;
   std::uint64_t early_fires = 0;
@@ -128,6 +135,7 @@ struct Report {
   std::uint64_t cancel_true_not_pending = 0;
   std::uint64_t off_shard = 0;
   std::uint64_t probe_failures = 0;
+  std::uint64_t unrecorded_fires = 0;  // callbacks on more threads than workers and pool threads
 
   std::vector<std::string> notices;  // the engine's log lines (binding refused, ...)
 
@@ -135,12 +143,13 @@ struct Report {
   std::vector<std::string> failures;
   bool ok() const noexcept { return failures.empty(); }
 
-  // Totals the rules use.
-  std::uint64_t total_scheduled() const noexcept { return scheduled + rearmed + probes; }
+  // Totals the rules use. Every schedule and every periodic run (the period after it) is a link that
+  // ends in exactly one fire or cancel, or is returned by stop():
+  //     total_scheduled() + periodic_runs == fired + total_cancelled() + returned.
+  std::uint64_t total_scheduled() const noexcept { return scheduled + probes; }
   std::uint64_t total_cancelled() const noexcept { return cancelled + probes - probe_failures; }
   std::uint64_t total_rejected() const noexcept;
-  // Fires of one-shot and burst timers: every periodic fire makes exactly one re-arm attempt.
-  std::uint64_t oneshot_fired() const noexcept;
+  std::uint64_t oneshot_fired() const noexcept { return fired - periodic_runs; }  // bursts included
 };
 
 // Fills report.failures from the accounting fields. Called once, after the run.

@@ -1,42 +1,78 @@
-// stress/workload.cpp — the callbacks' side of the run: what a fire records and checks, and the
-// periodic re-arm.
+// stress/workload.cpp — the callbacks' side of the run: which recorder a callback writes, and
+// what a fire or a periodic run records and checks.
 #include "workload.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "clock.hpp"
 
 namespace tickwheel::stress {
+namespace {
 
-void FireOnce::operator()() const noexcept { rec->on_fire(Clock::now(), deadline, slot, seq); }
+// The calling thread's recorder, and the Recorders it was taken from (a process runs one stress
+// run, but the owner is compared rather than assumed).
+struct Claim {
+  const Recorders* owner = nullptr;
+  Recorder* recorder = nullptr;  // null: every recorder was taken
+};
+thread_local Claim t_claim;
 
-void FirePeriodic::operator()() const noexcept { rec->on_periodic(Clock::now(), deadline, slot, seq); }
+}  // namespace
 
-void ShardRecorder::init(Engine* engine, Slot* slots, std::size_t index, std::int64_t tick_ns,
-                         std::int64_t period_ns) noexcept {
-  engine_ = engine;
-  slots_ = slots;
-  index_ = index;
-  tick_ns_ = tick_ns;
-  period_ns_ = period_ns;
+void FireOnce::operator()() const noexcept { recorders->on_fire(Clock::now(), deadline, slot, seq); }
+
+void FirePeriodic::operator()() const noexcept { recorders->on_periodic(Clock::now(), slot, seq); }
+
+Recorders::Recorders(Slot* slots, SlotRange periodic, std::size_t threads, std::int64_t tick_ns,
+                     std::int64_t period_ns)
+    : slots_(slots),
+      periodic_(periodic),
+      capacity_(threads),
+      tick_ns_(tick_ns),
+      period_ns_(period_ns),
+      recorders_(std::make_unique<Recorder[]>(threads)),
+      next_due_(std::make_unique<std::int64_t[]>(periodic.size())) {}
+
+std::span<const Recorder> Recorders::claimed() const noexcept {
+  // Relaxed: a recorder's fields are atomics that count from zero, whether or not its thread has
+  // written them yet.
+  return {recorders_.get(), std::min(taken_.load(std::memory_order_relaxed), capacity_)};
 }
 
-void ShardRecorder::record(std::int64_t t, std::int64_t deadline, ConcurrentHistogram& lateness) noexcept {
+Recorder* Recorders::mine(std::uint32_t slot) noexcept {
+  if (t_claim.owner != this) [[unlikely]] {
+    // This thread's first callback. Relaxed: the index is all it takes; the sampler reads only
+    // atomics, and the end reads first_slot after stop() has synchronised with this thread.
+    const std::size_t i = taken_.fetch_add(1, std::memory_order_relaxed);
+    t_claim = Claim{this, i < capacity_ ? &recorders_[i] : nullptr};
+    if (t_claim.recorder != nullptr) t_claim.recorder->first_slot = slot;
+  }
+  if (t_claim.recorder == nullptr) [[unlikely]] {
+    unrecorded_.fetch_add(1, std::memory_order_relaxed);  // a count, read after stop()
+  }
+  return t_claim.recorder;
+}
+
+void Recorders::record(Recorder& r, std::int64_t t, std::int64_t deadline,
+                       ConcurrentHistogram& lateness) noexcept {
   const std::int64_t late = t - deadline;
-  if (late < 0) ++early_fires;
-  min_lateness_ns = std::min(min_lateness_ns, late);
+  if (late < 0) ++r.early_fires;
+  r.min_lateness_ns = std::min(r.min_lateness_ns, late);
   lateness.record(late > 0 ? static_cast<std::uint64_t>(late) : 0);
   // The wheel's ticks count from steady_clock's epoch, the axis of `deadline`, so this is the
   // engine's own due time: the part of the lateness that the tick does not explain starts here.
   const std::int64_t due = (deadline + tick_ns_ - 1) / tick_ns_ * tick_ns_;
-  if (t < due) ++fired_before_tick;
-  past_tick.record(t > due ? static_cast<std::uint64_t>(t - due) : 0);
-  fired.add(1);
+  if (t < due) ++r.fired_before_tick;
+  r.past_tick.record(t > due ? static_cast<std::uint64_t>(t - due) : 0);
+  r.fired.add(1);
 }
 
-void ShardRecorder::resolve(std::uint32_t slot, std::uint32_t seq) noexcept {
+void Recorders::on_fire(std::int64_t t, std::int64_t deadline, std::uint32_t slot,
+                        std::uint32_t seq) noexcept {
+  Recorder* r = mine(slot);
+  if (r == nullptr) return;
+  record(*r, t, deadline, r->oneshot_lateness);
   std::uint32_t found = slot_word(seq, SlotState::pending);
   // acq_rel: the acquire half pairs with the arming thread's store of (seq, pending) (which the
   // engine's hand-off also publishes); the release half pairs with the producer's acquire load
@@ -46,51 +82,37 @@ void ShardRecorder::resolve(std::uint32_t slot, std::uint32_t seq) noexcept {
     return;
   }
   if (seq_of(found) != seq || state_of(found) == SlotState::idle) {
-    ++stray_fires;
+    ++r->stray_fires;
   } else if (state_of(found) == SlotState::fired) {
-    ++double_fires;
+    ++r->double_fires;
   } else {
-    ++fired_after_cancel;
+    ++r->fired_after_cancel;
   }
 }
 
-void ShardRecorder::on_fire(std::int64_t t, std::int64_t deadline, std::uint32_t slot,
-                            std::uint32_t seq) noexcept {
-  record(t, deadline, oneshot_lateness);
-  resolve(slot, seq);
-}
-
-// The engine has no periodic timers yet, so a periodic timer is a callback that re-arms itself with
-// schedule_after() from inside the callback: that goes straight into this worker's own wheel, with
-// no queue. (To be switched to the engine's schedule_every once it exists.) The engine computes the
-// new deadline from its own clock read inside the call, a few ns after `armed`, and the harness
-// cannot see it; it records armed + period, a lower bound, so a periodic fire's lateness is
-// overstated by those few ns, never understated, and the early-fire check stays sound. Since the
-// callback runs just after a tick boundary, armed + period lies just after one too, and rounds up
-// to the next: with this re-arm a periodic timer is late by about one tick on every period, and
-// drifts by that much per period. The report shows it apart from the one-shots' lateness.
-void ShardRecorder::on_periodic(std::int64_t t, std::int64_t deadline, std::uint32_t slot,
-                                std::uint32_t seq) noexcept {
-  record(t, deadline, periodic_lateness);
-  resolve(slot, seq);
-  const std::uint32_t next = next_seq(seq);
-  Slot& s = slots_[slot];
-  // Relaxed: after its first instance a periodic slot is touched only by this worker, and by the
-  // end checks once stop() has joined it.
-  s.state.store(slot_word(next, SlotState::pending), std::memory_order_relaxed);
-  const std::int64_t armed = Clock::now();
-  const Timer timer = engine_->schedule_after(std::chrono::nanoseconds(period_ns_),
-                                              FirePeriodic{this, armed + period_ns_, slot, next});
-  if (!timer) {
-    // Status::stopped once stop() has begun: the expected end of every periodic timer that fires
-    // while the engine stops. Counted by reason; the report lists the reasons.
-    s.state.store(slot_word(next, SlotState::idle), std::memory_order_relaxed);
-    ++rearm_rejected[static_cast<std::size_t>(timer.status())];
+void Recorders::on_periodic(std::int64_t t, std::uint32_t slot, std::uint32_t seq) noexcept {
+  Recorder* r = mine(slot);
+  if (r == nullptr) return;
+  std::int64_t& due = next_due_[slot - periodic_.begin];
+  record(*r, t, due, r->periodic_lateness);
+  r->periodic_runs.add(1);
+  std::atomic<std::uint32_t>& state = slots_[slot].state;
+  std::uint32_t found = slot_word(seq, SlotState::pending);
+  // Acquire: pairs with the release store that ended the run before (on this thread or, with a
+  // pool, on another), which the engine's own hand-offs order before this run anyway.
+  if (!state.compare_exchange_strong(found, slot_word(seq, SlotState::fired), std::memory_order_acquire,
+                                     std::memory_order_relaxed)) {
+    if (seq_of(found) != seq || state_of(found) == SlotState::idle) {
+      ++r->stray_fires;
+    } else if (state_of(found) == SlotState::fired) {
+      ++r->overlapping_runs;
+    } else {
+      ++r->fired_after_cancel;
+    }
     return;
   }
-  if (timer.shard() != index_) ++off_shard;
-  s.timer = timer;
-  rearmed.add(1);
+  due += period_ns_;  // catch_up: the next run is for the next grid point, however late this one is
+  state.store(slot_word(seq, SlotState::pending), std::memory_order_release);
 }
 
 DelayDraw::DelayDraw(const Options& o)

@@ -1,5 +1,5 @@
 // stress/workload.hpp — a stress run's timers as the harness tracks them: the slot table, the
-// callables the engine stores, the per-shard recorder their callbacks write, and the delay draw.
+// callables the engine stores, the per-thread recorders their callbacks write, and the delay draw.
 //
 // Slots. Every timer of the run belongs to a slot: the one-shot population, the burst timers and
 // the periodic timers each have a range of slots. A slot holds one timer at a time, an instance,
@@ -19,10 +19,26 @@
 // instance fired is a cancel that returned true for a timer that ran. A slot whose timer never fires
 // and is never returned by stop() shows up at the end as a pending slot stop() did not return.
 //
-// Recording without locks. A timer's callable carries a pointer to the recorder of the shard that
-// runs it (producers learn their home shard before they schedule; a periodic timer re-arms on its
-// own shard), so a recorder is written only by its shard's worker thread. Its histograms and
-// counters are single-writer atomics that the sampler thread may read while the run goes on.
+// A periodic slot holds one instance for the timer's whole life: the engine re-arms it after each
+// run (Engine::schedule_every, fixed rate, Misfire::catch_up). Each run moves it (seq, pending)
+// -> (seq, fired) as it starts and back to (seq, pending) as it ends, so a run that finds it fired
+// overlaps another run of the same timer (the engine promises runs never overlap). The harness
+// never cancels a periodic timer: stop() returns every one, pending.
+//
+// Periodic lateness. With catch_up every point of a fixed-rate timer's grid runs exactly once, in
+// order (a timer that falls behind runs each missed period, one per pass, never skipping one), so
+// run k is due at exactly g0 + k * period, g0 being the first run's tick. The producer picks g0 (a
+// tick boundary) and an initial delay that lands on it (see Producer::start_periodic()), and each
+// run measures its lateness against its own grid point, then moves the slot's next grid point on by
+// one period. Engine::stats() must then show rearmed == the runs the harness saw (every run is
+// followed by a next period) and skipped == 0.
+//
+// Recording without locks. Callbacks run on the shards' workers (--executor inline) or on a
+// thread pool's threads (--executor pool), so a callable cannot name its recorder: each thread that
+// runs a callback takes a Recorder of its own on its first callback (Recorders::mine(): one
+// thread_local compare per callback, one atomic increment per thread, ever) and is its only writer.
+// Its histograms and counters are single-writer atomics that the sampler thread may read while the
+// run goes on; the driver merges them at the end.
 #pragma once
 
 #include <array>
@@ -30,7 +46,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <random>
+#include <span>
 #include <type_traits>
 
 #include "histogram.hpp"
@@ -74,77 +92,108 @@ constexpr std::uint32_t next_seq(std::uint32_t seq) noexcept { return (seq + 1) 
 
 struct Slot {
   std::atomic<std::uint32_t> state{0};  // see the header comment for who writes it
-  // The handle of the current instance. Written by the slot's arming thread only: its producer,
-  // or, for a periodic slot after the first instance, its shard's worker. Read by that thread, by
-  // canceller threads through a copy passed with the job, and by the end checks after every thread
-  // that writes it has been joined.
+  // The handle of the current instance. Written by the slot's arming thread only (its producer),
+  // read by it, by canceller threads through a copy passed with the job, and by the end checks
+  // after every thread that writes it has been joined.
   Timer timer;
 };
 
-class ShardRecorder;
+// A half-open range of slot numbers.
+struct SlotRange {
+  std::uint32_t begin = 0;
+  std::uint32_t end = 0;
+  std::uint32_t size() const noexcept { return end - begin; }
+  bool contains(std::uint32_t s) const noexcept { return s >= begin && s < end; }
+};
+
+class Recorders;
 
 // The callable of a one-shot timer: 24 bytes, trivially copyable, so the engine stores it inline.
 struct FireOnce {
-  ShardRecorder* rec;
+  Recorders* recorders;
   std::int64_t deadline;  // steady_clock ns, exactly the time point given to schedule_at()
   std::uint32_t slot;
   std::uint32_t seq;
   void operator()() const noexcept;
 };
 
-// The callable of a periodic timer: it records its fire and re-arms itself (see on_periodic()).
+// The callable of a periodic timer: 16 bytes, the most schedule_every() stores. Its runs' grid
+// points are kept by Recorders, per slot.
 struct FirePeriodic {
-  ShardRecorder* rec;
-  std::int64_t deadline;  // a lower bound of the engine's deadline after a re-arm (see on_periodic())
+  Recorders* recorders;
   std::uint32_t slot;
   std::uint32_t seq;
   void operator()() const noexcept;
 };
 
-static_assert(sizeof(FireOnce) <= 24 && sizeof(FirePeriodic) <= 24,
-              "a timer's callable must fit the engine's 24 inline bytes");
+static_assert(sizeof(FireOnce) <= 24 && sizeof(FirePeriodic) <= 16,
+              "a timer's callable must fit the engine's inline bytes (24, periodic 16)");
 
-// What the callbacks of one shard measure and check. Cache-line aligned: two shards' recorders are
-// written by two workers, and must not share a line.
-class alignas(kCacheLine) ShardRecorder {
+// What the callbacks of one thread measure and check. Cache-line aligned: two threads' recorders
+// are written by two threads, and must not share a line.
+class alignas(kCacheLine) Recorder {
  public:
-  // Set up before the engine runs any of the run's timers; read-only afterwards.
-  void init(Engine* engine, Slot* slots, std::size_t index, std::int64_t tick_ns,
-            std::int64_t period_ns) noexcept;
-  std::size_t index() const noexcept { return index_; }
+  // Written by the recorder's thread, read at any time (the sampler) with relaxed loads. Lateness
+  // is kept per kind, one-shot and periodic, so that each can be read apart.
+  ConcurrentHistogram oneshot_lateness;   // callback start - deadline, ns (an early fire counts as 0)
+  ConcurrentHistogram periodic_lateness;  // callback start - the run's grid point
+  ConcurrentHistogram past_tick;          // callback start - deadline rounded up to the tick, both kinds
+  Counter fired;                          // callbacks run, periodic runs included
+  Counter periodic_runs;
 
-  // The worker of this shard only, at the start of a callback (t is its first clock read).
-  void on_fire(std::int64_t t, std::int64_t deadline, std::uint32_t slot, std::uint32_t seq) noexcept;
-  void on_periodic(std::int64_t t, std::int64_t deadline, std::uint32_t slot, std::uint32_t seq) noexcept;
-
-  // Written by the worker, read at any time (the sampler) with relaxed loads. Lateness is kept per
-  // kind because a periodic timer's re-arm from its callback starts a tick late by construction
-  // (see on_periodic()), which would otherwise hide the one-shots' figures.
-  ConcurrentHistogram oneshot_lateness;  // callback start - deadline, ns (an early fire counts as 0)
-  ConcurrentHistogram periodic_lateness;
-  ConcurrentHistogram past_tick;  // callback start - deadline rounded up to the tick, both kinds
-  Counter fired;                  // callbacks run
-  Counter rearmed;                // periodic re-arms that succeeded
-
-  // Written by the worker, read only after stop() has joined it.
+  // Written by the recorder's thread, read only after stop() has returned (which joined the
+  // workers and waited for every task handed to the executor).
   std::uint64_t double_fires = 0;
   std::uint64_t fired_after_cancel = 0;
   std::uint64_t stray_fires = 0;
+  std::uint64_t overlapping_runs = 0;   // a periodic run that started while another one ran
   std::uint64_t early_fires = 0;        // callback start < deadline
   std::uint64_t fired_before_tick = 0;  // callback start < deadline rounded up to the tick
-  std::uint64_t off_shard = 0;          // a re-armed timer that landed on another shard
   std::int64_t min_lateness_ns = std::numeric_limits<std::int64_t>::max();
-  StatusCounts rearm_rejected{};  // re-arms refused, by Status
+  std::uint32_t first_slot = 0;  // the slot of the first timer this thread ran (names a worker's
+                                 // shard: one-shot and periodic timers are on their producer's)
+};
+
+// The recorders of one run, one per thread that runs callbacks, and the periodic timers' grid.
+class Recorders {
+ public:
+  // Set up before the engine runs any of the run's timers. `threads`: how many threads may run
+  // callbacks (the workers, plus the pool's threads with an executor); a callback on one more is
+  // counted in unrecorded() and not recorded.
+  Recorders(Slot* slots, SlotRange periodic, std::size_t threads, std::int64_t tick_ns,
+            std::int64_t period_ns);
+
+  // The arming producer, before it schedules the periodic timer of `slot`: its first run's grid
+  // point (a multiple of the tick). The engine's hand-off publishes it to the first run.
+  void set_first_run(std::uint32_t slot, std::int64_t due) noexcept {
+    next_due_[slot - periodic_.begin] = due;
+  }
+
+  // Callbacks, on whatever thread runs them (t is the callback's first clock read).
+  void on_fire(std::int64_t t, std::int64_t deadline, std::uint32_t slot, std::uint32_t seq) noexcept;
+  void on_periodic(std::int64_t t, std::uint32_t slot, std::uint32_t seq) noexcept;
+
+  // Any thread: the recorders taken so far (each already counts from zero).
+  std::span<const Recorder> claimed() const noexcept;
+  // Callbacks that found every recorder taken (the engine ran them on an unexpected thread).
+  std::uint64_t unrecorded() const noexcept { return unrecorded_.load(std::memory_order_relaxed); }
 
  private:
-  void record(std::int64_t t, std::int64_t deadline, ConcurrentHistogram& lateness) noexcept;
-  void resolve(std::uint32_t slot, std::uint32_t seq) noexcept;
+  Recorder* mine(std::uint32_t slot) noexcept;
+  void record(Recorder& r, std::int64_t t, std::int64_t deadline, ConcurrentHistogram& lateness) noexcept;
 
-  Engine* engine_ = nullptr;
-  Slot* slots_ = nullptr;
-  std::size_t index_ = 0;
-  std::int64_t tick_ns_ = 1;
-  std::int64_t period_ns_ = 1;
+  Slot* const slots_;
+  const SlotRange periodic_;
+  const std::size_t capacity_;
+  const std::int64_t tick_ns_;
+  const std::int64_t period_ns_;
+  std::unique_ptr<Recorder[]> recorders_;
+  // Per periodic slot, the grid point of its next run: written by the producer before the
+  // schedule, then by each run, which the engine orders after the run before (runs never overlap,
+  // and the node's return to its shard and its next hand-off are release/acquire pairs).
+  std::unique_ptr<std::int64_t[]> next_due_;
+  std::atomic<std::size_t> taken_{0};         // recorders handed out (may pass capacity_)
+  std::atomic<std::uint64_t> unrecorded_{0};  // any thread; only past capacity_
 };
 
 // Draws one-shot delays from the configured distribution, in ns (>= 0).
