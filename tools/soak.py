@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """tools/soak.py: run tickwheel-stress back to back for a chosen time with random profiles.
 
-Each run takes a named profile, scales its populations, and draws the engine's options (shards,
-tick, wait strategy, pinning, transfer cap, sometimes a pending limit) and the cancel threads (two
-to four canceller threads beside the producers, so most cancels come from a thread other than the
-one that scheduled) from a seeded generator. Each run lasts 15 to 45 seconds; the harness checks
-its own exactly-once accounting when the engine stops, exits non-zero on any broken rule, and
-writes its JSON report. This script reads every report, checks the accounting again from the
-report's counters (scheduled == fired + cancelled + returned at stop for the one-shot and periodic
-timers together, no double, stray, early or off-shard fire), adds up the operations done, and
-prints one line per run. A run whose accounting broke, or that the harness refused, is a violation:
-its report is kept, its command line printed, and the soak exits 1 after the time is up.
+Each run takes a named profile, scales its populations, and draws from a seeded generator the
+engine's options (shards, tick, wait strategy, pinning, transfer cap, sometimes a pending limit,
+sometimes a thread-pool executor) and two to four canceller threads beside the producers, so that
+most cancels come from a thread other than the one that scheduled. Each run lasts 15 to 45
+seconds, so the accounting is settled and checked every 15 to 45 seconds: the harness checks its
+own exactly-once rules when the engine stops, exits non-zero on any broken one, and writes its JSON
+report; this script reads every report, checks the accounting again from the report's counters
+(scheduled + periodic re-arms == fired + cancelled + returned at stop; no double, overlapping,
+stray, early or off-shard fire), adds up the operations done, and prints one line per run. A run
+whose accounting broke, or that the harness refused, is a violation: its output and report are
+kept, its command line printed, and the soak exits 1 when the time is up.
 
 Usage: tools/soak.py STRESS_BINARY [--minutes 10] [--seed S] [--keep DIR]
 """
@@ -26,9 +27,9 @@ import tempfile
 import time
 
 # The report's counters that must be zero in a run that kept every rule (see stress/report.cpp).
-MUST_BE_ZERO = ["double_fires", "fired_after_cancel", "stray_fires", "early_fires", "fired_before_tick",
+MUST_BE_ZERO = ["double_fires", "overlapping_runs", "fired_after_cancel", "stray_fires", "early_fires", "fired_before_tick",
                 "cancel_true_not_pending", "off_shard", "probe_failures", "returned_cancel_false",
-                "pending_not_returned", "stale_cancel_true"]
+                "pending_not_returned", "stale_cancel_true", "unrecorded_fires"]
 
 # Populations per profile, scaled down from the profile's own so that a run's fill takes a small part
 # of its time on two cores; a factor drawn per run scales them further.
@@ -55,6 +56,8 @@ def draw_run(rng, seconds):
     if profile != "burst":  # the burst profile's 100 ms tick is what makes its flood land in one tick
         args += ["--tick", rng.choice(["100us", "1ms", "1ms", "10ms"])]
     args += ["--transfer-cap", str(rng.choice([1_000, 20_000, 100_000]))]
+    if rng.random() < 0.3:  # callbacks on a thread pool: the hand-off and the return of each node
+        args += ["--executor", "pool", "--pool-threads", str(rng.randint(1, 3))]
     if rng.random() < 0.3:
         args.append("--no-pin")
     if rng.random() < 0.2:  # a limit some schedules meet: rejected, counted and retried
@@ -66,7 +69,8 @@ def shape(args):
     """The engine options of a run, short: shards, wait, tick."""
     def value(flag, otherwise):
         return args[args.index(flag) + 1] if flag in args else otherwise
-    return f"{value('--shards', '?')}x {value('--wait', '?'):6s} {value('--tick', '100ms'):>5s}"
+    pool = f"pool{value('--pool-threads', '?')}" if "--executor" in args else "inline"
+    return f"{value('--shards', '?')}x {value('--wait', '?'):6s} {value('--tick', '100ms'):>5s} {pool:6s}"
 
 
 def check(report):
@@ -74,9 +78,9 @@ def check(report):
     problems = list(report.get("failures", []))
     acc = report["accounting"]
     settled = acc["fired"] + acc["cancelled"] + acc["returned_at_stop"]
-    if acc["scheduled"] != settled:
-        problems.append(f"scheduled {acc['scheduled']} != fired {acc['fired']} + cancelled {acc['cancelled']}"
-                        f" + returned {acc['returned_at_stop']}")
+    if acc["scheduled"] + acc["rearmed"] != settled:
+        problems.append(f"scheduled {acc['scheduled']} + rearmed {acc['rearmed']} != fired {acc['fired']}"
+                        f" + cancelled {acc['cancelled']} + returned {acc['returned_at_stop']}")
     problems += [f"{name} = {acc[name]}" for name in MUST_BE_ZERO if acc.get(name, 0) != 0]
     if report["ok"] != (not problems):
         problems.append(f"the report says ok = {report['ok']}")
@@ -125,9 +129,9 @@ def main():
                 totals["cancelled"] += acc["cancelled"]
                 totals["fired"] += acc["fired"]
                 totals["returned"] += acc["returned_at_stop"]
-                totals["periodic_runs"] += report["schedule"].get("periodic_rearmed", 0)
+                totals["periodic_runs"] += acc["rearmed"]
             line = (f"run {totals['runs']:3d} {took:5.1f}s {profile:9s} {shape(args)} "
-                    + (f"scheduled {acc['scheduled']:>10,} fired {acc['fired']:>10,} "
+                    + (f"scheduled {acc['scheduled']:>10,} re-armed {acc['rearmed']:>10,} fired {acc['fired']:>10,} "
                        f"cancelled {acc['cancelled']:>10,} returned {acc['returned_at_stop']:>8,}"
                        if report is not None else ""))
             print(line + ("  OK" if not problems else "  VIOLATION"), flush=True)
