@@ -71,7 +71,7 @@ EngineOptions validated(EngineOptions opts) {
 
 ProducerState::ProducerState(std::thread::id id, std::vector<std::unique_ptr<Shard>>& all,
                              std::size_t home_shard)
-    : owner(id), home(home_shard), shards(std::make_unique<PerShard[]>(all.size())) {
+    : owner(id), home(home_shard), shards(all.size()) {
   for (std::size_t i = 0; i < all.size(); ++i) {
     shards[i].transfer = std::make_unique<moodycamel::ProducerToken>(all[i]->transfers());
     shards[i].cancel = std::make_unique<moodycamel::ProducerToken>(all[i]->cancels());

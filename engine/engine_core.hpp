@@ -53,7 +53,7 @@ struct ProducerState {
   // long callback): a producer never waits for a worker. Its nodes join the shards' free lists
   // once used, and its memory lives as long as the engine.
   NodePool overflow;
-  std::unique_ptr<PerShard[]> shards;
+  std::vector<PerShard> shards;  // one per shard, in shard order
 };
 
 class EngineCore {

@@ -4,7 +4,9 @@
 
 #include <sys/mman.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #if TICKWHEEL_HAVE_JEMALLOC
@@ -51,15 +53,17 @@ void* map_memory(std::size_t bytes, [[maybe_unused]] unsigned arena) noexcept {
   if (raw == MAP_FAILED) return nullptr;
   if (!huge) return raw;
 
-  // Trim the slack on both sides so that the kept range starts on a huge-page boundary.
+  // Trim the slack on both sides so that the kept range starts on a huge-page boundary. The
+  // pointers are taken inside the mapping, from `raw`, not made from integers.
   const auto start = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t aligned = (start + kHugePage - 1) & ~(std::uintptr_t{kHugePage} - 1);
-  const std::size_t head = aligned - start;
+  const std::size_t head = ((start + kHugePage - 1) & ~(std::uintptr_t{kHugePage} - 1)) - start;
   const std::size_t tail = request - head - bytes;
+  const std::span<std::byte> mapping(static_cast<std::byte*>(raw), request);
+  void* const aligned = mapping.subspan(head).data();
   if (head != 0) ::munmap(raw, head);
-  if (tail != 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
-  ::madvise(reinterpret_cast<void*>(aligned), bytes, MADV_HUGEPAGE);
-  return reinterpret_cast<void*>(aligned);
+  if (tail != 0) ::munmap(mapping.subspan(head + bytes).data(), tail);
+  ::madvise(aligned, bytes, MADV_HUGEPAGE);
+  return aligned;
 }
 
 void unmap_memory(void* address, std::size_t bytes, [[maybe_unused]] unsigned arena) noexcept {

@@ -9,9 +9,10 @@
 namespace tickwheel::detail {
 
 NodePool::~NodePool() {
+  // Each segment from its first node, which acquire_fresh() handed out as it mapped the segment.
   for (unsigned seg = 0; seg < segments_; ++seg) {
-    unmap_memory(reinterpret_cast<void*>(base_[seg] + segment_start(seg) * sizeof(Node)),
-                 segment_nodes(seg) * sizeof(Node), arena_);
+    unmap_memory(at(static_cast<std::uint32_t>(segment_start(seg))), segment_nodes(seg) * sizeof(Node),
+                 arena_);
   }
 }
 

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -94,7 +95,7 @@ class Shard {
   // A node for, and the linking of, a timer a callback schedules on its own shard: no queue.
   Node* own_node() noexcept {
     Node* node = nullptr;
-    wheel_.take_free_nodes(&node, 1);
+    wheel_.take_free_nodes(std::span(&node, 1));
     return node;
   }
   void link_direct(Node* node) noexcept;

@@ -85,14 +85,14 @@ Wheel::Wheel(WheelOptions opts)
   max_tick_ = static_cast<std::uint64_t>(Nanos::max().count()) / tick;
   cur_ = static_cast<std::uint64_t>(opts.start.count()) / tick;
   target_ = cur_;
-  slots_ = std::make_unique<Slot[]>(kAllSlots);  // value-initialised: every head null
-  count_ = std::make_unique<std::uint32_t[]>(kAllSlots);
+  slots_ = std::make_unique<std::array<Slot, kAllSlots>>();  // value-initialised: every head null
+  count_ = std::make_unique<std::array<std::uint32_t, kAllSlots>>();
 }
 
 Wheel::~Wheel() {
   flush_unlinks();
   for (unsigned s = 0; s < kAllSlots; ++s) {
-    for (Node* head : slots_[s].head) {
+    for (Node* head : (*slots_)[s].head) {
       for (Node* node = head; node != nullptr; node = node->next) detail::destroy_callable(node);
     }
   }
@@ -103,7 +103,7 @@ bool Wheel::occupied(unsigned slot) const noexcept { return (occupied_[slot / 64
 // Byte offset of a list link from the start of the slot array; a link inside a node (its `next`)
 // gives an offset past the array, as unsigned arithmetic wraps.
 std::uintptr_t Wheel::head_offset(Node* const* link) const noexcept {
-  return reinterpret_cast<std::uintptr_t>(link) - reinterpret_cast<std::uintptr_t>(slots_.get());
+  return reinterpret_cast<std::uintptr_t>(link) - reinterpret_cast<std::uintptr_t>(slots_->data());
 }
 
 bool Wheel::is_slot_head(Node* const* link) const noexcept {
@@ -113,16 +113,16 @@ bool Wheel::is_slot_head(Node* const* link) const noexcept {
 // Clears slot's bit (and its count) if it has no node left (I4).
 void Wheel::note_if_empty(unsigned slot) noexcept {
   std::uintptr_t any = 0;
-  for (Node* head : slots_[slot].head) any |= reinterpret_cast<std::uintptr_t>(head);
+  for (Node* head : (*slots_)[slot].head) any |= reinterpret_cast<std::uintptr_t>(head);
   if (any != 0) return;
   occupied_[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
-  count_[slot] = 0;
+  (*count_)[slot] = 0;
 }
 
 // Bit w set <=> sub-list w of the slot is non-empty.
 unsigned Wheel::ways_in_use(unsigned slot) const noexcept {
   unsigned mask = 0;
-  const Slot& s = slots_[slot];
+  const Slot& s = (*slots_)[slot];
   for (unsigned w = 0; w < kWays; ++w) mask |= static_cast<unsigned>(s.head[w] != nullptr) << w;
   return mask;
 }
@@ -146,7 +146,7 @@ void Wheel::unlink(Node* node) noexcept {
 // The write to the successor's `pprev` is what brings the successor into cache: walks visit the
 // sub-lists in turn, so it has the other sub-lists' pops' time to arrive before it is needed.
 Wheel::Node* Wheel::pop_head(unsigned slot, unsigned way) noexcept {
-  Node** head = &slots_[slot].head[way];
+  Node** head = &(*slots_)[slot].head[way];
   Node* node = *head;
   Node* next = node->next;
   *head = next;
@@ -266,7 +266,7 @@ void Wheel::flush_unlinks() noexcept {
 // slot's bit is settled once at the end. Returns how many moved.
 std::uint64_t Wheel::move_down(unsigned slot, std::uint64_t max_nodes) noexcept {
   std::uint64_t moved = 0;
-  Slot& from = slots_[slot];
+  Slot& from = (*slots_)[slot];
   unsigned ways = ways_in_use(slot);
   while (ways != 0 && moved < max_nodes) {
     for (unsigned round = ways; round != 0 && moved < max_nodes; round &= round - 1) {
@@ -286,9 +286,9 @@ std::uint64_t Wheel::move_down(unsigned slot, std::uint64_t max_nodes) noexcept 
   }
   if (ways == 0) {
     occupied_[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
-    count_[slot] = 0;
+    (*count_)[slot] = 0;
   } else {
-    count_[slot] -= static_cast<std::uint32_t>(std::min<std::uint64_t>(count_[slot], moved));
+    (*count_)[slot] -= static_cast<std::uint32_t>(std::min<std::uint64_t>((*count_)[slot], moved));
   }
   stats_.moved += moved;
   return moved;
@@ -300,8 +300,8 @@ std::uint64_t Wheel::move_down(unsigned slot, std::uint64_t max_nodes) noexcept 
 void Wheel::merge(unsigned from, unsigned to) noexcept {
   if (!occupied(from)) return;
   if (!occupied(to)) return splice(from, to);
-  Slot& src = slots_[from];
-  Slot& dst = slots_[to];
+  Slot& src = (*slots_)[from];
+  Slot& dst = (*slots_)[to];
   for (unsigned w = 0; w < kWays; ++w) {
     Node* first = src.head[w];
     if (first == nullptr) continue;
@@ -314,15 +314,15 @@ void Wheel::merge(unsigned from, unsigned to) noexcept {
     src.head[w] = nullptr;
   }
   occupied_[from / 64] &= ~(std::uint64_t{1} << (from % 64));
-  count_[to] += count_[from];
-  count_[from] = 0;
+  (*count_)[to] += (*count_)[from];
+  (*count_)[from] = 0;
 }
 
 // Moves all nodes of `from` into the empty slot `to`. O(kWays): sub-lists move whole.
 void Wheel::splice(unsigned from, unsigned to) noexcept {
   if (!occupied(from)) return;
-  Slot& src = slots_[from];
-  Slot& dst = slots_[to];
+  Slot& src = (*slots_)[from];
+  Slot& dst = (*slots_)[to];
   for (unsigned w = 0; w < kWays; ++w) {
     assert(dst.head[w] == nullptr);
     if (Node* first = src.head[w]) {
@@ -333,7 +333,7 @@ void Wheel::splice(unsigned from, unsigned to) noexcept {
   }
   occupied_[from / 64] &= ~(std::uint64_t{1} << (from % 64));
   occupied_[to / 64] |= std::uint64_t{1} << (to % 64);
-  count_[from] = 0;
+  (*count_)[from] = 0;
 }
 
 // Runs the callbacks of a firing slot (late or batch), round robin over its sub-lists, until it is
@@ -346,14 +346,15 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
   while (ways != 0 && ran < budget) {
     for (unsigned round = ways; round != 0 && ran < budget; round &= round - 1) {
       const auto way = static_cast<unsigned>(std::countr_zero(round));
-      if (slots_[slot].head[way] == nullptr) {
-        ways &= ~(1u << way);
+      if ((*slots_)[slot].head[way] == nullptr) {
+        ways &= ~(1U << way);
         continue;
       }
       Node* node = pop_head(slot, way);
       // The one question a periodic node adds to a one-shot fire, asked of the thunk the run
       // calls next anyway.
-      if (const std::uint64_t meta = node->thunk(node->storage, detail::Op::meta); meta != 0) [[unlikely]] {
+      const std::uint64_t meta = node->thunk(node->storage.data(), detail::Op::meta);
+      if (meta != 0) [[unlikely]] {
         ran += fire_periodic(node, meta);
         continue;
       }
@@ -374,7 +375,7 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
         continue;
       }
       try {
-        node->thunk(node->storage, detail::Op::run);
+        node->thunk(node->storage.data(), detail::Op::run);
       } catch (...) {
         pool_.release(node);  // the thunk destroyed the callable on its way out
         throw;
@@ -420,7 +421,7 @@ std::size_t Wheel::fire_periodic(Node* node, std::uint64_t meta) {
     return 1;
   }
   try {
-    node->thunk(node->storage, detail::Op::run);
+    node->thunk(node->storage.data(), detail::Op::run);
   } catch (...) {
     rearm(node, running, next_run(meta, due, now_));
     throw;
@@ -469,7 +470,7 @@ void Wheel::pace(std::uint64_t target, unsigned top) noexcept {
     const std::uint64_t start = unit << shift;
     if (target >= start) continue;  // the pass crosses the boundary and moves the rest there
     const double share = static_cast<double>(target - cur_) / static_cast<double>(start - cur_);
-    const auto quota = static_cast<std::uint64_t>(std::ceil(share * count_[slot]));
+    const auto quota = static_cast<std::uint64_t>(std::ceil(share * (*count_)[slot]));
     stats_.moved_ahead += move_down(slot, quota);
   }
 }
@@ -485,9 +486,13 @@ void Wheel::cascade_at(std::uint64_t t, unsigned top) noexcept {
   }
 }
 
+Wheel::LevelWords Wheel::level_words(unsigned level) const noexcept {
+  return std::span(occupied_).subspan(std::size_t{level} * kWordsPerLevel).first<kWordsPerLevel>();
+}
+
 // Distance from bit `start` to the first set bit of a kSlots-bit ring (one level's bitmap), going
 // up and wrapping; kSlots if none is set.
-unsigned Wheel::find_from(const std::uint64_t* words, unsigned start) noexcept {
+unsigned Wheel::find_from(LevelWords words, unsigned start) noexcept {
   const unsigned i = start / 64;
   const unsigned j = start % 64;
   if (const std::uint64_t a = words[i] >> j) return static_cast<unsigned>(std::countr_zero(a));
@@ -504,7 +509,7 @@ unsigned Wheel::find_from(const std::uint64_t* words, unsigned start) noexcept {
 
 bool Wheel::level_empty(unsigned level) const noexcept {
   std::uint64_t any = 0;
-  for (unsigned k = 0; k < kWordsPerLevel; ++k) any |= occupied_[level * kWordsPerLevel + k];
+  for (const std::uint64_t word : level_words(level)) any |= word;
   return any == 0;
 }
 
@@ -531,10 +536,9 @@ std::uint64_t Wheel::next_event_tick(unsigned top) const noexcept {
   std::uint64_t best = ~std::uint64_t{0};
   for (unsigned level = 0; level <= top; ++level) {
     if (level_empty(level)) continue;
-    const std::uint64_t* words = &occupied_[level * kWordsPerLevel];
     const unsigned shift = kLevelBits * level;
     const std::uint64_t from = (cur_ >> shift) + 1;
-    const unsigned d = find_from(words, static_cast<unsigned>(from & (kSlots - 1)));
+    const unsigned d = find_from(level_words(level), static_cast<unsigned>(from & (kSlots - 1)));
     assert(d < kSlots);
     best = std::min(best, (from + d) << shift);
   }
@@ -546,8 +550,8 @@ std::uint64_t Wheel::next_event_tick(unsigned top) const noexcept {
 template <class Fn>
 void Wheel::for_each_upcoming_slot(Fn&& fn) const noexcept {
   if (!level_empty(0)) {
-    const unsigned from = static_cast<unsigned>((cur_ + 1) & (kSlots - 1));
-    fn((from + find_from(&occupied_[0], from)) & (kSlots - 1));
+    const auto from = static_cast<unsigned>((cur_ + 1) & (kSlots - 1));
+    fn((from + find_from(level_words(0), from)) & (kSlots - 1));
   }
   for (unsigned level = 1, top = top_level(); level <= top; ++level) {
     const unsigned slot =
@@ -562,7 +566,7 @@ void Wheel::for_each_upcoming_slot(Fn&& fn) const noexcept {
 // slots overlap instead of being taken slot by slot, one chain at a time.
 void Wheel::prefetch_upcoming(bool successors) const noexcept {
   for_each_upcoming_slot([&](unsigned slot) {
-    for (Node* head : slots_[slot].head) {
+    for (Node* head : (*slots_)[slot].head) {
       if (head == nullptr) continue;
       if (!successors) {
         prefetch_node(head);
@@ -691,7 +695,7 @@ bool Wheel::retire(Node* node, std::uint32_t cancelled_gen) noexcept {
 
 void Wheel::rearm_returned(Node* node) noexcept {
   using Meta = detail::PeriodicMeta;
-  const std::uint64_t meta = node->thunk(node->storage, detail::Op::meta);
+  const std::uint64_t meta = node->thunk(node->storage.data(), detail::Op::meta);
   assert(meta != 0);
   // Running, or cancelled during the run (running - 1): either way the running value is the
   // lifetime's multiple of four, which rearm() expects. A returned node is unlinked (I5).
@@ -705,12 +709,13 @@ void Wheel::rearm_returned(Node* node) noexcept {
   rearm(node, running, next_run(meta, node->due, ran_until));
 }
 
-std::size_t Wheel::take_free_nodes(Node** out, std::size_t n) noexcept {
+std::size_t Wheel::take_free_nodes(std::span<Node*> out) noexcept {
   std::size_t got = 0;
-  while (got < n) {
+  for (Node*& slot : out) {
     Node* node = pool_.acquire();
     if (node == nullptr) break;
-    out[got++] = node;
+    slot = node;
+    ++got;
   }
   return got;
 }

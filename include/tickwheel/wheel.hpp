@@ -66,6 +66,7 @@
 //   }
 #pragma once
 
+#include <array>
 #include <bit>
 #include <chrono>
 #include <cstddef>
@@ -73,6 +74,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 
 #include "tickwheel/detail/arith.hpp"
 #include "tickwheel/detail/node.hpp"
@@ -337,14 +339,15 @@ class Wheel {
   // linked; returns whether it did. A periodic node cancelled while it ran is unlinked: the fire
   // path, whose re-arm the cancel refused, recycles it, and this is a no-op.
   bool retire(Node* node, std::uint32_t cancelled_gen) noexcept;
-  // Hands out up to n nodes from the pool for producers to prepare (growing it if need be).
-  std::size_t take_free_nodes(Node** out, std::size_t n) noexcept;
+  // Fills `out` with nodes from the pool for producers to prepare (growing it if need be); returns
+  // how many it could hand out, from the front.
+  std::size_t take_free_nodes(std::span<Node*> out) noexcept;
   // Calls fn(node) for every node that holds a pending timer (a periodic one between its runs).
   // O(pending).
   template <class Fn>
   void for_each_pending(Fn&& fn) const noexcept {
     for (unsigned s = 0; s < kAllSlots; ++s) {
-      for (Node* node : slots_[s].head) {
+      for (Node* node : (*slots_)[s].head) {
         for (; node != nullptr; node = node->next) {
           if ((node->gen.load(std::memory_order_relaxed) & 3) == detail::kPending) fn(node);
         }
@@ -379,7 +382,7 @@ class Wheel {
                 "the top level must reach the last tick a Nanos can hold at the smallest tick");
 
   struct alignas(detail::kCacheLine) Slot {
-    Node* head[kWays];
+    std::array<Node*, kWays> head;
   };
   static_assert(sizeof(Slot) == detail::kCacheLine, "one slot is one cache line of sub-list heads");
 
@@ -412,7 +415,9 @@ class Wheel {
   bool level_empty(unsigned level) const noexcept;
   bool current_units_empty(unsigned top) const noexcept;
   std::uint64_t next_event_tick(unsigned top) const noexcept;
-  static unsigned find_from(const std::uint64_t* words, unsigned start) noexcept;
+  using LevelWords = std::span<const std::uint64_t, kWordsPerLevel>;  // one level's occupancy bits
+  LevelWords level_words(unsigned level) const noexcept;
+  static unsigned find_from(LevelWords words, unsigned start) noexcept;
   template <class Fn>
   void for_each_upcoming_slot(Fn&& fn) const noexcept;
   void prefetch_upcoming(bool successors) const noexcept;
@@ -430,15 +435,15 @@ class Wheel {
   bool shared_ = false;          // inside an Engine: fires claim nodes by compare-and-swap
   Dispatch dispatch_ = nullptr;  // inside an Engine with an executor: see set_dispatch()
   void* dispatch_context_ = nullptr;
-  std::unique_ptr<Slot[]> slots_;              // kAllSlots heads, one cache line each
-  std::uint64_t occupied_[kBitmapWords] = {};  // bit s set <=> slot s has a node
-  std::unique_ptr<std::uint32_t[]> count_;     // nodes linked into each slot since it was empty,
-                                               // less those moved out: an upper bound that paces
-                                               // the look-ahead cascade
+  std::unique_ptr<std::array<Slot, kAllSlots>> slots_;  // the heads, one cache line per slot
+  std::array<std::uint64_t, kBitmapWords> occupied_{};  // bit s set <=> slot s has a node
+  // Nodes linked into each slot since it was empty, less those moved out: an upper bound that
+  // paces the look-ahead cascade.
+  std::unique_ptr<std::array<std::uint32_t, kAllSlots>> count_;
   detail::NodePool pool_;
   WheelStats stats_;
   unsigned unlink_queued_ = 0;
-  Node* unlink_queue_[kUnlinkBatch];  // cancelled nodes still linked, see flush_unlinks()
+  std::array<Node*, kUnlinkBatch> unlink_queue_{};  // cancelled nodes still linked, see flush_unlinks()
 };
 
 // ---- The hot path, inline so that a schedule compiles down to straight-line code. ----
@@ -479,14 +484,14 @@ inline unsigned Wheel::wheel_slot(std::uint64_t due) const noexcept {
 }
 
 inline void Wheel::link(Node* node, unsigned slot) noexcept {
-  Node** head = &slots_[slot].head[way_++ & (kWays - 1)];
+  Node** head = &(*slots_)[slot].head[way_++ & (kWays - 1)];
   Node* first = *head;
   node->next = first;
   node->pprev = head;
   if (first != nullptr) first->pprev = &node->next;
   *head = node;
   occupied_[slot / 64] |= std::uint64_t{1} << (slot % 64);
-  ++count_[slot];
+  ++(*count_)[slot];
 }
 
 inline TimerId Wheel::commit(Node* node, Nanos deadline) noexcept {

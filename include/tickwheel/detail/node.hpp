@@ -5,6 +5,7 @@
 // fire each touch this one line of the node (plus, for list surgery, the neighbours' links).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,8 @@ inline constexpr std::size_t kCacheLine = 64;
 
 // Bytes of callable a node stores inline: three pointers, enough for `this`, an id and a pointer.
 inline constexpr std::size_t kInlineCallableBytes = 24;
+// Their alignment: a pointer's. A callable that needs more is refused (check_callable_traits).
+inline constexpr std::size_t kInlineCallableAlign = 8;
 
 // A periodic timer keeps its schedule (see PeriodicMeta) in the first 8 bytes of that storage and
 // its callable in the rest: two pointers.
@@ -71,7 +74,7 @@ struct alignas(kCacheLine) Node {
   std::atomic<std::uint32_t> gen;
   std::uint32_t index;  // the node's position in its pool; fixed once the node is first handed out
   Thunk thunk;
-  alignas(8) std::byte storage[kInlineCallableBytes];
+  alignas(kInlineCallableAlign) std::array<std::byte, kInlineCallableBytes> storage;
 };
 static_assert(sizeof(Node) == kCacheLine, "a pending timer must cost exactly one cache line");
 static_assert(std::is_trivially_destructible_v<Node>,
@@ -108,6 +111,8 @@ std::uint64_t periodic_thunk_for(void* storage, Op op) {
     std::memcpy(&meta, bytes, sizeof meta);
     return meta;
   }
+  // The callable sits kMetaBytes into the type-erased storage; check_periodic_callable<F> bounds it.
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-bounds-pointer-arithmetic): an offset inside the storage
   F* fn = std::launder(reinterpret_cast<F*>(bytes + kMetaBytes));
   if (op == Op::run) {
     (*fn)();
@@ -146,7 +151,7 @@ template <class F>
 constexpr void check_callable_traits() {
   using Fn = std::decay_t<F>;
   static_assert(std::is_invocable_v<Fn&>, "tickwheel: the callback must be callable as fn()");
-  static_assert(alignof(Fn) <= alignof(std::max_align_t) && alignof(Fn) <= 8,
+  static_assert(alignof(Fn) <= kInlineCallableAlign,
                 "tickwheel: the callback needs more than 8-byte alignment");
   static_assert(std::is_nothrow_constructible_v<Fn, F&&>,
                 "tickwheel: constructing the callback may throw; schedule is noexcept, so capture "
@@ -183,13 +188,13 @@ constexpr bool is_null_callable(const F& fn) noexcept {
 }
 
 // Destroys the callable stored in a node without running it.
-inline void destroy_callable(Node* node) noexcept { node->thunk(node->storage, Op::destroy); }
+inline void destroy_callable(Node* node) noexcept { node->thunk(node->storage.data(), Op::destroy); }
 
 // Constructs the callable in the node and records how to run it. Precondition: check_callable<F>.
 template <class F>
 void store_callable(Node* node, F&& fn) noexcept {
   using Fn = std::decay_t<F>;
-  ::new (static_cast<void*>(node->storage)) Fn(std::forward<F>(fn));
+  ::new (static_cast<void*>(node->storage.data())) Fn(std::forward<F>(fn));
   node->thunk = &thunk_for<Fn>;
 }
 
@@ -198,8 +203,8 @@ void store_callable(Node* node, F&& fn) noexcept {
 template <class F>
 void store_periodic_callable(Node* node, std::uint64_t meta, F&& fn) noexcept {
   using Fn = std::decay_t<F>;
-  std::memcpy(node->storage, &meta, sizeof meta);
-  ::new (static_cast<void*>(node->storage + kMetaBytes)) Fn(std::forward<F>(fn));
+  std::memcpy(node->storage.data(), &meta, sizeof meta);
+  ::new (static_cast<void*>(&node->storage[kMetaBytes])) Fn(std::forward<F>(fn));
   node->thunk = &periodic_thunk_for<Fn>;
 }
 

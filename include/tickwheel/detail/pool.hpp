@@ -65,6 +65,7 @@ class NodePool {
   // Precondition: index < touched().
   Node* at(std::uint32_t index) const noexcept {
     const unsigned seg = segment_of(index);
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): base_ is biased on purpose, see there
     return reinterpret_cast<Node*>(base_[seg] + std::uintptr_t{index} * sizeof(Node));
   }
 
