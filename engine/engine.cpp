@@ -102,7 +102,7 @@ EngineCore::EngineCore(EngineOptions opts)
   }
 }
 
-EngineCore::~EngineCore() {
+EngineCore::~EngineCore() {  // NOLINT(bugprone-exception-escape): see the declaration
   stop();
   for (auto& shard : shards_) shard->drain_cancels();  // cancels of timers stop() returned
   for (auto& p : producers_) {  // producer tokens must go before the queues they point into

@@ -61,7 +61,12 @@ class EngineCore {
   enum class Notice : unsigned { binding_refused, callback_threw, more_shards_than_cores, count };
 
   explicit EngineCore(EngineOptions opts);
-  ~EngineCore();
+  // Stops as stop() does. Inside one of this engine's callbacks, which ~Engine's contract forbids,
+  // stop() throws, and the exception leaving the destructor terminates: the answer intended, since
+  // the join that stop() would do there could never return.
+  ~EngineCore();  // NOLINT(bugprone-exception-escape): only on that misuse, as said above
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
 
   const Topology& topology() const noexcept { return topology_; }
   unsigned cpu_for(std::size_t shard) const noexcept;

@@ -27,6 +27,7 @@ Node* NodePool::acquire_fresh() noexcept {
     mapped_ += segment_nodes(seg);
     ++segments_;
   }
+  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): placement new, in pool memory; nothing to own
   Node* node = ::new (static_cast<void*>(at(touched_))) Node{};  // first touch: gen 0, links null
   node->index = touched_;
   ++touched_;

@@ -80,8 +80,6 @@ Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nan
   if (executor_ != nullptr) wheel_.set_dispatch(&Shard::dispatch, this);
 }
 
-Shard::~Shard() { delete reserve_token_; }
-
 // ---- Any thread ----
 
 bool Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
@@ -281,7 +279,7 @@ void Shard::run() {
 }
 
 void Shard::prepare() noexcept {
-  reserve_token_ = new moodycamel::ProducerToken(free_nodes_);
+  reserve_token_.emplace(free_nodes_);
   top_up(reserve_target_);
   ready_.store(true, std::memory_order_release);
 }

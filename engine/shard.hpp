@@ -45,7 +45,7 @@ struct CancelRecord {
 class Shard {
  public:
   Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nanos start);
-  ~Shard();
+  ~Shard() = default;
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
@@ -165,7 +165,6 @@ class Shard {
   std::thread thread_;
   std::optional<Nanos> planned_ns_;  // the deadline the last wait aimed at, for the tick lag
   bool cap_hit_ = false;
-  moodycamel::ProducerToken* reserve_token_ = nullptr;  // the worker is free_nodes_' only producer
   std::size_t reserve_target_;  // free nodes refill() aims at; grows with bursts (see there)
 
   // Written by the worker, read by any thread (stats(), admit()): relaxed counters, each a
@@ -213,6 +212,10 @@ class Shard {
   moodycamel::ConcurrentQueue<CancelRecord> cancels_;
   moodycamel::ConcurrentQueue<Node*> free_nodes_;
   moodycamel::ConcurrentQueue<Node*> returned_;  // nodes back from the executor
+
+  // Worker only: its token for free_nodes_, whose only producer it is. Made by prepare(); declared
+  // after the queues so that it is destroyed before them.
+  std::optional<moodycamel::ProducerToken> reserve_token_;
 };
 
 // The shard whose worker is the calling thread, or nullptr.

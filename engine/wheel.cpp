@@ -602,7 +602,9 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
   if (in_advance_) return 0;
   struct InAdvance {
     bool& flag;
-    explicit InAdvance(bool& f) : flag(f) { flag = true; }
+    explicit InAdvance(bool& f) : flag(f) { f = true; }
+    InAdvance(const InAdvance&) = delete;
+    InAdvance& operator=(const InAdvance&) = delete;
     ~InAdvance() { flag = false; }
   } in_advance(in_advance_);
   ++stats_.passes;

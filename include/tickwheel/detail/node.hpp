@@ -97,8 +97,11 @@ std::uint64_t thunk_for(void* storage, Op op) {
   F* fn = std::launder(static_cast<F*>(storage));
   struct Destroy {
     F* fn;
+    explicit Destroy(F* f) noexcept : fn(f) {}
+    Destroy(const Destroy&) = delete;
+    Destroy& operator=(const Destroy&) = delete;
     ~Destroy() { fn->~F(); }
-  } destroy{fn};
+  } destroy(fn);
   if (op == Op::run) (*fn)();
   return 0;
 }
