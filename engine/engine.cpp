@@ -62,7 +62,7 @@ EngineOptions validated(EngineOptions opts) {
   }
   if (!opts.log)
     opts.log = [](std::string_view line) {
-      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+      (void)std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
     };
   return opts;
 }

@@ -26,7 +26,7 @@ struct ThreadPoolExecutor::Impl {
     for (auto& cpu : bound) cpu.store(-1, std::memory_order_relaxed);
     if (!opts.log) {
       opts.log = [](std::string_view line) {
-        std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+        (void)std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
       };
     }
   }

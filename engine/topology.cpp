@@ -3,10 +3,26 @@
 
 #include <hwloc.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 
 namespace tickwheel::detail {
+namespace {
+
+// strerror_r in whichever form the C library declares, since strerror may share one buffer among
+// threads: GNU's returns the message (not necessarily in buf), POSIX's fills buf and returns 0.
+[[maybe_unused]] const char* message_of(const char* gnu_result, const char* /*buf*/) noexcept {
+  return gnu_result;
+}
+[[maybe_unused]] const char* message_of(int /*posix_result*/, const char* buf) noexcept { return buf; }
+
+std::string error_text(int error) {
+  std::array<char, 256> buf{};
+  return message_of(::strerror_r(error, buf.data(), buf.size()), buf.data());
+}
+
+}  // namespace
 
 Topology::Topology() {
   hwloc_topology_t topology = nullptr;
@@ -37,7 +53,7 @@ std::string Topology::bind_this_thread(unsigned os_index) const {
   const int error = errno;
   hwloc_bitmap_free(set);
   if (rc == 0) return {};
-  return "binding to PU " + std::to_string(os_index) + " refused: " + std::strerror(error);
+  return "binding to PU " + std::to_string(os_index) + " refused: " + error_text(error);
 }
 
 }  // namespace tickwheel::detail
