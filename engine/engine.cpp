@@ -39,6 +39,20 @@ std::uint64_t thread_serial() noexcept {
   return serial;
 }
 
+// A node for a schedule on shard `index` from a thread that is not its worker: from the thread's
+// cache for the shard, refilled in bulk from the shard's reserve, else from the thread's overflow
+// pool. Null if the thread has no state (out of memory on its first use) or the pool cannot grow.
+Node* take_node(ProducerState* state, Shard& shard, std::size_t index) noexcept {
+  if (state == nullptr) return nullptr;
+  ProducerState::PerShard& mine = state->shards[index];
+  if (mine.cached == 0) mine.cached = shard.take_nodes(mine.cache.data(), mine.cache.size());
+  Node* node = mine.cached != 0 ? mine.cache[--mine.cached] : state->overflow.acquire();
+  // The next schedule's node was last written by the worker, on another core: start moving its
+  // line here now, for writing, rather than stall on it then.
+  if (mine.cached != 0) __builtin_prefetch(mine.cache[mine.cached - 1], 1);
+  return node;
+}
+
 EngineOptions validated(EngineOptions opts) {
   if (opts.tick < Wheel::kMinTick || opts.tick > Wheel::kMaxTick) {
     throw std::invalid_argument("tickwheel::Engine: tick must be between 1us and 1h, got " +
@@ -220,14 +234,7 @@ Status EngineCore::acquire(std::size_t index, Node*& node, Shard*& target) noexc
     node = shard.own_node();
   } else {
     if (state == nullptr) state = producer();
-    if (state != nullptr) {
-      ProducerState::PerShard& mine = state->shards[index];
-      if (mine.cached == 0) mine.cached = shard.take_nodes(mine.cache.data(), mine.cache.size());
-      node = mine.cached != 0 ? mine.cache[--mine.cached] : state->overflow.acquire();
-      // The next schedule's node was last written by the worker, on another core: start moving
-      // its line here now, for writing, rather than stall on it then.
-      if (mine.cached != 0) __builtin_prefetch(mine.cache[mine.cached - 1], 1);
-    }
+    node = take_node(state, shard, index);
   }
   if (node == nullptr) {
     shard.unadmit();
