@@ -74,10 +74,11 @@ EngineOptions validated(EngineOptions opts) {
         "tickwheel::Engine: a clock of one's own needs threads = Threads::manual (workers sleep on "
         "CLOCK_MONOTONIC)");
   }
-  if (!opts.log)
+  if (!opts.log) {
     opts.log = [](std::string_view line) {
       (void)std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
     };
+  }
   return opts;
 }
 
@@ -159,7 +160,7 @@ moodycamel::ProducerToken* EngineCore::returned_token(std::size_t shard) noexcep
   return state != nullptr ? state->shards[shard].returned.get() : nullptr;
 }
 
-bool EngineCore::is_own_worker(const Shard* shard) const noexcept {
+bool EngineCore::is_own_worker(const Shard* shard) noexcept {
   return shard != nullptr && shard == current_shard();
 }
 
@@ -253,7 +254,7 @@ Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) no
   node->gen.store(gen, std::memory_order_relaxed);
   if (is_own_worker(shard)) {
     shard->link_direct(node);  // a callback scheduling on its own shard: no queue
-    return Timer(shard, node, gen);
+    return {shard, node, gen};
   }
   ProducerState* state = producer();  // registered by acquire(): a table hit
   ProducerState::PerShard& mine = state->shards[shard->index()];
@@ -265,9 +266,10 @@ Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) no
   // hand_over() ended with a seq_cst fence after the enqueue, and stop() has one between its store
   // of stopped_ and its drain of the queues (Dekker): so if this load sees false, stop()'s drain
   // will see the node, and if it sees true the node may have come too late for the drain.
-  if (stopped_.load(std::memory_order_relaxed)) [[unlikely]]
+  if (stopped_.load(std::memory_order_relaxed)) [[unlikely]] {
     return settle_late(*state, shard, node, gen);
-  return Timer(shard, node, gen);
+  }
+  return {shard, node, gen};
 }
 
 Timer EngineCore::settle_late(ProducerState& state, Shard* shard, Node* node, std::uint32_t gen) noexcept {
@@ -279,12 +281,12 @@ Timer EngineCore::settle_late(ProducerState& state, Shard* shard, Node* node, st
   // here too): take it back and fail the schedule.
   // A callback on one of this engine's workers (or polling threads) must not take the mutex: stop()
   // holds it while it joins that very thread. The drain comes after the join, so the node stands.
-  if (in_own_pass()) return Timer(shard, node, gen);
+  if (in_own_pass()) return {shard, node, gen};
   std::lock_guard lock(lifecycle_mutex_);
-  if (!joined_) return Timer(shard, node, gen);
+  if (!joined_) return {shard, node, gen};
   Node* back = nullptr;
   if (!shard->transfers().try_dequeue_from_producer(*state.shards[shard->index()].transfer, back)) {
-    return Timer(shard, node, gen);
+    return {shard, node, gen};
   }
   assert(back == node);
   return fail(state, shard, back, Status::stopped);

@@ -44,7 +44,7 @@ struct ProducerState {
     std::uint32_t posted = 0;  // hand-offs and cancels since this thread last nudged the worker
   };
 
-  ProducerState(std::thread::id id, std::vector<std::unique_ptr<Shard>>& shards, std::size_t home_shard);
+  ProducerState(std::thread::id id, std::vector<std::unique_ptr<Shard>>& all, std::size_t home_shard);
 
   std::thread::id owner;
   std::uint64_t serial = 0;  // the owning thread's serial (see thread_serial() in engine.cpp)
@@ -72,8 +72,8 @@ class EngineCore {
   unsigned cpu_for(std::size_t shard) const noexcept;
   void note_once(Notice kind, const std::string& message);
 
-  Status acquire(std::size_t shard, Node*& node, Shard*& target) noexcept;
-  Timer commit(Shard* target, Node* node, Nanos when, bool relative) noexcept;
+  Status acquire(std::size_t index, Node*& node, Shard*& target) noexcept;
+  Timer commit(Shard* shard, Node* node, Nanos when, bool relative) noexcept;
   void post_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen) noexcept;
   // The calling thread's token for the shard's returned-node queue (registering the thread on its
   // first use), or null if it could not be had (out of memory).
@@ -83,8 +83,8 @@ class EngineCore {
 
   void start();
   std::vector<Timer> stop();
-  std::size_t poll(std::size_t shard, Nanos now, std::size_t limit);
-  std::optional<Nanos> next_deadline(std::size_t shard) const;
+  std::size_t poll(std::size_t index, Nanos now, std::size_t limit);
+  std::optional<Nanos> next_deadline(std::size_t index) const;
   // The engine's clock: EngineOptions::clock, or CLOCK_MONOTONIC.
   Nanos now() const noexcept { return opts_.clock != nullptr ? opts_.clock() : monotonic_now(); }
   EngineStats stats() const;
@@ -98,8 +98,8 @@ class EngineCore {
   // else it is taken back and fails with Status::stopped.
   Timer settle_late(ProducerState& state, Shard* shard, Node* node, std::uint32_t gen) noexcept;
   // Undoes a schedule that handed nothing over: destroys the callable, keeps the node, counts it.
-  Timer fail(ProducerState& state, Shard* shard, Node* node, Status why) noexcept;
-  bool is_own_worker(const Shard* shard) const noexcept;
+  static Timer fail(ProducerState& state, Shard* shard, Node* node, Status why) noexcept;
+  static bool is_own_worker(const Shard* shard) noexcept;
   // Whether the calling thread is in a pass of one of this engine's shards (a worker, or a thread
   // inside poll()), i.e. running one of its callbacks inline.
   bool in_own_pass() const noexcept;

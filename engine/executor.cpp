@@ -75,8 +75,9 @@ ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions opts) {
   Impl& impl = *impl_;
   impl.threads.reserve(impl.opts.threads);
   try {
-    for (std::size_t i = 0; i < impl.opts.threads; ++i)
+    for (std::size_t i = 0; i < impl.opts.threads; ++i) {
       impl.threads.emplace_back([&impl, i] { impl.run(i); });
+    }
   } catch (...) {
     for (std::size_t i = 0; i < impl.threads.size(); ++i) impl.queue.enqueue(Task());
     for (auto& t : impl.threads) t.join();

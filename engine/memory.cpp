@@ -35,7 +35,7 @@ void destroy_arena(unsigned arena) noexcept {
 }
 #else
 unsigned create_arena() noexcept { return kNoArena; }
-void destroy_arena(unsigned) noexcept {}
+void destroy_arena(unsigned /*arena*/) noexcept {}
 #endif
 
 void* map_memory(std::size_t bytes, [[maybe_unused]] unsigned arena) noexcept {

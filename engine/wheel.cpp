@@ -65,8 +65,7 @@ std::uint64_t periodic_meta(Nanos period, const PeriodicOptions& opts, Nanos tic
 
 }  // namespace detail
 
-Wheel::Wheel(WheelOptions opts)
-    : tick_(opts.tick), now_(opts.start), cur_(0), target_(0), max_tick_(0), max_pending_(opts.max_pending) {
+Wheel::Wheel(WheelOptions opts) : tick_(opts.tick), now_(opts.start), max_pending_(opts.max_pending) {
   if (opts.tick < kMinTick || opts.tick > kMaxTick) {
     throw std::invalid_argument("tickwheel::Wheel: tick must be between 1us and 1h (" + nanos_text(kMinTick) +
                                 ".." + nanos_text(kMaxTick) + "), got " + nanos_text(opts.tick));
@@ -98,7 +97,9 @@ Wheel::~Wheel() {
   }
 }
 
-bool Wheel::occupied(unsigned slot) const noexcept { return (occupied_[slot / 64] >> (slot % 64)) & 1; }
+bool Wheel::occupied(unsigned slot) const noexcept {
+  return ((occupied_[slot / 64] >> (slot % 64)) & 1) != 0;
+}
 
 // Byte offset of a list link from the start of the slot array; a link inside a node (its `next`)
 // gives an offset past the array, as unsigned arithmetic wraps.
@@ -197,6 +198,7 @@ bool Wheel::cancel(TimerId id) noexcept {
 // Takes a due node whose generation the caller loaded as `gen` from pending to `state`: kFired
 // for a one-shot timer, kRunning for a periodic one. A standalone wheel owns its nodes outright; a
 // wheel inside an Engine races cancel() on other threads, and exactly one compare-and-swap wins.
+// NOLINTNEXTLINE(readability-make-member-function-const): it changes the state of a node the wheel owns
 bool Wheel::claim(Node* node, std::uint32_t gen, std::uint32_t state) noexcept {
   const std::uint32_t claimed = gen - detail::kPending + state;
   if (!shared_) {
@@ -277,7 +279,7 @@ std::uint64_t Wheel::move_down(unsigned slot, std::uint64_t max_nodes) noexcept 
       if (next != nullptr) {
         next->pprev = &from.head[way];
       } else {
-        ways &= ~(1u << way);
+        ways &= ~(1U << way);
       }
       assert(node->due >= cur_);
       link(node, node->due == cur_ ? static_cast<unsigned>(cur_ & (kSlots - 1)) : wheel_slot(node->due));
@@ -642,6 +644,7 @@ std::optional<Nanos> Wheel::next_deadline() const noexcept {
   // Queued unlinks leave slots marked occupied by dead nodes; finish them so the answer is exact.
   // Logically const: it changes no observable state. Nodes are queued only by cancel(), a
   // non-const call, so a wheel with a non-empty queue was not defined const and the cast is sound.
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): sound, as said above
   if (unlink_queued_ != 0) const_cast<Wheel*>(this)->flush_unlinks();
   if (pending_ == 0) return std::nullopt;
   if (occupied(kDueSlot) || occupied(kLateSlot) || occupied(kBatchSlot)) return now_;

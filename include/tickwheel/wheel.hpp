@@ -107,16 +107,14 @@ class TimerId {
   // A single integer for storage in user structures; from_raw(raw()) == *this.
   constexpr std::uint64_t raw() const noexcept { return (std::uint64_t{gen_} << 32) | index_; }
   static constexpr TimerId from_raw(std::uint64_t raw) noexcept {
-    return TimerId(static_cast<std::uint32_t>(raw), static_cast<std::uint32_t>(raw >> 32));
+    return {static_cast<std::uint32_t>(raw), static_cast<std::uint32_t>(raw >> 32)};
   }
   friend constexpr bool operator==(TimerId, TimerId) noexcept = default;
 
  private:
   friend class Wheel;
   constexpr TimerId(std::uint32_t index, std::uint32_t gen) noexcept : index_(index), gen_(gen) {}
-  static constexpr TimerId failure(Status why) noexcept {
-    return TimerId(static_cast<std::uint32_t>(why), 0);
-  }
+  static constexpr TimerId failure(Status why) noexcept { return {static_cast<std::uint32_t>(why), 0}; }
 
   std::uint32_t index_ = 0;  // node index; the Status when gen_ == 0
   std::uint32_t gen_ = 0;    // 0 = no timer
@@ -202,7 +200,7 @@ class Wheel {
  public:
   static constexpr unsigned kLevelBits = 8;              // each level is 256x coarser
   static constexpr unsigned kSlotBits = kLevelBits + 1;  // 512 slots: two revolutions
-  static constexpr unsigned kSlots = 1u << kSlotBits;
+  static constexpr unsigned kSlots = 1U << kSlotBits;
   static constexpr unsigned kLevels = 7;
   static constexpr unsigned kWays = 8;  // sub-lists per slot
   static constexpr Nanos kMinTick = std::chrono::microseconds(1);
@@ -425,10 +423,10 @@ class Wheel {
   // All fields: the owning thread only.
   Nanos tick_;
   Nanos now_;
-  std::uint64_t cur_;        // the tick being processed; every timer due before it has run
-  std::uint64_t target_;     // the tick of the last advance()'s now: cur_ <= target_
-  std::uint64_t max_tick_;   // horizon() in ticks
-  std::size_t max_pending_;  // the effective limit: WheelOptions::max_pending, or the pool's
+  std::uint64_t cur_ = 0;       // the tick being processed; every timer due before it has run
+  std::uint64_t target_ = 0;    // the tick of the last advance()'s now: cur_ <= target_
+  std::uint64_t max_tick_ = 0;  // horizon() in ticks
+  std::size_t max_pending_;     // the effective limit: WheelOptions::max_pending, or the pool's
   std::size_t pending_ = 0;
   unsigned way_ = 0;  // next sub-list for an insertion, round robin
   bool in_advance_ = false;
@@ -454,8 +452,9 @@ inline Wheel::Node* Wheel::acquire_node() noexcept {
     return nullptr;
   }
   Node* node = pool_.acquire();
-  if (node == nullptr) [[unlikely]]
+  if (node == nullptr) [[unlikely]] {
     ++stats_.rejected;
+  }
   return node;
 }
 
@@ -508,7 +507,7 @@ inline TimerId Wheel::commit(Node* node, Nanos deadline) noexcept {
   link(node, due <= cur_ ? kDueSlot : wheel_slot(due));
   ++pending_;
   ++stats_.scheduled;
-  return TimerId(index, gen);
+  return {index, gen};
 }
 
 }  // namespace tickwheel

@@ -12,7 +12,7 @@ inline constexpr std::size_t kHugePage = std::size_t{2} << 20;
 // Where memory comes from: kNoArena for anonymous mappings of its own, else a jemalloc arena made
 // by create_arena() (the Engine gives each shard one, so that a shard's node memory never shares
 // an extent with another's and is first touched by the shard's worker).
-inline constexpr unsigned kNoArena = ~0u;
+inline constexpr unsigned kNoArena = ~0U;
 
 // A jemalloc arena of its own, or kNoArena when the library is built without jemalloc
 // (TICKWHEEL_WITH_JEMALLOC=OFF) or jemalloc refuses. Construction paths only.

@@ -86,10 +86,10 @@ inline constexpr std::uint32_t kPending = 1;
 inline constexpr std::uint32_t kFired = 2;
 inline constexpr std::uint32_t kCancelled = 3;
 inline constexpr std::uint32_t kRunning = 4;
-constexpr std::uint32_t next_lifetime(std::uint32_t gen) noexcept { return ((gen + 3) & ~3u) + kPending; }
+constexpr std::uint32_t next_lifetime(std::uint32_t gen) noexcept { return ((gen + 3) & ~3U) + kPending; }
 static_assert(next_lifetime(0) == 1 && next_lifetime(2) == 5 && next_lifetime(3) == 5 &&
               next_lifetime(4) == 5);
-static_assert(next_lifetime(0xFFFFFFFFu) == 1, "the last lifetime's cancelled state wraps to the first");
+static_assert(next_lifetime(0xFFFFFFFFU) == 1, "the last lifetime's cancelled state wraps to the first");
 
 template <class F>
 std::uint64_t thunk_for(void* storage, Op op) {
@@ -110,7 +110,7 @@ template <class F>
 std::uint64_t periodic_thunk_for(void* storage, Op op) {
   auto* bytes = static_cast<std::byte*>(storage);
   if (op == Op::meta) {
-    std::uint64_t meta;
+    std::uint64_t meta = 0;
     std::memcpy(&meta, bytes, sizeof meta);
     return meta;
   }

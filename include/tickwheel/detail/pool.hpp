@@ -102,7 +102,7 @@ class NodePool {
 static_assert(NodePool::segment_of(0) == 0 && NodePool::segment_of(4095) == 0);
 static_assert(NodePool::segment_of(4096) == 1 && NodePool::segment_of(8191) == 1);
 static_assert(NodePool::segment_of(8192) == 2);
-static_assert(NodePool::segment_of(0xFFFFFFFFu) == NodePool::kMaxSegments - 1);
+static_assert(NodePool::segment_of(0xFFFFFFFFU) == NodePool::kMaxSegments - 1);
 static_assert(NodePool::segment_start(NodePool::kMaxSegments - 1) +
                   NodePool::segment_nodes(NodePool::kMaxSegments - 1) ==
               NodePool::kMaxNodes);
