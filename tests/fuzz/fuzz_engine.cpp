@@ -37,11 +37,12 @@
 // a whole period behind; one linked during the pass at or before the tick the pass stands at (a
 // callback's own-shard schedule, a periodic re-arm behind now) does not run in that same
 // advance() call. A periodic timer is re-armed when its callback returns, by the rules of wheel.hpp
-// (fixed rate on its grid, catch_up / fire_once_now / skip; fixed delay from the wheel's now),
-// unless it was cancelled meanwhile, from its own callback or another. With the executor nothing
-// runs inside poll(): each due timer counts as fired when handed over, `executing` counts it until
-// its task has run, a one-shot's callable dies right after its run, and a task runs only for a
-// timer handed over (a cancel during that time stops the re-arm, not the run). After a poll that
+// (fixed rate on its grid, catch_up / fire_once_now / skip; fixed delay from the engine's clock
+// as the callback returned, which engine.hpp promises inline as on an executor), unless it was
+// cancelled meanwhile, from its own callback or another. With the executor nothing runs inside
+// poll(): each due timer counts as fired when handed over, `executing` counts it until its task
+// has run, a one-shot's callable dies right after its run, and a task runs only for a timer
+// handed over (a cancel during that time stops the re-arm, not the run). After a poll that
 // ran (or handed over) fewer than its limit, every timer linked before its last advance() call
 // and due by its now has run, been handed over or been dropped by skip. stop() must return exactly
 // the timers neither fired (one-shot) nor cancelled, hand-offs still queued and periodic timers
@@ -1112,7 +1113,9 @@ class EngineRun {
       awaiting_death_.insert(serial);  // the re-arm, refused, destroys it
     } else {
       // Re-armed as its callback returns: at or before the pass's now it waits for the next call.
-      link(serial, r, r.rule.next_run(r.due, ctx.T, m.wheel_now, tick_, max_tick_));
+      // Fixed delay counts from the engine's clock as the callback returned (engine.hpp), as for a
+      // task; not from the pass's now, which a long callback or poll(shard, now) leaves elsewhere.
+      link(serial, r, r.rule.next_run(r.due, ctx.T, g_clock, tick_, max_tick_));
       r.linked_poll = ctx.id;
       r.linked_call = ctx.call;
       r.linked_late = true;
