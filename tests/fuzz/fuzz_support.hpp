@@ -1,7 +1,7 @@
 // tests/fuzz/fuzz_support.hpp — what the two fuzz targets share: the byte reader that turns a
-// fuzzer input into decisions, the failure report, and time arithmetic done the slow, obvious
-// way (the reference models must not borrow the library's own helpers, or a shared bug would
-// cancel out).
+// fuzzer input into decisions, the failure report, time arithmetic done the slow, obvious way, and
+// the periodic timer's re-arm rules written out from wheel.hpp (the reference models must not
+// borrow the library's own helpers, or a shared bug would cancel out).
 #pragma once
 
 #include <chrono>
@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+
+#include "tickwheel/wheel.hpp"
 
 namespace tickwheel::fuzz {
 
@@ -113,5 +115,67 @@ inline std::uint64_t due_tick(std::int64_t deadline_ns, std::int64_t tick_ns) no
   const std::uint64_t last = static_cast<std::uint64_t>(kI64Max) / t;
   return up < last ? up : last;
 }
+
+// The longest period schedule_every accepts: 2^60 - 1 ns.
+constexpr std::int64_t kMaxPeriod = (std::int64_t{1} << 60) - 1;
+
+// A period for schedule_every, good and bad: whole ticks (short, long, spanning upper levels),
+// not whole ticks (fixed delay only), zero and negative, the longest one and just past it, anything.
+inline std::int64_t decode_period(Bytes& in, std::int64_t tick) noexcept {
+  const std::uint8_t kind = in.u8();
+  switch (kind % 8) {
+    case 0: return (1 + ((kind >> 4) & 7)) * tick;
+    case 1: return (1 + std::int64_t{in.u8()}) * tick;
+    case 2: return sat_mul(1 + std::int64_t{in.u16()}, tick);
+    case 3: {
+      const unsigned level = 1 + in.u8() % 4;
+      return sat_mul(1 + std::int64_t{in.u8() % 4},
+                     sat_mul(std::int64_t{1} << (Wheel::kLevelBits * level), tick));
+    }
+    case 4: return sat_mul(std::int64_t{in.u8() % 8}, tick) + 1 + in.u16() % (tick - 1);  // not whole ticks
+    case 5: return -static_cast<std::int64_t>(in.u8());
+    case 6: return kMaxPeriod + in.u8() % 3;  // the longest period and just past it
+    default: return static_cast<std::int64_t>(in.u64());
+  }
+}
+
+// A periodic timer's schedule and the rules of wheel.hpp (Cadence, Misfire) for its next run, as
+// both models apply them. Times are ticks, except the fixed-delay origin, which is nanoseconds.
+struct PeriodicRule {
+  Cadence cadence = Cadence::fixed_rate;
+  Misfire misfire = Misfire::fire_once_now;
+  std::int64_t period_ns = 0;
+  std::uint64_t period_ticks = 0;  // fixed rate: the period in whole ticks
+
+  // Whether schedule_every refuses the period with Status::bad_period.
+  static bool refused(std::int64_t period_ns, Cadence cadence, std::int64_t tick_ns) noexcept {
+    return period_ns <= 0 || period_ns > kMaxPeriod ||
+           (cadence == Cadence::fixed_rate && period_ns % tick_ns != 0);
+  }
+
+  // A fixed-rate Misfire::skip timer whose run, due at tick `due`, is a whole period behind the
+  // now of the advance() that reaches it (tick T): that run is dropped, not run.
+  bool skips(std::uint64_t due, std::uint64_t T) const noexcept {
+    return cadence == Cadence::fixed_rate && misfire == Misfire::skip && due <= T && T - due >= period_ticks;
+  }
+
+  // The first tick of the grid due, due + p, ... after T, clamped to the horizon. due <= T.
+  std::uint64_t first_grid_point_after(std::uint64_t due, std::uint64_t T,
+                                       std::uint64_t max_tick) const noexcept {
+    const std::uint64_t point = due + ((T - due) / period_ticks + 1) * period_ticks;
+    return point < max_tick ? point : max_tick;
+  }
+
+  // The run after the one for tick `due`, re-armed while the wheel's now is tick T: fixed delay one
+  // period after `ran_until` (nanoseconds) rounded up to the tick; fixed rate the next grid point,
+  // or, for fire_once_now and skip when that point is not after T, the first one after T.
+  std::uint64_t next_run(std::uint64_t due, std::uint64_t T, std::int64_t ran_until, std::int64_t tick_ns,
+                         std::uint64_t max_tick) const noexcept {
+    if (cadence == Cadence::fixed_delay) return due_tick(sat_add(ran_until, period_ns), tick_ns);
+    const std::uint64_t next = due + period_ticks;
+    if (next > T || misfire == Misfire::catch_up) return next < max_tick ? next : max_tick;
+    return first_grid_point_after(due, T, max_tick);
+  }
+};
 
 }  // namespace tickwheel::fuzz

@@ -79,7 +79,6 @@ long long ll(std::int64_t v) { return static_cast<long long>(v); }
 unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
 
 constexpr std::uint64_t kPoolLimit = (std::uint64_t{1} << 32) - 1;
-constexpr std::int64_t kMaxPeriod = (std::int64_t{1} << 60) - 1;
 void (*const kNullFn)() = nullptr;
 
 class WheelRun {
@@ -143,11 +142,8 @@ class WheelRun {
     std::uint64_t due = 0;  // the tick the wheel holds it for
     Place place = Place::wheel;
     bool periodic = false;
-    Cadence cadence = Cadence::fixed_rate;
-    Misfire misfire = Misfire::fire_once_now;
-    std::int64_t period_ns = 0;
-    std::uint64_t period_ticks = 0;  // fixed rate: the period in whole ticks
-    std::size_t pos = 0;             // index in live_
+    PeriodicRule rule;
+    std::size_t pos = 0;  // index in live_
   };
 
   // ---- setup ----------------------------------------------------------------------------------
@@ -246,25 +242,6 @@ class WheelRun {
     return sat_mul(ticks, tick_) - off;
   }
 
-  std::int64_t period() {
-    const std::uint8_t kind = in_.u8();
-    switch (kind % 8) {
-      case 0: return (1 + ((kind >> 4) & 7)) * tick_;
-      case 1: return (1 + std::int64_t{in_.u8()}) * tick_;
-      case 2: return sat_mul(1 + std::int64_t{in_.u16()}, tick_);
-      case 3: {
-        const unsigned level = 1 + in_.u8() % 4;
-        return sat_mul(1 + std::int64_t{in_.u8() % 4},
-                       sat_mul(std::int64_t{1} << (Wheel::kLevelBits * level), tick_));
-      }
-      case 4:
-        return sat_mul(std::int64_t{in_.u8() % 8}, tick_) + 1 + in_.u16() % (tick_ - 1);  // not whole ticks
-      case 5: return -static_cast<std::int64_t>(in_.u8());
-      case 6: return kMaxPeriod + in_.u8() % 3;  // the longest period and just past it
-      default: return static_cast<std::int64_t>(in_.u64());
-    }
-  }
-
   std::size_t limit() {
     const std::uint8_t b = in_.u8();
     return (b & 0x80) != 0 ? b & 7 : std::numeric_limits<std::size_t>::max();
@@ -316,7 +293,7 @@ class WheelRun {
   }
 
   void op_schedule_every() {
-    const std::int64_t p = period();
+    const std::int64_t p = decode_period(in_, tick_);
     const std::uint8_t flags = in_.u8();
     PeriodicOptions opts;
     opts.cadence = (flags & 1) != 0 ? Cadence::fixed_delay : Cadence::fixed_rate;
@@ -329,17 +306,17 @@ class WheelRun {
       Fire fn(this, serial);
       id = wheel_->schedule_every(Nanos(p), std::move(fn), opts);
     }
-    if (p <= 0 || p > kMaxPeriod || (opts.cadence == Cadence::fixed_rate && p % tick_ != 0)) {
+    if (PeriodicRule::refused(p, opts.cadence, tick_)) {
       check(!id && id.status() == Status::bad_period, "a bad period was not refused with bad_period", p);
       check_failed_id(id);
       return;
     }
     Timer t;
     t.periodic = true;
-    t.cadence = opts.cadence;
-    t.misfire = opts.misfire;
-    t.period_ns = p;
-    t.period_ticks = static_cast<std::uint64_t>(p / tick_);
+    t.rule = PeriodicRule{.cadence = opts.cadence,
+                          .misfire = opts.misfire,
+                          .period_ns = p,
+                          .period_ticks = static_cast<std::uint64_t>(p / tick_)};
     const std::int64_t first =
         opts.initial_delay ? std::max<std::int64_t>(opts.initial_delay->count(), 0) : p;
     expect_scheduled(id, serial, t, due_tick(sat_add(now_, first), tick_));
@@ -576,10 +553,7 @@ class WheelRun {
 
   // A fixed-rate Misfire::skip timer whose run, due at its tick, is a whole period behind the
   // call's now: the pass drops it without running it.
-  bool skip_due(const Timer& t) const {
-    return t.periodic && t.cadence == Cadence::fixed_rate && t.misfire == Misfire::skip && t.due <= T_ &&
-           T_ - t.due >= t.period_ticks;
-  }
+  bool skip_due(const Timer& t) const { return t.periodic && t.rule.skips(t.due, T_); }
 
   void skip(std::uint32_t serial) {
     ++skipped_;
@@ -591,7 +565,7 @@ class WheelRun {
   void drop(std::uint32_t serial) {
     Timer& t = timers_.at(serial);
     TICKWHEEL_FUZZ_TRACE("  #%u skipped (due %llu)", serial, ull(t.due));
-    relink(serial, t, first_grid_point_after_now(t));
+    relink(serial, t, t.rule.first_grid_point_after(t.due, T_, max_tick_));
   }
 
   // Adds the drops the model could not see to the counters: each drop is one skip and one re-arm.
@@ -602,18 +576,6 @@ class WheelRun {
     skipped_ += delta;
     rearmed_ += delta;
     return delta;
-  }
-
-  std::uint64_t first_grid_point_after_now(const Timer& t) const {
-    return std::min(t.due + ((T_ - t.due) / t.period_ticks + 1) * t.period_ticks, max_tick_);
-  }
-
-  // The run after the one for tick t.due, by the rules of Cadence and Misfire.
-  std::uint64_t next_run(const Timer& t) const {
-    if (t.cadence == Cadence::fixed_delay) return due_tick(sat_add(now_, t.period_ns), tick_);
-    const std::uint64_t next = t.due + t.period_ticks;
-    if (next > T_ || t.misfire == Misfire::catch_up) return std::min(next, max_tick_);
-    return first_grid_point_after_now(t);
   }
 
   // A periodic timer's next period: behind (at or before now) it waits in the due slot.
@@ -712,7 +674,8 @@ class WheelRun {
     if (periodic) {
       ++rearmed_;  // the period after this run: re-armed, or taken by a cancel during the run
       if (const auto self = timers_.find(serial); self != timers_.end())
-        relink(serial, self->second, next_run(self->second));
+        relink(serial, self->second,
+               self->second.rule.next_run(self->second.due, T_, now_, tick_, max_tick_));
     }
     if (do_throw) throw Thrown{};
   }
