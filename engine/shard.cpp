@@ -78,6 +78,12 @@ Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nan
   wheel_.share();
   wheel_.pool_.use_arena(arena_.id);
   if (executor_ != nullptr) wheel_.set_dispatch(&Shard::dispatch, this);
+  wheel_.set_run_clock(&Shard::run_clock, &core_);
+}
+
+// The engine's clock when an inline fixed-delay run returns, as run_task() reads it on an executor.
+Nanos Shard::run_clock(const void* core) noexcept {
+  return std::max(static_cast<const EngineCore*>(core)->now(), Nanos(0));
 }
 
 // ---- Any thread ----

@@ -132,6 +132,7 @@ class Shard {
   // Wakes the worker if it sleeps, or is about to, past due_ns. Called after an enqueue.
   void wake_if_before(std::uint64_t due_ns) noexcept;
   static void dispatch(void* self, Node* node) noexcept;  // the wheel's executor hook
+  static Nanos run_clock(const void* core) noexcept;      // the wheel's clock for fixed-delay runs
   void callback_threw() noexcept;                         // inside a catch block, any thread
   void top_up(std::size_t want) noexcept;                 // moves up to `want` free nodes into the reserve
   void wait();

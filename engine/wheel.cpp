@@ -422,19 +422,26 @@ std::size_t Wheel::fire_periodic(Node* node, std::uint64_t meta) {
     dispatch_(dispatch_context_, node);
     return 1;
   }
+  // A fixed-delay run ends when its callback returns: the engine's clock then, if the wheel has
+  // one (read only for fixed delay), else this call's now.
+  const bool delay = Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay);
+  const auto ran_until = [&]() noexcept {
+    return delay && run_clock_ != nullptr ? run_clock_(run_clock_context_) : now_;
+  };
   try {
     node->thunk(node->storage.data(), detail::Op::run);
   } catch (...) {
-    rearm(node, running, next_run(meta, due, now_));
+    rearm(node, running, next_run(meta, due, ran_until()));
     throw;
   }
-  rearm(node, running, next_run(meta, due, now_));
+  rearm(node, running, next_run(meta, due, ran_until()));
   return 1;
 }
 
 // The tick of a periodic timer's next run after the run for tick `due` that ended at `ran_until`
 // (see Cadence and Misfire in wheel.hpp), clamped to the horizon. Inline runs end, in the wheel's
-// time, at the now of the advance() that ran them; an executor's runs at the time it reported.
+// time, at the run clock's reading (set_run_clock) or else the now of the advance() that ran them;
+// an executor's runs at the time it reported.
 std::uint64_t Wheel::next_run(std::uint64_t meta, std::uint64_t due, Nanos ran_until) const noexcept {
   using Meta = detail::PeriodicMeta;
   const std::uint64_t period_ns = Meta::period(meta);

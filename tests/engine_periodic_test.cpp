@@ -11,7 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support.hpp"
@@ -88,6 +90,44 @@ TEST(EnginePeriodic, InitialDelayAndFixedDelayFollowTheClockOfEachRun) {
   EXPECT_GE(at[0] - t0, 1ms);
   for (std::size_t i = 1; i < at.size(); ++i) EXPECT_GE(at[i] - at[i - 1], 1500us) << "run " << i << " early";
   EXPECT_TRUE(t.cancel());
+}
+
+// Fixed delay counts from the clock as the callback returned, not from the poll's now: a callback
+// that takes longer than its period (it moves the clock), or a poll given a now ahead of the clock,
+// still leaves a whole period between the end of one run and the start of the next.
+TEST(EnginePeriodic, FixedDelayCountsFromTheEndOfAnInlineRun) {
+  Engine e(manual());
+  struct Slow {
+    std::vector<std::pair<Nanos, Nanos>>* runs;  // (start, end) on the engine's clock
+    void operator()() const noexcept {
+      const Nanos start = fake_now();
+      runs->emplace_back(start, advance_clock(5ms));  // a run of 5 ms against a period of 2 ms
+    }
+  };
+  std::vector<std::pair<Nanos, Nanos>> runs;
+  PeriodicOptions o;
+  o.cadence = Cadence::fixed_delay;
+  Timer t = e.schedule_every(2ms, Slow{&runs}, o);
+  ASSERT_TRUE(t);
+  for (int i = 0; i < 40; ++i) e.poll(0, advance_clock(500us));
+  ASSERT_GE(runs.size(), 3u);
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    EXPECT_GE(runs[i].first - runs[i - 1].second, 2ms) << "run " << i << " started early";
+  }
+  EXPECT_TRUE(t.cancel());
+
+  // A poll told a now 10 ms past the clock runs the timer; the next run is a period after the
+  // clock, so it is already due by that now (a period after the poll's now would be too late).
+  int stamps = 0;
+  Timer u = e.schedule_every(2ms, Bump{&stamps}, o);
+  ASSERT_TRUE(u);
+  const Nanos told = fake_now() + 10ms;
+  e.poll(0, told);
+  ASSERT_EQ(stamps, 1);
+  const std::optional<Nanos> next = e.next_deadline(0);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_LE(*next, told) << "the next run was placed a period after the poll's now, not the clock";
+  EXPECT_TRUE(u.cancel());
 }
 
 TEST(EnginePeriodic, BadPeriodsAreRefusedWithNothingScheduled) {

@@ -132,7 +132,8 @@ TimerId checked(TimerId id);
 // grid kept in whole ticks never drifts (for any other period use fixed_delay or a finer tick).
 // fixed_delay runs each time one period after the now of the advance() call that ran it before,
 // rounded up to the tick like any deadline. The wheel never reads a clock, so a long callback
-// delays the next run only as far as the caller's next now says.
+// delays the next run only as far as the caller's next now says. (An Engine's wheels end each run
+// at the engine's clock read when the callback returned: see Engine::schedule_every.)
 enum class Cadence : std::uint8_t { fixed_rate, fixed_delay };
 
 // Misfire: what a fixed-rate timer does once it is a whole period or more behind, that is, when the
@@ -364,6 +365,14 @@ class Wheel {
     dispatch_context_ = context;
   }
   void rearm_returned(Node* node) noexcept;
+  // Inside an Engine: the clock read when an inline run of a fixed-delay timer returns, so that the
+  // next run is one period after the run's end, as Engine::schedule_every promises. Unset (a
+  // standalone Wheel, which never reads a clock), the run ends at the now of the advance() call.
+  using RunClock = Nanos (*)(const void* context) noexcept;
+  void set_run_clock(RunClock clock, const void* context) noexcept {
+    run_clock_ = clock;
+    run_clock_context_ = context;
+  }
   bool claim(Node* node, std::uint32_t gen, std::uint32_t state) noexcept;
 
   static constexpr unsigned kWheelSlots = kLevels * kSlots;
@@ -433,6 +442,8 @@ class Wheel {
   bool shared_ = false;          // inside an Engine: fires claim nodes by compare-and-swap
   Dispatch dispatch_ = nullptr;  // inside an Engine with an executor: see set_dispatch()
   void* dispatch_context_ = nullptr;
+  RunClock run_clock_ = nullptr;  // inside an Engine: see set_run_clock()
+  const void* run_clock_context_ = nullptr;
   std::unique_ptr<std::array<Slot, kAllSlots>> slots_;  // the heads, one cache line per slot
   std::array<std::uint64_t, kBitmapWords> occupied_{};  // bit s set <=> slot s has a node
   // Nodes linked into each slot since it was empty, less those moved out: an upper bound that
