@@ -147,7 +147,7 @@ def main():
                     print(f"    {p}")
                 print(f"    command: {shlex.join(args)}  (output kept in {kept})")
     print(f"soak: {totals['runs']} runs, {totals['scheduled']:,} timers scheduled, {totals['fired']:,} fires "
-          f"({totals['periodic_runs']:,} of them periodic re-runs), {totals['cancelled']:,} cancelled, "
+          f"({totals['periodic_runs']:,} of them periodic runs), {totals['cancelled']:,} cancelled, "
           f"{totals['returned']:,} returned at stop; {violations} violations")
     return 1 if violations else 0
 
