@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "manual_clock.hpp"
 #include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/status.hpp"
@@ -89,22 +90,6 @@ std::function<void(std::string_view)> log_into(const std::shared_ptr<LogSink>& s
     std::lock_guard lock(sink->mu);
     sink->lines.emplace_back(line);
   };
-}
-
-// The injected clock, on a tick boundary at the start (each test moves it by whole ticks unless
-// it says otherwise).
-std::atomic<std::int64_t> g_fake_ns{1'000'000'000'000};
-Nanos fake_now() noexcept { return Nanos(g_fake_ns.load(std::memory_order_relaxed)); }
-Nanos advance_clock(Nanos by) {
-  return Nanos(g_fake_ns.fetch_add(by.count(), std::memory_order_relaxed) + by.count());
-}
-
-EngineOptions manual(std::size_t shards = 1) {
-  EngineOptions o;
-  o.shards = shards;
-  o.threads = Threads::manual;
-  o.clock = &fake_now;
-  return o;
 }
 
 EngineOptions workers(std::size_t shards) {

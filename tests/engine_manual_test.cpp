@@ -18,27 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "manual_clock.hpp"
 #include "tickwheel/engine.hpp"
 
 namespace tickwheel::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-// The injected clock. Starts far from zero so that "now" and "deadline" never collide with 0.
-std::atomic<std::int64_t> g_fake_ns{1'000'000'000'000};
-Nanos fake_now() noexcept { return Nanos(g_fake_ns.load(std::memory_order_relaxed)); }
-Nanos advance_clock(Nanos by) {
-  return Nanos(g_fake_ns.fetch_add(by.count(), std::memory_order_relaxed) + by.count());
-}
-
-EngineOptions manual(std::size_t shards = 1) {
-  EngineOptions o;
-  o.shards = shards;
-  o.threads = Threads::manual;
-  o.clock = &fake_now;
-  return o;
-}
 
 // Records the order callbacks ran in and the thread they ran on.
 struct Log {

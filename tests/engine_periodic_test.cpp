@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "manual_clock.hpp"
 #include "support.hpp"
 #include "tickwheel/engine.hpp"
 
@@ -23,20 +24,6 @@ namespace tickwheel::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::atomic<std::int64_t> g_now_ns{5'000'000'000'000};
-Nanos fake_now() noexcept { return Nanos(g_now_ns.load(std::memory_order_relaxed)); }
-Nanos advance_clock(Nanos by) {
-  return Nanos(g_now_ns.fetch_add(by.count(), std::memory_order_relaxed) + by.count());
-}
-
-EngineOptions manual(std::size_t shards = 1) {
-  EngineOptions o;
-  o.shards = shards;
-  o.threads = Threads::manual;
-  o.clock = &fake_now;
-  return o;
-}
 
 void expect_identity(const EngineStats& s) {
   EXPECT_EQ(s.scheduled + s.rearmed, s.fired + s.skipped + s.cancelled + s.pending)

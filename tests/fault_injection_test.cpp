@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "manual_clock.hpp"
 #include "support.hpp"
 #include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
@@ -139,22 +140,6 @@ EngineOptions workers(std::size_t shards) {
   EngineOptions o;
   o.shards = shards;
   o.pin_workers = false;  // the 2-core test machine runs the test thread too
-  return o;
-}
-
-// The injected clock of the caller-driven tests. Starts far from zero so that no deadline is 0.
-std::atomic<std::int64_t> g_fake_ns{1'000'000'000'000};
-Nanos fake_now() noexcept { return Nanos(g_fake_ns.load(std::memory_order_relaxed)); }
-Nanos advance_clock(Nanos by) {
-  return Nanos(g_fake_ns.fetch_add(by.count(), std::memory_order_relaxed) + by.count());
-}
-
-EngineOptions manual(std::size_t shards, Nanos tick = 1ms) {
-  EngineOptions o;
-  o.shards = shards;
-  o.tick = tick;
-  o.threads = Threads::manual;
-  o.clock = &fake_now;
   return o;
 }
 

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "manual_clock.hpp"
 #include "support.hpp"
 #include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
@@ -39,20 +40,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-std::atomic<std::int64_t> g_now_ns{7'000'000'000'000};
-Nanos fake_now() noexcept { return Nanos(g_now_ns.load(std::memory_order_relaxed)); }
-Nanos advance_clock(Nanos by) {
-  return Nanos(g_now_ns.fetch_add(by.count(), std::memory_order_relaxed) + by.count());
-}
-
-EngineOptions manual() {
-  EngineOptions o;
-  o.shards = 1;
-  o.threads = Threads::manual;
-  o.clock = &fake_now;
-  return o;
-}
 
 using Ms = std::vector<long>;
 
