@@ -29,6 +29,8 @@ struct TlsEntry {
 };
 thread_local std::array<TlsEntry, 4> t_producers;
 thread_local unsigned t_next_victim = 0;
+// The engine whose stop() is handing timers back on this thread, under its lifecycle mutex.
+thread_local const EngineCore* t_handing_back = nullptr;
 
 // A number unique to each thread that ever registers, unlike std::thread::id, which the system
 // reuses once a thread is joined: it tells a new thread taking over an exited thread's state from
@@ -91,6 +93,9 @@ ProducerState::ProducerState(std::thread::id id, std::vector<std::unique_ptr<Sha
     shards[i].transfer = std::make_unique<moodycamel::ProducerToken>(all[i]->transfers());
     shards[i].cancel = std::make_unique<moodycamel::ProducerToken>(all[i]->cancels());
     shards[i].returned = std::make_unique<moodycamel::ProducerToken>(all[i]->returned());
+    if (!shards[i].transfer->valid() || !shards[i].cancel->valid() || !shards[i].returned->valid()) {
+      throw std::bad_alloc();
+    }
   }
 }
 
@@ -99,6 +104,12 @@ EngineCore::EngineCore(EngineOptions opts)
   const std::size_t cores = topology_.core_pus().size();
   const std::size_t n = opts_.shards != 0 ? opts_.shards : cores;
   const Nanos start = now();
+  if (start.count() < 0) {
+    throw std::invalid_argument("tickwheel::Engine: EngineOptions::clock returned " +
+                                std::to_string(start.count()) +
+                                "ns; the engine's clock must not be negative (count from an epoch at or "
+                                "before the engine's construction, as CLOCK_MONOTONIC does)");
+  }
   shards_.reserve(n);
   for (std::size_t i = 0; i < n; ++i) shards_.push_back(std::make_unique<Shard>(*this, i, opts_, start));
   has_executor_ = opts_.executor != nullptr && dynamic_cast<InlineExecutor*>(opts_.executor.get()) == nullptr;
@@ -118,8 +129,8 @@ EngineCore::EngineCore(EngineOptions opts)
 }
 
 EngineCore::~EngineCore() {  // NOLINT(bugprone-exception-escape): see the declaration
-  stop();
-  for (auto& shard : shards_) shard->drain_cancels();  // cancels of timers stop() returned
+  shut_down(nullptr);        // allocates nothing: the wheels destroy the callables of what is pending
+  for (auto& shard : shards_) shard->drain_cancels();  // cancels posted after the drain
   for (auto& p : producers_) {  // producer tokens must go before the queues they point into
     for (std::size_t i = 0; i < shards_.size(); ++i) {
       p->shards[i].transfer.reset();
@@ -258,6 +269,9 @@ Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) no
   }
   ProducerState* state = producer();  // registered by acquire(): a table hit
   ProducerState::PerShard& mine = state->shards[shard->index()];
+  // Counted before the hand-off (whose enqueue releases it), so that no claim of the timer can be
+  // seen without it; fail() takes it back. Relaxed: see ProducerState::PerShard.
+  mine.scheduled.store(mine.scheduled.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (!shard->hand_over(*mine.transfer, node)) return fail(*state, shard, node, Status::out_of_memory);
   if (++mine.posted == ProducerState::kNudgeEvery) [[unlikely]] {
     mine.posted = 0;
@@ -296,6 +310,7 @@ Timer EngineCore::fail(ProducerState& state, Shard* shard, Node* node, Status wh
   // Nothing was handed over: the timer never existed for anyone but this thread.
   destroy_callable(node);
   ProducerState::PerShard& mine = state.shards[shard->index()];
+  mine.scheduled.store(mine.scheduled.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   if (mine.cached < mine.cache.size()) {
     mine.cache[mine.cached++] = node;
   } else {
@@ -306,10 +321,22 @@ Timer EngineCore::fail(ProducerState& state, Shard* shard, Node* node, Status wh
   return Timer(why);
 }
 
-void EngineCore::post_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen) noexcept {
+void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen, bool linked) noexcept {
+  shard.free_place();
+  ProducerState* state = producer();
+  if (state != nullptr) {
+    std::atomic<std::uint64_t>& cancels = state->shards[shard.index()].cancels;
+    // Release: pairs with stats()' acquire load (see there).
+    cancels.store(cancels.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  } else {
+    shard.count_orphan_cancel();
+  }
+  if (!linked) return;  // a periodic run cancelled: its re-arm, refused, recycles the node
   // From a callback of this engine's own pass the worker is still alive, and stop() (holding the
-  // mutex while it joins this thread) drains the queue after the join: post as usual.
-  if (stopped_.load(std::memory_order_acquire) && !in_own_pass()) {
+  // mutex while it joins this thread) drains the queue after the join: post as usual. So does a
+  // cancel from stop()'s own hand-back visitor, which runs under the mutex while it walks the
+  // wheels: the record waits in the queue for the destructor.
+  if (stopped_.load(std::memory_order_acquire) && !in_own_pass() && t_handing_back != this) {
     // No worker will drain the queue any more. stop() holds this mutex until it has drained it,
     // so once we hold it the shard is ours: retire the node here, destroying its callable now.
     // (A handle stop() returned reaches this thread after stop() did, so it sees stopped_.)
@@ -319,7 +346,6 @@ void EngineCore::post_cancel(Shard& shard, Node* node, std::uint32_t cancelled_g
       return;
     }
   }
-  ProducerState* state = producer();
   if (state != nullptr) {
     ProducerState::PerShard& mine = state->shards[shard.index()];
     shard.post_cancel(*mine.cancel, node, cancelled_gen);
@@ -336,6 +362,8 @@ void EngineCore::start() {
   if (Shard* own = current_shard(); own != nullptr && &own->core() == this) return;  // running
   std::lock_guard lock(lifecycle_mutex_);
   if (started_.load(std::memory_order_relaxed) || stopped_.load(std::memory_order_relaxed)) return;
+  // Each start below may throw: the shards started so far stay started, and the next start()
+  // (every schedule tries one) starts only the rest.
   if (opts_.threads == Threads::manual) {
     for (auto& shard : shards_) shard->start_manual();
     started_.store(true, std::memory_order_release);
@@ -348,35 +376,49 @@ void EngineCore::start() {
   started_.store(true, std::memory_order_release);
 }
 
-std::vector<Timer> EngineCore::stop() {
-  if (in_own_pass() || current_task_engine() == this) {
+std::size_t EngineCore::shut_down(const HandBack* back) {
+  if (in_own_pass() || current_task_engine() == this || t_handing_back == this) {
     throw std::logic_error(
-        "tickwheel::Engine::stop() called from inside one of its timer callbacks: it would join the "
-        "thread it runs on, or wait for its own task; call it from another thread");
+        "tickwheel::Engine::stop() called from inside one of its timer callbacks (or its own "
+        "hand-back visitor): it would join the thread it runs on, or wait for itself; call it from "
+        "another thread");
   }
   std::unique_lock lock(lifecycle_mutex_);
-  if (stopped_.load(std::memory_order_relaxed)) return {};
-  stopped_.store(true, std::memory_order_relaxed);
-  // Dekker with commit(): a hand-off whose producer then reads stopped_ as false is seen by the
-  // drains below; one that reads true is settled by its producer under this mutex (settle_late).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  for (auto& shard : shards_) shard->request_stop();
-  for (auto& shard : shards_) shard->join();
-  if (has_executor_) {
-    // Callbacks still running on executor threads may schedule or cancel: let them, then wait
-    // them out. A hand-off that comes meanwhile stands (settle_late sees joined_ still false) and
-    // a cancel is posted; the drains below take both.
-    lock.unlock();
-    for (auto& shard : shards_) shard->wait_for_tasks();
-    lock.lock();
+  if (!stopped_.load(std::memory_order_relaxed)) {
+    stopped_.store(true, std::memory_order_relaxed);
+    // Dekker with commit(): a hand-off whose producer then reads stopped_ as false is seen by the
+    // drains below; one that reads true is settled by its producer under this mutex (settle_late).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (auto& shard : shards_) shard->request_stop();
+    for (auto& shard : shards_) shard->join();
+    if (has_executor_) {
+      // Callbacks still running on executor threads may schedule or cancel: let them, then wait
+      // them out. A hand-off that comes meanwhile stands (settle_late sees joined_ still false) and
+      // a cancel is posted; the drains below take both.
+      lock.unlock();
+      for (auto& shard : shards_) shard->wait_for_tasks();
+      lock.lock();
+    }
+    for (auto& shard : shards_) shard->drain_stopped();
+    joined_ = true;  // from here cancels retire their nodes directly (on_cancel, under this mutex)
+  } else if (!joined_ || handed_back_) {
+    return 0;  // another stop() is waiting for executor tasks, or the timers were handed back
   }
-  std::vector<Timer> unprocessed;
+  if (back == nullptr) return 0;
+  std::size_t most = 0;
+  for (const auto& shard : shards_) most += shard->wheel_pending();
+  back->reserve(back->context, most);  // may throw: then nothing is handed back yet, nor lost
+  std::size_t handed = 0;
+  t_handing_back = this;
   for (auto& shard : shards_) {
-    Shard* s = shard.get();
-    s->drain_stopped([&](Node* node, std::uint32_t gen) { unprocessed.push_back(Timer(s, node, gen)); });
+    shard->hand_back([&](Timer timer) noexcept {
+      back->each(back->context, timer);
+      ++handed;
+    });
   }
-  joined_ = true;  // from here cancels retire their nodes directly (post_cancel, under this mutex)
-  return unprocessed;
+  t_handing_back = nullptr;
+  handed_back_ = true;
+  return handed;
 }
 
 Shard& EngineCore::polled_shard(std::size_t index) const {
@@ -399,14 +441,34 @@ std::size_t EngineCore::poll(std::size_t index, Nanos now, std::size_t limit) {
 }
 
 std::optional<Nanos> EngineCore::next_deadline(std::size_t index) const {
-  return polled_shard(index).next_deadline(now());
+  const Shard& shard = polled_shard(index);
+  // Once stop() has begun nothing runs here any more, so a loop that sleeps until the answer is
+  // told there is nothing to wait for. Relaxed: only the flag's own value is used.
+  if (stopped_.load(std::memory_order_relaxed)) return std::nullopt;
+  return shard.next_deadline(now());
+}
+
+std::uint64_t EngineCore::pending(const Shard& shard) const {
+  // Scheduled less ended, each counted where it happens: schedules by their producers (before the
+  // hand-off) or by the worker (direct), claims by the worker, cancels by their cancellers. The
+  // ends are read first, with acquire, each pairing with the release that counted it after its
+  // timer's schedule was counted; so every end read has its start read too, and the difference
+  // is never negative. Ends counted while this reads are missed: a snapshot, exact when still.
+  const std::size_t i = shard.index();
+  std::uint64_t ended = shard.claimed() + shard.orphan_cancels();
+  for (const auto& p : producers_) ended += p->shards[i].cancels.load(std::memory_order_acquire);
+  std::uint64_t started = shard.direct_scheduled();
+  for (const auto& p : producers_) started += p->shards[i].scheduled.load(std::memory_order_relaxed);
+  return started - std::min(started, ended);
 }
 
 EngineStats EngineCore::stats() const {
   EngineStats total;
   total.shards.reserve(shards_.size());
+  std::lock_guard lock(registry_mutex_);  // the producers' counters
   for (const auto& shard : shards_) {
     ShardStats s = shard->stats();
+    s.pending = pending(*shard);
     total.scheduled += s.scheduled;
     total.fired += s.fired;
     total.cancelled += s.cancelled;
@@ -442,7 +504,25 @@ Timer Engine::commit(detail::Shard* target, detail::Node* node, Nanos when, bool
 }
 
 void Engine::start() { core_->start(); }
-std::vector<Timer> Engine::stop() { return core_->stop(); }
+std::vector<Timer> Engine::stop() {
+  std::vector<Timer> timers;
+  const detail::EngineCore::HandBack back{
+      .context = &timers,
+      .reserve = [](void* context,
+                    std::size_t most) { static_cast<std::vector<Timer>*>(context)->reserve(most); },
+      // Within the capacity reserved above: push_back does not allocate, so it cannot throw.
+      .each = [](void* context,
+                 Timer timer) noexcept { static_cast<std::vector<Timer>*>(context)->push_back(timer); },
+  };
+  core_->shut_down(&back);
+  return timers;
+}
+
+std::size_t Engine::stop_visiting(void* context, void (*each)(void* context, Timer timer) noexcept) {
+  const detail::EngineCore::HandBack back{
+      .context = context, .reserve = [](void* /*context*/, std::size_t /*most*/) {}, .each = each};
+  return core_->shut_down(&back);
+}
 EngineStats Engine::stats() const { return core_->stats(); }
 std::size_t Engine::shard_count() const noexcept { return core_->shard_count(); }
 std::size_t Engine::poll(std::size_t shard, std::size_t limit) {
@@ -470,8 +550,8 @@ bool Timer::cancel() noexcept {
     // the loser sees the winner's state.
     if (node_->gen.compare_exchange_strong(expected, cancelled, std::memory_order_acq_rel,
                                            std::memory_order_acquire)) {
-      if (expected == gen_) shard_->core().post_cancel(*shard_, node_, cancelled);
       // From running, there is nothing to unlink: the re-arm, refused, recycles the node.
+      shard_->core().on_cancel(*shard_, node_, cancelled, /*linked=*/expected == gen_);
       return true;
     }
     // A one-shot timer claimed, cancelled before, or reused: lost. A periodic timer running: try

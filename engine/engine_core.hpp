@@ -42,8 +42,14 @@ struct ProducerState {
     std::array<Node*, kCache> cache{};
     std::size_t cached = 0;
     std::uint32_t posted = 0;  // hand-offs and cancels since this thread last nudged the worker
+    // This thread's schedules that stand on the shard (counted before the hand-off, taken back if
+    // it fails) and cancels it won there: EngineCore::stats() sums them into `pending`. Only the
+    // owning thread writes them; the cancel count with release, read with acquire (see stats()).
+    std::atomic<std::uint64_t> scheduled{0};
+    std::atomic<std::uint64_t> cancels{0};
   };
 
+  // Throws std::bad_alloc if a queue token cannot be had (moodycamel leaves it invalid instead).
   ProducerState(std::thread::id id, std::vector<std::unique_ptr<Shard>>& all, std::size_t home_shard);
 
   std::thread::id owner;
@@ -74,15 +80,31 @@ class EngineCore {
 
   Status acquire(std::size_t index, Node*& node, Shard*& target) noexcept;
   Timer commit(Shard* shard, Node* node, Nanos when, bool relative) noexcept;
-  void post_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen) noexcept;
+  // A cancel won on one of the shard's timers (any thread): frees its place, counts it, and, if
+  // the node is still linked (`linked`: it was pending, not a periodic run), has it unlinked: a
+  // record on the shard's cancel queue, or after stop() an unlink here.
+  void on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen, bool linked) noexcept;
   // The calling thread's token for the shard's returned-node queue (registering the thread on its
   // first use), or null if it could not be had (out of memory).
   moodycamel::ProducerToken* returned_token(std::size_t shard) noexcept;
   // A callback threw (any thread): EngineOptions::on_callback_error, or a one-time notice.
   void report_callback_error(std::exception_ptr error) noexcept;
 
+  // Starts the workers (or, caller-driven, the shards' reserves) not started yet. Throws
+  // std::system_error or std::bad_alloc if one cannot be: those started keep running, and the
+  // next start() starts the rest.
   void start();
-  std::vector<Timer> stop();
+  // What shut_down() does with the timers it hands back: reserve(context, most) first (it may
+  // throw, and then nothing is handed back), then each(context, timer) once per timer.
+  struct HandBack {
+    void* context;
+    void (*reserve)(void* context, std::size_t most);
+    void (*each)(void* context, Timer timer) noexcept;
+  };
+  // Engine::stop(): stops and drains the shards, once; then, if `back` is given and the timers
+  // were not handed back before, hands them back and returns how many. With `back` null (the
+  // destructor) it allocates nothing and leaves the timers for the wheels to destroy.
+  std::size_t shut_down(const HandBack* back);
   std::size_t poll(std::size_t index, Nanos now, std::size_t limit);
   std::optional<Nanos> next_deadline(std::size_t index) const;
   // The engine's clock: EngineOptions::clock, or CLOCK_MONOTONIC.
@@ -104,6 +126,9 @@ class EngineCore {
   // inside poll()), i.e. running one of its callbacks inline.
   bool in_own_pass() const noexcept;
   Shard& polled_shard(std::size_t index) const;  // checks poll()'s preconditions
+  // The shard's timers scheduled and not yet claimed to run nor cancelled (ShardStats::pending).
+  // Under registry_mutex_.
+  std::uint64_t pending(const Shard& shard) const;
 
   EngineOptions opts_;
   const std::uint64_t uid_;
@@ -118,7 +143,8 @@ class EngineCore {
 
   // start(), stop(), and after stop() cancels and late hand-offs: never the hot path.
   std::mutex lifecycle_mutex_;
-  bool joined_ = false;  // stop() has joined and drained the shards; under lifecycle_mutex_
+  bool joined_ = false;       // stop() has joined and drained the shards; under lifecycle_mutex_
+  bool handed_back_ = false;  // a stop() has handed the pending timers back; under lifecycle_mutex_
   // started_: acquire on the schedule path, release in start(), so a producer that sees it also
   // sees the workers' reserves. stopped_: see the Dekker pairing in commit() and stop().
   std::atomic<bool> started_{false};

@@ -4,10 +4,11 @@
 
 #include <sys/mman.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <span>
-#include <string>
 
 #if TICKWHEEL_HAVE_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -30,8 +31,10 @@ unsigned create_arena() noexcept {
 
 void destroy_arena(unsigned arena) noexcept {
   if (arena == kNoArena) return;
-  const std::string name = "arena." + std::to_string(arena) + ".destroy";
-  mallctl(name.c_str(), nullptr, nullptr, nullptr, 0);
+  // Formatted on the stack: an engine torn down when memory has run out must not need any.
+  std::array<char, 48> name{};
+  (void)std::snprintf(name.data(), name.size(), "arena.%u.destroy", arena);
+  mallctl(name.data(), nullptr, nullptr, nullptr, 0);
 }
 #else
 unsigned create_arena() noexcept { return kNoArena; }

@@ -2,6 +2,7 @@
 #include "shard.hpp"
 
 #include <linux/futex.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -9,8 +10,11 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <ctime>
 #include <limits>
+#include <memory>
+#include <new>
 #include <stdexcept>
 
 #include "clock.hpp"
@@ -33,6 +37,13 @@ constexpr std::size_t kReserveMax = std::size_t{1} << 20;
 // Nodes, hand-offs or cancel records moved per queue call, through a buffer on the stack that is
 // left uninitialised: the dequeue fills what is read, and zeroing 8 or 16 KiB would tax every pass.
 constexpr std::size_t kBulk = 1024;
+// Address space a new worker's first allocation may need for the allocator's per-thread state.
+// jemalloc, when it is the process's allocator, crashes instead of failing if a thread's first
+// allocation finds no address space left (measured: a worker started with under 2 MiB to spare
+// above its stack took SIGSEGV inside mallocx). So start_worker() maps this much, inaccessible and
+// uncommitted, before it creates the thread, and the thread unmaps it just before that first
+// allocation: a start without the room fails cleanly, on the creating thread.
+constexpr std::size_t kAllocatorHeadroom = std::size_t{4} << 20;
 
 void futex_wake(std::atomic<std::uint32_t>* word) noexcept {
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
@@ -75,7 +86,7 @@ Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nan
                                                                               : opts.executor.get()),
       wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0}),
       reserve_target_(kReserveStart) {
-  wheel_.share();
+  wheel_.share(&claimed_);
   wheel_.pool_.use_arena(arena_.id);
   if (executor_ != nullptr) wheel_.set_dispatch(&Shard::dispatch, this);
   wheel_.set_run_clock(&Shard::run_clock, &core_);
@@ -203,11 +214,14 @@ std::size_t Shard::take_nodes(Node** out, std::size_t n) noexcept {
 
 bool Shard::admit() noexcept {
   if (max_pending_ == 0) return true;
-  // Pending = admitted - done, the latter as the worker last published it: an overestimate by
-  // what ended since, so the limit is never exceeded, only reached a little early.
-  const std::uint64_t done = done_.load(std::memory_order_relaxed);
+  // Holding a place = admitted - (claimed + cancels won). The ends are read first, with acquire:
+  // each pairs with the release that counted it, after the timer's own admission, so this
+  // fetch_add then comes after that admission too and the difference never counts an end without
+  // its start. Ends counted meanwhile are missed: an overestimate, so the limit is never exceeded.
+  const std::uint64_t ended =
+      claimed_.load(std::memory_order_acquire) + freed_.load(std::memory_order_acquire);
   const std::uint64_t before = admitted_.fetch_add(1, std::memory_order_relaxed);
-  if (before - std::min(before, done) < max_pending_) return true;
+  if (before - std::min(before, ended) < max_pending_) return true;
   admitted_.fetch_sub(1, std::memory_order_relaxed);
   count_rejected();
   return false;
@@ -221,7 +235,6 @@ ShardStats Shard::stats() const {
   s.rearmed = rearmed_.load(std::memory_order_relaxed);
   s.skipped = skipped_.load(std::memory_order_relaxed);
   s.rejected = rejected_.load(std::memory_order_relaxed);
-  s.pending = pending_.load(std::memory_order_relaxed);
   s.queue_depth = transfers_.size_approx();
   s.transfer_cap_hits = cap_hits_.load(std::memory_order_relaxed);
   s.passes = passes_.load(std::memory_order_relaxed);
@@ -232,14 +245,34 @@ ShardStats Shard::stats() const {
   s.executing = dispatched - std::min(dispatched, completed);  // two snapshots: never negative
   s.max_tick_lag_ns = max_lag_ns_.load(std::memory_order_relaxed);
   s.bound_cpu = bound_cpu_.load(std::memory_order_relaxed);
-  if (ready()) s.binding = binding_;  // acquire in ready() pairs with the worker's release
+  if (ready()) s.binding = binding_.data();  // acquire in ready() pairs with the worker's release
   return s;
 }
 
 // ---- The worker thread ----
 
 void Shard::start_worker() {
-  thread_ = std::thread([this] { run(); });
+  if (thread_.joinable()) return;  // started by an earlier start() that failed on a later shard
+  make_reserve_token();
+  void* const headroom =
+      ::mmap(nullptr, kAllocatorHeadroom, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (headroom == MAP_FAILED) throw std::bad_alloc();
+  try {
+    thread_ = std::thread([this, headroom] { run(headroom); });
+  } catch (...) {
+    ::munmap(headroom, kAllocatorHeadroom);
+    throw;
+  }
+}
+
+void Shard::make_reserve_token() {
+  if (reserve_token_) return;
+  reserve_token_.emplace(free_nodes_);
+  // moodycamel leaves a token invalid, rather than throwing, when it cannot allocate its producer.
+  if (!reserve_token_->valid()) {
+    reserve_token_.reset();
+    throw std::bad_alloc();
+  }
 }
 
 void Shard::request_stop() noexcept {
@@ -259,20 +292,43 @@ void Shard::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Shard::link_direct(Node* node) noexcept { wheel_.adopt(node); }
+void Shard::link_direct(Node* node) noexcept {
+  wheel_.adopt(node);
+  // Release: pairs with direct_scheduled()'s acquire. Only this thread writes it.
+  direct_.store(direct_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
 
-void Shard::run() {
-  t_current_shard = this;
+void Shard::describe_binding() noexcept {
   if (!pin_) {
-    binding_ = "not pinned (pin_workers = false)";
-  } else if (std::string why = core_.topology().bind_this_thread(cpu_); why.empty()) {
-    binding_ = "bound to PU " + std::to_string(cpu_);
-    bound_cpu_.store(static_cast<int>(cpu_), std::memory_order_relaxed);
-  } else {
-    binding_ = "not bound: " + why;
-    core_.note_once(EngineCore::Notice::binding_refused,
-                    "tickwheel: shard " + std::to_string(index_) + " runs unpinned: " + why);
+    (void)std::snprintf(binding_.data(), binding_.size(), "not pinned (pin_workers = false)");
+    return;
   }
+  const int error = core_.topology().bind_thread(cpu_);
+  if (error == 0) {
+    (void)std::snprintf(binding_.data(), binding_.size(), "bound to PU %u", cpu_);
+    bound_cpu_.store(static_cast<int>(cpu_), std::memory_order_relaxed);
+    return;
+  }
+  std::array<char, 128> why{};
+  Topology::describe_bind_error(error, cpu_, why);
+  (void)std::snprintf(binding_.data(), binding_.size(), "not bound: %s", why.data());
+  try {
+    core_.note_once(EngineCore::Notice::binding_refused,
+                    "tickwheel: shard " + std::to_string(index_) + " runs unpinned: " + why.data());
+  } catch (...) {
+    // No memory for the notice (or the log threw): stats().binding still says why.
+  }
+}
+
+void Shard::run(void* headroom) {
+  ::munmap(headroom, kAllocatorHeadroom);
+  {
+    // The allocator's per-thread state, set up now, in the room just given back (see
+    // kAllocatorHeadroom). Nothrow: if even this fails, the allocations that follow fail cleanly.
+    const std::unique_ptr<char> first(new (std::nothrow) char);
+  }
+  t_current_shard = this;
+  describe_binding();
   // The kernel's timer slack (50 us by default) would make every timed wake that much late.
   ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   prepare();  // first touch of the node memory happens here, on the pinned worker
@@ -285,13 +341,13 @@ void Shard::run() {
 }
 
 void Shard::prepare() noexcept {
-  reserve_token_.emplace(free_nodes_);
   top_up(reserve_target_);
   ready_.store(true, std::memory_order_release);
 }
 
-void Shard::start_manual() noexcept {
-  binding_ = "caller-driven (no worker thread)";
+void Shard::start_manual() {
+  make_reserve_token();
+  (void)std::snprintf(binding_.data(), binding_.size(), "caller-driven (no worker thread)");
   prepare();
 }
 
@@ -395,8 +451,6 @@ void Shard::publish_stats() noexcept {
   cancelled_.store(w.cancelled, std::memory_order_relaxed);
   rearmed_.store(w.rearmed, std::memory_order_relaxed);
   skipped_.store(w.skipped, std::memory_order_relaxed);
-  pending_.store(wheel_.pending(), std::memory_order_relaxed);
-  done_.store(w.fired + w.skipped + w.cancelled - w.rearmed, std::memory_order_relaxed);
 }
 
 void Shard::wait() {
@@ -406,7 +460,7 @@ void Shard::wait() {
       cpu_relax();
       return;
     case WaitStrategy::hybrid: {
-      const Nanos spin_end = monotonic_now() + hybrid_spin_;
+      const Nanos spin_end = saturating_add(monotonic_now(), hybrid_spin_);  // any spin is valid
       const std::optional<Nanos> next = wheel_.next_deadline();
       planned_ns_ = next;  // as for spin; sleep_until() sets it again if the spin runs out
       for (;;) {

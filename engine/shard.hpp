@@ -21,6 +21,7 @@
 
 #include <concurrentqueue/concurrentqueue.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -70,15 +71,38 @@ class Shard {
   moodycamel::ConcurrentQueue<Node*>& transfers() noexcept { return transfers_; }
   moodycamel::ConcurrentQueue<CancelRecord>& cancels() noexcept { return cancels_; }
   // Admission for max_pending_per_shard: false (and counted as rejected) if the shard is full.
+  // A timer holds its place from its admission until it is claimed to run (a one-shot), its
+  // cancel wins, or its schedule fails (unadmit); so the limit is never exceeded, and reached
+  // early only by the schedules other threads have admitted and not yet finished or failed.
   bool admit() noexcept;
   void unadmit() noexcept {
     if (max_pending_ != 0) admitted_.fetch_sub(1, std::memory_order_relaxed);
   }
+  // A cancel won on one of this shard's timers: its place is free at once. Any thread.
+  void free_place() noexcept {
+    // Release: pairs with admit()'s acquire load, as claimed_ does.
+    if (max_pending_ != 0) freed_.fetch_add(1, std::memory_order_release);
+  }
   void count_rejected() noexcept { rejected_.fetch_add(1, std::memory_order_relaxed); }
+  // A cancel won by a thread that has no producer state to count it in (out of memory on its
+  // first use). Release/acquire: as a producer's own cancel count (see EngineCore::pending()).
+  void count_orphan_cancel() noexcept { orphan_cancels_.fetch_add(1, std::memory_order_release); }
+  std::uint64_t orphan_cancels() const noexcept { return orphan_cancels_.load(std::memory_order_acquire); }
+  // The counters the worker keeps; `pending` is left for EngineCore::stats(), which sums the
+  // producers' schedules and cancels with direct_scheduled() and claimed() (see there).
   ShardStats stats() const;
+  // Timers a callback on this shard's own pass scheduled straight into its wheel, and one-shot
+  // timers claimed to run (or handed to the executor). Acquire: each pairs with the release store
+  // that counted it, so a reader that sees a claim also sees the schedule that preceded it.
+  std::uint64_t direct_scheduled() const noexcept { return direct_.load(std::memory_order_acquire); }
+  std::uint64_t claimed() const noexcept { return claimed_.load(std::memory_order_acquire); }
 
   // ---- The worker thread. ----
-  void start_worker();  // creates the thread; it binds, fills the reserve, then runs
+  // Creates the worker thread unless it runs already; the thread binds, fills the reserve, then
+  // runs. What can fail is done here, on the calling thread, before the thread exists: throws
+  // std::bad_alloc or std::system_error, with nothing changed, if the reserve's queue token or the
+  // thread cannot be had. The thread itself allocates nothing until its first pass.
+  void start_worker();
   bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
   // The worker finishes its pass and returns; in caller-driven mode, waits out a poll in
   // progress and refuses later ones.
@@ -86,7 +110,9 @@ class Shard {
   void join();
 
   // ---- Caller-driven mode (EngineOptions::threads == Threads::manual). ----
-  void start_manual() noexcept;  // fills the reserve on the calling thread, binds nothing
+  // Fills the reserve on the calling thread, binds nothing. Throws std::bad_alloc, with nothing
+  // changed, if the reserve's queue token cannot be had.
+  void start_manual();
   // One pass at `now` on the calling thread, at most `limit` callbacks; returns how many ran.
   // Throws std::logic_error if another thread is polling this shard; 0 once stop() began.
   std::size_t poll(Nanos now, std::size_t limit);
@@ -104,16 +130,24 @@ class Shard {
   // Waits until every task handed to the executor has run (their threads may still schedule and
   // cancel, so the caller must hold no lock they take).
   void wait_for_tasks() const noexcept;
-  // Retires posted cancels, takes back what the executor returned, adopts what is still in the
-  // hand-off queue, and calls fn(node, gen) for every timer still pending.
-  template <class Fn>
-  void drain_stopped(Fn&& fn) {
+  // Retires posted cancels, takes back what the executor returned, and adopts what is still in
+  // the hand-off queue: every timer that neither ran nor was cancelled is then in the wheel.
+  void drain_stopped() noexcept {
     drain_cancels();
     drain_returned();
     while (transfer(~std::size_t{0}) != 0) {
     }
-    wheel_.for_each_pending([&](Node* node) { fn(node, node->gen.load(std::memory_order_relaxed)); });
     publish_stats();
+  }
+  // Timers in the wheel (a periodic one counts once): at least as many as hand_back() finds.
+  std::size_t wheel_pending() const noexcept { return wheel_.pending(); }
+  // After drain_stopped(): calls fn(Timer) for each timer still pending in the wheel (a periodic
+  // one between its runs). Runs under the engine's lifecycle lock: a cancel from fn is posted, not
+  // retired (see EngineCore::on_cancel), so the walk's lists stay as they are.
+  template <class Fn>
+  void hand_back(Fn&& fn) {
+    wheel_.for_each_pending(
+        [&](Node* node) { fn(Timer(this, node, node->gen.load(std::memory_order_relaxed))); });
   }
   void drain_cancels() noexcept;  // also used by the engine's destructor, after stop()
   void drain_returned() noexcept;
@@ -124,8 +158,10 @@ class Shard {
   }
 
  private:
-  void run();
+  void run(void* headroom);
+  void make_reserve_token();  // throws std::bad_alloc
   void prepare() noexcept;
+  void describe_binding() noexcept;
   std::size_t pass(Nanos now, std::size_t limit) noexcept;
   std::size_t transfer(std::size_t cap) noexcept;
   void refill() noexcept;
@@ -175,10 +211,11 @@ class Shard {
   std::atomic<std::uint64_t> cancelled_{0};
   std::atomic<std::uint64_t> rearmed_{0};
   std::atomic<std::uint64_t> skipped_{0};
-  std::atomic<std::uint64_t> pending_{0};
-  // Timers that no longer hold a place against max_pending: fired + skipped + cancelled - rearmed,
-  // published as one word so that admit() never combines counters from different passes.
-  std::atomic<std::uint64_t> done_{0};
+  // Counted as each happens, not at the end of a pass: one-shot timers claimed to run (the wheel
+  // stores it, release, before the callback starts) and timers a callback scheduled on its own
+  // shard (release, after the link). See claimed() and direct_scheduled().
+  std::atomic<std::uint64_t> claimed_{0};
+  std::atomic<std::uint64_t> direct_{0};
   std::atomic<std::uint64_t> dispatched_{0};  // tasks handed to the executor
   std::atomic<std::uint64_t> passes_{0};
   std::atomic<std::uint64_t> wakeups_{0};
@@ -187,11 +224,16 @@ class Shard {
   std::atomic<std::int64_t> max_lag_ns_{0};
   std::atomic<int> bound_cpu_{-1};
   std::atomic<bool> ready_{false};
-  std::string binding_;  // written by the worker before ready_ (release), read after it (acquire)
+  // How the worker is bound, as text formatted in place: a worker must not allocate before it runs.
+  // Written by the worker before ready_ (release), read after it (acquire).
+  std::array<char, 160> binding_{};
 
-  // Written by producers (admission, rejections); its own line so it does not bounce the above.
+  // Written by producers (admission, rejections) and, with max_pending_per_shard, by cancellers
+  // (freed_: cancels won); its own line so it does not bounce the above.
   alignas(kCacheLine) std::atomic<std::uint64_t> admitted_{0};
+  std::atomic<std::uint64_t> freed_{0};
   std::atomic<std::uint64_t> rejected_{0};
+  std::atomic<std::uint64_t> orphan_cancels_{0};
 
   // Written by executor threads: tasks run and returned. Release (each increment comes after the
   // task's node is on returned_), so wait_for_tasks(), reading it with acquire, then finds every

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace tickwheel::detail {
@@ -16,11 +17,6 @@ namespace {
   return gnu_result;
 }
 [[maybe_unused]] const char* message_of(int /*posix_result*/, const char* buf) noexcept { return buf; }
-
-std::string error_text(int error) {
-  std::array<char, 256> buf{};
-  return message_of(::strerror_r(error, buf.data(), buf.size()), buf.data());
-}
 
 }  // namespace
 
@@ -44,16 +40,34 @@ Topology::~Topology() {
   if (topology_ != nullptr) hwloc_topology_destroy(topology_);
 }
 
-std::string Topology::bind_this_thread(unsigned os_index) const {
-  if (topology_ == nullptr) return "hwloc could not load the topology";
+int Topology::bind_thread(unsigned os_index) const noexcept {
+  if (topology_ == nullptr) return kNoTopology;
   hwloc_bitmap_t set = hwloc_bitmap_alloc();
-  if (set == nullptr) return "hwloc_bitmap_alloc failed";
+  if (set == nullptr) return ENOMEM;
   hwloc_bitmap_only(set, os_index);
   const int rc = hwloc_set_cpubind(topology_, set, HWLOC_CPUBIND_THREAD);
   const int error = errno;
   hwloc_bitmap_free(set);
-  if (rc == 0) return {};
-  return "binding to PU " + std::to_string(os_index) + " refused: " + error_text(error);
+  return rc == 0 ? 0 : error;
+}
+
+void Topology::describe_bind_error(int error, unsigned os_index, std::span<char> out) noexcept {
+  if (out.empty()) return;
+  if (error == kNoTopology) {
+    (void)std::snprintf(out.data(), out.size(), "hwloc could not load the topology");
+    return;
+  }
+  std::array<char, 128> reason{};
+  (void)std::snprintf(out.data(), out.size(), "binding to PU %u refused: %s", os_index,
+                      message_of(::strerror_r(error, reason.data(), reason.size()), reason.data()));
+}
+
+std::string Topology::bind_this_thread(unsigned os_index) const {
+  const int error = bind_thread(os_index);
+  if (error == 0) return {};
+  std::array<char, 256> text{};
+  describe_bind_error(error, os_index, text);
+  return text.data();
 }
 
 }  // namespace tickwheel::detail

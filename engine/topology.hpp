@@ -5,6 +5,7 @@
 // reported, never fatal.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,15 @@ class Topology {
   // OS index of the first PU of each physical core, in topology order. Never empty.
   const std::vector<unsigned>& core_pus() const noexcept { return core_pus_; }
 
-  // Binds the calling thread to PU `os_index`. Returns "" on success, else why it failed.
+  // Binds the calling thread to PU `os_index`. Returns 0 on success, else an errno value, or
+  // kNoTopology when hwloc could not load the topology. Allocates nothing but hwloc's bitmap (a
+  // failure to allocate it is ENOMEM), so a thread may call it where it must not throw.
+  int bind_thread(unsigned os_index) const noexcept;
+  static constexpr int kNoTopology = -1;
+  // Why bind_thread(os_index) failed with `error`, as one line in `out` (NUL-terminated, cut to
+  // fit). No allocation.
+  static void describe_bind_error(int error, unsigned os_index, std::span<char> out) noexcept;
+  // bind_thread() with its reason as text: "" on success.
   std::string bind_this_thread(unsigned os_index) const;
 
  private:

@@ -209,9 +209,16 @@ bool Wheel::claim(Node* node, std::uint32_t gen, std::uint32_t state) noexcept {
   std::uint32_t expected = gen;
   // acq_rel: pairs with the canceller's compare-and-swap, so the loser of the race sees the
   // winner's state. The callable itself was published to this thread by the hand-off queue.
-  return (gen & 3) == detail::kPending &&
-         node->gen.compare_exchange_strong(expected, claimed, std::memory_order_acq_rel,
-                                           std::memory_order_relaxed);
+  if ((gen & 3) != detail::kPending ||
+      !node->gen.compare_exchange_strong(expected, claimed, std::memory_order_acq_rel,
+                                         std::memory_order_relaxed)) {
+    return false;
+  }
+  if (state == detail::kFired) {
+    // Release, only this thread writes it: see share().
+    claims_->store(claims_->load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+  return true;
 }
 
 // Running -> pending, the generation unchanged (so the timer's id stays valid), and linked at

@@ -358,6 +358,32 @@ TEST(BadInput, NegativeHybridSpinIsRejectedNamingTheValue) {
       {"hybrid_spin", "got -1ns"});
 }
 
+// A spin past the end of the clock saturates instead of overflowing (UBSan checks the sum): the
+// worker spins until there is work, as WaitStrategy::spin does, and still runs and stops.
+TEST(BadInput, AHybridSpinUpToNanosMaxSaturates) {
+  Hits h(1);
+  EngineOptions o = workers(1);
+  o.wait = WaitStrategy::hybrid;
+  o.hybrid_spin = Nanos::max();
+  Engine e(o);
+  ASSERT_TRUE(e.schedule_after(1ms, Hit(&h, 0)));
+  EXPECT_TRUE(eventually([&] { return h.runs.load() == 1; }));
+  EXPECT_TRUE(e.stop().empty());
+}
+
+// The clock's first reading becomes each shard's start: a negative one is refused in the Engine's
+// own terms, naming the option and the value, not the Wheel's `start`.
+Nanos negative_clock() noexcept { return Nanos(-5); }
+TEST(BadInput, ANegativeClockIsRejectedNamingTheClock) {
+  expect_invalid(
+      [] {
+        EngineOptions o = manual();
+        o.clock = &negative_clock;
+        Engine e(o);
+      },
+      {"EngineOptions::clock", "-5ns", "must not be negative"});
+}
+
 TEST(BadInput, AnOwnClockWithWorkerThreadsIsRejected) {
   expect_invalid(
       [] {
@@ -599,11 +625,11 @@ TEST(BadInput, AdvanceOrPollFromInsideACallbackIsRefused) {
 // Limits
 
 // Schedules beyond max_pending fail with Status::max_pending_reached, change nothing (the callable
-// is destroyed) and count in stats().rejected. The Wheel frees a place at once when a timer fires
-// or is cancelled; the Engine once a pass of the shard has recycled it.
+// is destroyed) and count in stats().rejected. The Wheel and the Engine both free a place at once
+// when a timer is claimed to run or its cancel wins (the Engine with no pass of the shard between).
 TEST(BadInput, MaxPendingReachedRejectsAndCounts) {
   constexpr std::size_t kLimit = 10;
-  Hits h(2 * kLimit + 4);
+  Hits h(2 * kLimit + 6);
   Wheel w({.tick = 1ms, .max_pending = kLimit});
   std::vector<TimerId> ids;
   for (std::size_t i = 0; i < kLimit; ++i) ids.push_back(w.schedule_after(1h, Hit(&h, i)));
@@ -629,7 +655,11 @@ TEST(BadInput, MaxPendingReachedRejectsAndCounts) {
   EXPECT_EQ(e.stats().rejected, 1u);
   EXPECT_EQ(e.stats().shards[0].rejected, 1u);
   EXPECT_EQ(e.poll(0), 1u);  // the first timer fires: its place is free again
-  EXPECT_TRUE(e.schedule_after(1h, Hit(&h, kBase + kLimit + 1)));
+  Timer last = e.schedule_after(1h, Hit(&h, kBase + kLimit + 1));
+  EXPECT_TRUE(last);
+  EXPECT_EQ(e.schedule_after(1h, Hit(&h, kBase + kLimit + 2)).status(), Status::max_pending_reached);
+  EXPECT_TRUE(last.cancel());  // no poll between: the place is free at once
+  EXPECT_TRUE(e.schedule_after(1h, Hit(&h, kBase + kLimit + 3)));
   EXPECT_EQ(e.stop().size(), kLimit);
 }
 

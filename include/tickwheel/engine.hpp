@@ -46,6 +46,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -79,20 +80,27 @@ struct EngineOptions {
   std::size_t shards = 0;                    // 0 = one per physical core (hwloc)
   Nanos tick{std::chrono::milliseconds(1)};  // each shard's wheel tick, 1 us .. 1 h
   std::size_t transfer_cap = 100'000;        // hand-offs moved into a wheel per pass, >= 1
-  std::size_t max_pending_per_shard = 0;     // 0 = unlimited; past it schedule fails
+  // 0 = unlimited. Past it a schedule fails (Status::max_pending_reached). A timer holds its place
+  // from its schedule until it is claimed to run or its cancel wins (ShardStats::pending), both
+  // counted at once, on the thread that does them; so the limit is never exceeded, and is reached
+  // early only by schedules other threads have in progress (admitted, not yet handed over).
+  std::size_t max_pending_per_shard = 0;
   WaitStrategy wait = WaitStrategy::sleep;
   bool pin_workers = true;  // bind each worker to its core (hwloc)
   // Processing units (OS indexes) for the workers, shard i on cpus[i % size]; empty = the first
   // PU of each physical core in turn. Naming a PU that does not exist is not an error: binding
   // fails, the engine runs unpinned, and stats and the log say so.
   std::vector<unsigned> cpus{};
-  Nanos hybrid_spin{std::chrono::microseconds(50)};  // spin time before sleeping in hybrid mode
+  // Spin time before sleeping in hybrid mode, >= 0; a spin past the end of the clock (up to
+  // Nanos::max()) saturates: it spins until there is work, as WaitStrategy::spin does.
+  Nanos hybrid_spin{std::chrono::microseconds(50)};
   // One-line notices (binding refused, ...), at most once per kind per engine, never on the hot
   // path. Default: standard error.
   std::function<void(std::string_view)> log{};
   Threads threads = Threads::workers;
   // Caller-driven mode only: the clock that schedule_after() and poll(shard) read, in the time
-  // base that poll(shard, now) is given; any thread may call it, it must never go back. Null:
+  // base that poll(shard, now) is given; any thread may call it, it must never go back, and it
+  // must not be negative (the constructor reads it once and refuses a negative time). Null:
   // CLOCK_MONOTONIC (std::chrono::steady_clock). Workers sleep on CLOCK_MONOTONIC, so a clock of
   // one's own with Threads::workers is refused.
   Nanos (*clock)() noexcept = nullptr;
@@ -152,16 +160,21 @@ class Timer {
 };
 
 struct ShardStats {
-  std::uint64_t scheduled = 0;          // timers that reached the wheel (handed over or direct)
-  std::uint64_t fired = 0;              // callbacks started (or handed to the executor); each
-                                        // run of a periodic timer counts
-  std::uint64_t cancelled = 0;          // timers whose cancel won and that the worker recycled
-  std::uint64_t rearmed = 0;            // periodic runs and skips after which a next period was
-                                        // due (see WheelStats: scheduled + rearmed == fired +
-                                        // skipped + cancelled + pending, once the shard is still)
-  std::uint64_t skipped = 0;            // periodic runs dropped by Misfire::skip
-  std::uint64_t rejected = 0;           // schedules refused (max_pending_per_shard, stopped, ...)
-  std::uint64_t pending = 0;            // in the wheel now
+  std::uint64_t scheduled = 0;  // timers that reached the wheel (handed over or direct)
+  std::uint64_t fired = 0;      // callbacks started (or handed to the executor); each
+                                // run of a periodic timer counts
+  std::uint64_t cancelled = 0;  // timers whose cancel won and that the worker recycled
+  std::uint64_t rearmed = 0;    // periodic runs and skips after which a next period was
+                                // due (see WheelStats: scheduled + rearmed == fired +
+                                // skipped + cancelled + pending, once the shard is still)
+  std::uint64_t skipped = 0;    // periodic runs dropped by Misfire::skip
+  std::uint64_t rejected = 0;   // schedules refused (max_pending_per_shard, stopped, ...)
+  // Timers scheduled on the shard and not yet claimed to run (a one-shot) nor cancelled: a
+  // hand-off still in the queue counts, a callback running does not, a periodic timer counts once
+  // from its schedule to its cancel. Counted as each happens, on the thread it happens on, so the
+  // snapshot needs no pass of the worker; exact once the threads are still. What
+  // max_pending_per_shard limits. After stop(), the timers it handed back until they are cancelled.
+  std::uint64_t pending = 0;
   std::uint64_t queue_depth = 0;        // hand-offs waiting in the queue (approximate)
   std::uint64_t transfer_cap_hits = 0;  // passes that moved transfer_cap hand-offs and left more
   std::uint64_t passes = 0;             // worker passes
@@ -250,15 +263,48 @@ class Engine {
 
   // Starts the workers, if not started: each binds to its core, maps its first node memory and
   // fills its free-node reserve before this returns. Idempotent; any thread but a callback.
+  // Throws std::system_error (or std::bad_alloc) if a worker thread cannot be created (memory or
+  // a thread limit): the workers that did start keep running, no schedule is accepted meanwhile
+  // (each fails with Status::out_of_memory after trying start() again), and the next start(),
+  // once the system has room, creates only the missing ones. Caller-driven: only std::bad_alloc.
   void start();
   // Stops the engine: later schedules fail with Status::stopped, the workers finish the pass they
   // are in and are joined, every task already handed to the executor is waited for (a periodic
   // one is then linked again), and every timer that neither fired nor was cancelled (hand-offs not
   // yet transferred included, periodic timers between runs included) is returned, still pending:
-  // cancel() on one returns true and destroys its callable. Idempotent (a second call returns
-  // nothing, at once, even while the first still waits). Throws std::logic_error if called from
-  // inside a timer callback of this engine, on a worker, a polling thread or an executor thread.
+  // cancel() on one returns true and destroys its callable (the engine's destructor destroys
+  // those never cancelled).
+  //
+  // A cancel() racing stop() on another thread: it either wins before stop() reaches the timer
+  // (the timer is not returned) or after (the timer is returned, and cancel() on the returned
+  // Timer then returns false, cancelled() true). So a timer ends exactly one way, and an exact
+  // account, once the cancelling threads are done, is: fired + cancel() calls that returned true
+  // (the stopping thread's on returned Timers included) == timers scheduled; returned Timers whose
+  // cancel() returns false are those a racing cancel took. Stop the cancelling threads first and
+  // no returned Timer is refused.
+  //
+  // Memory: the list is reserved, for every timer the stopped wheels hold, before any is returned.
+  // If that allocation fails, stop() throws std::bad_alloc with the engine stopped and nothing
+  // lost: the timers stay pending, cancellable through their handles, and the next stop() returns
+  // them (the overload below allocates nothing). Otherwise idempotent: once the timers were
+  // returned, or while another stop() waits for executor tasks, a call returns nothing, at once.
+  // Throws std::logic_error if called from inside a timer callback of this engine (a worker, a
+  // polling thread or an executor thread) or from the visitor of stop(visit).
   std::vector<Timer> stop();
+  // As stop(), but calls visit(Timer) once per timer it would return instead of collecting them,
+  // and returns how many: no allocation, so it cannot fail for memory. visit must be noexcept (a
+  // compile error otherwise). It runs on the calling thread under the engine's lifecycle lock: it
+  // may keep the Timer, or cancel() it (true; the callable is then destroyed with the engine), but
+  // must not call stop() (std::logic_error) or wait for another thread that uses this engine.
+  template <class Visit>
+  std::size_t stop(Visit&& visit) {
+    static_assert(std::is_nothrow_invocable_v<Visit&, Timer>,
+                  "tickwheel: the visitor of Engine::stop(visit) must be callable as visit(Timer) and "
+                  "noexcept: it runs while the engine is handing timers back, which must not be cut short");
+    auto call = [&visit](Timer timer) noexcept { visit(timer); };
+    return stop_visiting(
+        &call, [](void* context, Timer timer) noexcept { (*static_cast<decltype(call)*>(context))(timer); });
+  }
 
   // Caller-driven mode (Threads::manual): runs one pass of `shard` on the calling thread, as a
   // worker would: posted cancels, at most transfer_cap hand-offs, then the callbacks due at `now`
@@ -268,13 +314,15 @@ class Engine {
   // and no system call; a callback that throws is counted in stats().callback_errors and the pass
   // goes on. Any thread, but one at a time per shard. Returns 0 and runs nothing once stop() has
   // begun. Throws std::out_of_range for shard >= shard_count(), std::logic_error with
-  // Threads::workers or while another thread is polling the same shard.
+  // Threads::workers or while another thread is polling the same shard, and std::bad_alloc if
+  // the engine's first start (which this may do, see start()) cannot get memory.
   std::size_t poll(std::size_t shard, std::size_t limit = kNoLimit);
   std::size_t poll(std::size_t shard, Nanos now, std::size_t limit = kNoLimit);
   // Caller-driven mode: when poll(shard) next has work: the shard's earliest deadline (a lower
   // bound for timers more than 512 ticks away, as Wheel::next_deadline), `now` if hand-offs are
-  // waiting, nullopt if nothing is pending. A loop may sleep until then; a hand-off that arrives
-  // meanwhile is not signalled. The thread that polls the shard only. Throws as poll().
+  // waiting, nullopt if nothing is pending or once stop() has begun (nothing will run any more). A
+  // loop may sleep until then; a hand-off that arrives meanwhile is not signalled. The thread that
+  // polls the shard only. Throws as poll().
   std::optional<Nanos> next_deadline(std::size_t shard) const;
 
   EngineStats stats() const;  // totals and per shard; any thread; reads relaxed counters
@@ -300,6 +348,8 @@ class Engine {
   Status acquire(std::size_t shard, detail::Node*& node, detail::Shard*& target) noexcept;
   // Out of line: sets the deadline and generation, hands the node over (or links it directly).
   Timer commit(detail::Shard* target, detail::Node* node, Nanos when, bool relative) noexcept;
+  // The visitor form of stop(): each(context, timer) per timer handed back.
+  std::size_t stop_visiting(void* context, void (*each)(void* context, Timer timer) noexcept);
   // detail::periodic_meta() against the engine's tick.
   std::uint64_t periodic_meta(Nanos period, const PeriodicOptions& opts) const noexcept;
 

@@ -67,6 +67,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cstddef>
@@ -328,8 +329,13 @@ class Wheel {
   using Node = detail::Node;
 
   // Engine hooks (detail::Shard, on its worker thread). A shared wheel claims each due node by
-  // compare-and-swap, since other threads may cancel it.
-  void share() noexcept { shared_ = true; }
+  // compare-and-swap, since other threads may cancel it, and counts each one-shot claim in
+  // *claims (a release store, before the callback starts: the shard's admission and pending count
+  // read it from other threads).
+  void share(std::atomic<std::uint64_t>* claims) noexcept {
+    shared_ = true;
+    claims_ = claims;
+  }
   // Links a node a producer prepared (callable, pending gen, and in `due` the deadline in
   // nanoseconds, >= 0) and handed over; recycles it instead if it was cancelled in transit.
   // A periodic node's fixed-rate grid starts at that deadline's tick.
@@ -439,8 +445,9 @@ class Wheel {
   std::size_t pending_ = 0;
   unsigned way_ = 0;  // next sub-list for an insertion, round robin
   bool in_advance_ = false;
-  bool shared_ = false;          // inside an Engine: fires claim nodes by compare-and-swap
-  Dispatch dispatch_ = nullptr;  // inside an Engine with an executor: see set_dispatch()
+  bool shared_ = false;                           // inside an Engine: fires claim nodes by compare-and-swap
+  std::atomic<std::uint64_t>* claims_ = nullptr;  // inside an Engine: see share()
+  Dispatch dispatch_ = nullptr;                   // inside an Engine with an executor: see set_dispatch()
   void* dispatch_context_ = nullptr;
   RunClock run_clock_ = nullptr;  // inside an Engine: see set_run_clock()
   const void* run_clock_context_ = nullptr;

@@ -245,7 +245,6 @@ class EngineRun {
     std::uint64_t cancelled_total = 0;      // cancelled timers of this shard, reached or not
     std::uint64_t published_cancelled = 0;  // ShardStats::cancelled as last read after a poll
     std::uint64_t passes = 0, cap_hits = 0, errors = 0;
-    std::uint64_t admitted = 0;  // schedules admitted under max_pending_per_shard
     bool polling = false;
   };
 
@@ -501,17 +500,11 @@ class EngineRun {
     } else if (home_) {
       e.target = home_;
     }
-    // Admission under max_pending_per_shard, as the shard sees it: admitted minus what it last
-    // published as no longer holding a place (fired + skipped + cancelled - rearmed).
+    // Admission under max_pending_per_shard: exact, one thread scheduling (see model_pending()).
     const EngineStats st = engine_->stats();
     e.admits.assign(shards_, true);
     if (max_pending_ != 0) {
-      for (std::size_t s = 0; s < shards_; ++s) {
-        const ShardStats& ss = st.shards[s];
-        const std::uint64_t done = ss.fired + ss.skipped + ss.cancelled - ss.rearmed;
-        const std::uint64_t a = model_[s].admitted;
-        e.admits[s] = a - std::min(a, done) < max_pending_;
-      }
+      for (std::size_t s = 0; s < shards_; ++s) e.admits[s] = model_pending(s) < max_pending_;
     }
     e.rejected = st.rejected;
     return e;
@@ -553,7 +546,6 @@ class EngineRun {
       home_ = s;  // the thread's first schedule outside a callback: its home shard from now on
     }
     check(e.admits[s], "a schedule was admitted past max_pending_per_shard", static_cast<long long>(s));
-    if (max_pending_ != 0) ++model_[s].admitted;
     ++schedules_ok_;
     rec.handle = t;
     rec.shard = s;
@@ -598,12 +590,23 @@ class EngineRun {
     cancel(serials_[in_.u16() % serials_.size()]);
   }
 
+  // ShardStats::pending as the model sees it: timers scheduled on the shard whose cancel has not
+  // won and, one-shot, that were not claimed to run (still queued or linked); a periodic timer
+  // counts wherever it is. What max_pending_per_shard admits against, and what a cancel can win.
+  std::uint64_t model_pending(std::size_t s) const {
+    std::uint64_t n = 0;
+    for (const auto& [serial, r] : recs_) n += r.shard == s && is_pending(r) ? 1 : 0;
+    return n;
+  }
+  static bool is_pending(const Rec& r) {
+    return !r.cancelled && (r.periodic || r.where == Where::queued || r.where == Where::linked);
+  }
+
   // True iff the timer was not cancelled before and, a one-shot, is still pending; a periodic
   // timer cancels wherever it is, and no run starts after that.
   void cancel(std::uint32_t serial) {
     Rec& r = recs_.at(serial);
-    const bool expected =
-        !r.cancelled && (r.periodic || r.where == Where::queued || r.where == Where::linked);
+    const bool expected = is_pending(r);
     cancelling_ = serial;
     const bool got = r.handle.cancel();
     cancelling_ = 0;
@@ -1252,8 +1255,9 @@ class EngineRun {
       check(ss.scheduled == m.scheduled && ss.fired == m.fired && ss.cancelled == m.published_cancelled &&
                 ss.rearmed == m.rearmed && ss.skipped == m.skipped,
             "a shard's published stats changed outside its passes", lu(ss.scheduled), lu(ss.cancelled));
-      check(ss.scheduled + ss.rearmed == ss.fired + ss.skipped + ss.cancelled + ss.pending,
-            "scheduled + rearmed != fired + skipped + cancelled + pending");
+      check(ss.pending == model_pending(s),
+            "stats().pending is not the timers scheduled and neither claimed nor cancelled", lu(ss.pending),
+            lu(model_pending(s)));
       check(ss.executing == m.executing, "stats().executing is not the tasks handed over and not run",
             lu(ss.executing), lu(m.executing));
       check(ss.passes == m.passes && ss.transfer_cap_hits == m.cap_hits && ss.callback_errors == m.errors,
@@ -1276,6 +1280,10 @@ class EngineRun {
   void check_next_deadline(std::size_t s) {
     const ShardModel& m = model_[s];
     const std::optional<Nanos> nd = engine_->next_deadline(s);
+    if (stopped_) {
+      check(!nd, "next_deadline() has a value after stop()", nd ? nd->count() : 0);
+      return;
+    }
     if (!m.queue.empty() || !m.returned.empty()) {
       check(nd && nd->count() == g_clock, "next_deadline() is not now while hand-offs or returned nodes wait",
             nd ? nd->count() : -1);
