@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cstdio>
 #include <stdexcept>
 #include <string>
 
 #include "clock.hpp"
 #include "engine_core.hpp"
+#include "log.hpp"
 #include "tickwheel/detail/arith.hpp"
 
 namespace tickwheel {
@@ -76,11 +76,7 @@ EngineOptions validated(EngineOptions opts) {
         "tickwheel::Engine: a clock of one's own needs threads = Threads::manual (workers sleep on "
         "CLOCK_MONOTONIC)");
   }
-  if (!opts.log) {
-    opts.log = [](std::string_view line) {
-      (void)std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
-    };
-  }
+  if (!opts.log) opts.log = &log_to_stderr;
   return opts;
 }
 
@@ -143,8 +139,7 @@ EngineCore::~EngineCore() {  // NOLINT(bugprone-exception-escape): see the decla
 }
 
 unsigned EngineCore::cpu_for(std::size_t shard) const noexcept {
-  if (!opts_.cpus.empty()) return opts_.cpus[shard % opts_.cpus.size()];
-  return topology_.core_pus()[shard % topology_.core_pus().size()];
+  return topology_.pu_for(shard, opts_.cpus, Topology::From::first_core);
 }
 
 void EngineCore::note_once(Notice kind, const std::string& message) {

@@ -4,12 +4,12 @@
 #include <concurrentqueue/blockingconcurrentqueue.h>
 
 #include <atomic>
-#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "engine_core.hpp"
+#include "log.hpp"
 #include "shard.hpp"
 #include "topology.hpp"
 
@@ -24,18 +24,12 @@ constexpr std::size_t kMaxPoolThreads = 1024;
 struct ThreadPoolExecutor::Impl {
   explicit Impl(ThreadPoolOptions o) : opts(std::move(o)), bound(opts.threads) {
     for (auto& cpu : bound) cpu.store(-1, std::memory_order_relaxed);
-    if (!opts.log) {
-      opts.log = [](std::string_view line) {
-        (void)std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
-      };
-    }
+    if (!opts.log) opts.log = &detail::log_to_stderr;
   }
 
   // The PU pool thread i binds to (see ThreadPoolOptions::pin).
   unsigned cpu_for(std::size_t i) const {
-    if (!opts.cpus.empty()) return opts.cpus[i % opts.cpus.size()];
-    const std::vector<unsigned>& cores = topology.core_pus();
-    return cores[cores.size() - 1 - i % cores.size()];
+    return topology.pu_for(i, opts.cpus, detail::Topology::From::last_core);
   }
 
   void run(std::size_t i) {

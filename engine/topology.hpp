@@ -5,6 +5,7 @@
 // reported, never fatal.
 #pragma once
 
+#include <cstddef>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,6 +24,17 @@ class Topology {
 
   // OS index of the first PU of each physical core, in topology order. Never empty.
   const std::vector<unsigned>& core_pus() const noexcept { return core_pus_; }
+
+  // The placement plan, one rule for every thread the library starts (and for tickwheel-topo,
+  // which shows it): thread i goes to cpus[i % cpus.size()] when the user named PUs, else to the
+  // first PU of a physical core, taken in topology order from the first core (shard workers) or
+  // from the last (thread-pool threads, so that they meet the workers only when the cores run out).
+  enum class From : unsigned char { first_core, last_core };
+  unsigned pu_for(std::size_t i, std::span<const unsigned> cpus, From from) const noexcept {
+    if (!cpus.empty()) return cpus[i % cpus.size()];
+    const std::size_t n = core_pus_.size();
+    return core_pus_[from == From::first_core ? i % n : n - 1 - i % n];
+  }
 
   // Binds the calling thread to PU `os_index`. Returns 0 on success, else an errno value, or
   // kNoTopology when hwloc could not load the topology. Allocates nothing but hwloc's bitmap (a

@@ -15,9 +15,9 @@
 //
 // The plan is the engine's, not a copy of it where that can be avoided: the shard count, the
 // validation of the options and the notices come from constructing (never starting) a
-// tickwheel::Engine with the same options; the PU of each shard is EngineCore::cpu_for's rule
-// (engine/engine.cpp: cpus[i % size], else the first PU of each physical core in turn) applied to
-// Topology::core_pus(), the list the engine itself uses.
+// tickwheel::Engine with the same options; the PU of each shard is the engine's own plan,
+// Topology::pu_for (engine/topology.hpp: cpus[i % size], else the first PU of each physical core
+// in turn).
 //
 // Cost: one hwloc topology load for the listing and one each for the probe engine and the binding
 // check (tens of milliseconds), plus one thread per shard, started and joined one at a time.
@@ -174,10 +174,8 @@ Plan make_plan(hwloc_topology_t topo, std::size_t shards_option, const std::vect
     count = probe.shard_count();
   }
   const tickwheel::detail::Topology topology;
-  const std::vector<unsigned>& core_pus = topology.core_pus();
   for (std::size_t i = 0; i < count; ++i) {
-    // EngineCore::cpu_for.
-    const unsigned pu = !cpus.empty() ? cpus[i % cpus.size()] : core_pus[i % core_pus.size()];
+    const unsigned pu = topology.pu_for(i, cpus, tickwheel::detail::Topology::From::first_core);
     ShardPlan s{.shard = i, .pu = pu, .core = core_of_pu(topo, pu), .bind_error = {}, .ran_on = -1};
     // A fresh thread per shard, as each worker is: binding a thread never affects another, and
     // this process's main thread stays where it was.
