@@ -96,7 +96,9 @@ ProducerState::ProducerState(std::thread::id id, std::vector<std::unique_ptr<Sha
 }
 
 EngineCore::EngineCore(EngineOptions opts)
-    : opts_(validated(std::move(opts))), uid_(g_next_engine_uid.fetch_add(1, std::memory_order_relaxed)) {
+    : opts_(validated(std::move(opts))),
+      uid_(g_next_engine_uid.fetch_add(1, std::memory_order_relaxed)),
+      deadline_clock_(opts_.tick) {
   const std::size_t cores = topology_.core_pus().size();
   const std::size_t n = opts_.shards != 0 ? opts_.shards : cores;
   const Nanos start = now();
@@ -252,7 +254,7 @@ Status EngineCore::acquire(std::size_t index, Node*& node, Shard*& target) noexc
 }
 
 Timer EngineCore::commit(Shard* shard, Node* node, Nanos when, bool relative) noexcept {
-  const Nanos deadline = relative ? saturating_add(now(), when) : when;
+  const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
   node->due = static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));  // ns; see adopt()
   const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
   // Relaxed: the node reaches the worker through the hand-off queue (release/acquire), and other

@@ -109,6 +109,11 @@ class EngineCore {
   std::optional<Nanos> next_deadline(std::size_t index) const;
   // The engine's clock: EngineOptions::clock, or CLOCK_MONOTONIC.
   Nanos now() const noexcept { return opts_.clock != nullptr ? opts_.clock() : monotonic_now(); }
+  // What a relative deadline is placed from: the engine's clock, or an upper bound of
+  // CLOCK_MONOTONIC that is cheaper to read (see DeadlineClock). Never to decide what is due.
+  Nanos deadline_now() const noexcept {
+    return opts_.clock != nullptr ? opts_.clock() : deadline_clock_.upper_now();
+  }
   EngineStats stats() const;
   std::size_t shard_count() const noexcept { return shards_.size(); }
   Nanos tick() const noexcept { return opts_.tick; }
@@ -132,6 +137,7 @@ class EngineCore {
 
   EngineOptions opts_;
   const std::uint64_t uid_;
+  const DeadlineClock deadline_clock_;
   Topology topology_;
 
   // Declared before the shards: their overflow pools hold nodes the wheels still link at teardown.
