@@ -2,10 +2,13 @@
 # tools/run.sh — the one entry point. On a fresh Debian 12 machine (as root) it installs the Debian
 # packages the build needs, only those missing, then builds and runs what was asked for.
 #
-#   tools/run.sh test      Release build under build/, then the whole CTest suite
+#   tools/run.sh test      Release build under build/, then the whole CTest suite; extra arguments go
+#                          to ctest, e.g. `tools/run.sh test -L unit` (labels: unit, model,
+#                          concurrency, slow, compile_fail, package, readme, fuzz, stress, tools)
 #   tools/run.sh stress    Release build, then the stress harness with its default profile
 #                          (extra arguments go to tickwheel-stress; try --help)
-#   tools/run.sh bench     Release build, then the benchmarks (extra arguments go to Google Benchmark)
+#   tools/run.sh bench     Release build, then both benchmark binaries, the Wheel's (tickwheel-bench)
+#                          then the Engine's (tickwheel-engine-bench); extra arguments go to each
 #   tools/run.sh check     the whole CTest suite under AddressSanitizer + UBSan (Debug, build-asan/)
 #                          and under ThreadSanitizer (build-tsan/)
 #   tools/run.sh build     Release build only
@@ -41,25 +44,36 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-configure_and_build() {
-  install_missing
-  if [ ! -f "$build/build.ninja" ]; then
-    # jemalloc on here (off by default, see CMakeLists.txt) so that its path is what CI tests.
-    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTICKWHEEL_WITH_JEMALLOC=ON >/dev/null
+# Configures through a preset of CMakePresets.json, every time: a second when nothing changed, and
+# a changed preset (flags, options) reaches the cache instead of being ignored by an old build
+# directory. Its output is shown only when it fails.
+configure() {
+  local preset=$1 log
+  log=$(mktemp)
+  if ! (cd "$root" && cmake --preset "$preset") >"$log" 2>&1; then
+    cat "$log"
+    rm -f "$log"
+    echo "tools/run.sh: configuring the '$preset' preset FAILED (output above)"
+    exit 1
   fi
-  cmake --build "$build" --parallel "$(nproc)"
+  rm -f "$log"
 }
 
-# A sanitizer build of the library and its tests (no benchmarks), then the whole suite.
-sanitized_suite() {
-  local dir=$1 type=$2 flags=$3
+# The release preset (jemalloc on, off by default in CMakeLists.txt, so that its path is what CI
+# tests), built.
+configure_and_build() {
   install_missing
-  if [ ! -f "$dir/build.ninja" ]; then
-    cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" -DCMAKE_CXX_FLAGS="$flags" \
-      -DTICKWHEEL_BUILD_BENCH=OFF >/dev/null
-  fi
-  cmake --build "$dir" --parallel "$(nproc)"
-  ctest --test-dir "$dir" --output-on-failure --parallel "$(nproc)"
+  configure release
+  (cd "$root" && cmake --build --preset release --parallel "$(nproc)")
+}
+
+# A sanitizer preset (the library and its tests, no benchmarks), built, then the whole suite.
+sanitized_suite() {
+  local preset=$1
+  install_missing
+  configure "$preset"
+  (cd "$root" && cmake --build --preset "$preset" --parallel "$(nproc)")
+  (cd "$root" && ctest --preset "$preset" --parallel "$(nproc)")
 }
 
 # The libFuzzer targets of tests/fuzz/, each run for $1 seconds. The fuzzer grows a scratch copy of
@@ -69,12 +83,8 @@ fuzz_targets() {
   local seconds=${1:-60} dir="$root/build-fuzz" failed=0
   packages+=(clang libclang-rt-14-dev)  # clang++ and its libFuzzer and sanitizer runtimes
   install_missing
-  if [ ! -f "$dir/build.ninja" ]; then
-    cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
-      -DCMAKE_CXX_FLAGS="-O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-      -DTICKWHEEL_FUZZ=ON -DTICKWHEEL_BUILD_BENCH=OFF -DTICKWHEEL_BUILD_STRESS=OFF -DTICKWHEEL_BUILD_TOOLS=OFF >/dev/null
-  fi
-  cmake --build "$dir" --parallel "$(nproc)" --target tickwheel-fuzz-wheel tickwheel-fuzz-engine
+  configure fuzz
+  (cd "$root" && cmake --build --preset fuzz --parallel "$(nproc)" --target tickwheel-fuzz-wheel tickwheel-fuzz-engine)
   for target in wheel engine; do
     local work kept="$root/tests/fuzz/regressions/$target"
     work=$(mktemp -d)
@@ -133,10 +143,7 @@ tidy_tree() {
   local dir="$root/build-tidy"
   packages+=(clang clang-tidy)  # clang++ writes the compile commands that clang-tidy 14 parses
   install_missing
-  cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DTICKWHEEL_WITH_JEMALLOC=ON -DTICKWHEEL_TIDY=ON \
-    -DTICKWHEEL_BUILD_TESTS=OFF -DTICKWHEEL_BUILD_BENCH=OFF -DTICKWHEEL_BUILD_STRESS=OFF \
-    -DTICKWHEEL_BUILD_TOOLS=OFF -DTICKWHEEL_INSTALL=OFF >/dev/null
+  configure tidy
   local failed=0
   run-clang-tidy -p "$dir" -j "$(nproc)" -quiet || failed=1
   # The other branch of memory.cpp: the library as built without jemalloc (the default).
@@ -153,7 +160,7 @@ cmd=${1:-}
 case "$cmd" in
   test)
     configure_and_build
-    ctest --test-dir "$build" --output-on-failure --parallel "$(nproc)" "$@"
+    (cd "$root" && ctest --preset release --parallel "$(nproc)" "$@")
     ;;
   stress)
     configure_and_build
@@ -161,15 +168,15 @@ case "$cmd" in
     ;;
   bench)
     configure_and_build
-    exec "$build/bench/tickwheel-bench" "$@"
+    "$build/bench/tickwheel-bench" "$@"
+    exec "$build/bench/tickwheel-engine-bench" "$@"
     ;;
   build)
     configure_and_build
     ;;
   check)
-    sanitized_suite "$root/build-asan" Debug \
-      "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-    sanitized_suite "$root/build-tsan" RelWithDebInfo "-fsanitize=thread -g"
+    sanitized_suite asan
+    sanitized_suite tsan
     ;;
   fuzz)
     fuzz_targets "${1:-60}"
