@@ -8,14 +8,14 @@
 #include <string>
 #include <thread>
 
-#include "engine_core.hpp"
 #include "log.hpp"
 #include "shard.hpp"
+#include "shard_host.hpp"
 #include "topology.hpp"
 
 namespace tickwheel {
 
-void Task::run() noexcept { shard_->run_task(node_, shard_->core().returned_token(shard_->index())); }
+void Task::run() noexcept { shard_->run_task(node_, shard_->host().returned_token(shard_->index())); }
 
 namespace {
 constexpr std::size_t kMaxPoolThreads = 1024;

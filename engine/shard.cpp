@@ -18,14 +18,14 @@
 #include <stdexcept>
 
 #include "clock.hpp"
-#include "engine_core.hpp"
 #include "tickwheel/detail/arith.hpp"
+#include "topology.hpp"
 
 namespace tickwheel::detail {
 namespace {
 
 thread_local Shard* t_current_shard = nullptr;
-thread_local const EngineCore* t_task_engine = nullptr;
+thread_local const ShardHost* t_task_engine = nullptr;
 
 // The reserve of free nodes a worker keeps for producers: refilled to its target whenever a pass
 // finds it below half of it. The target starts at 16 Ki nodes (1 MiB of node memory per shard) and
@@ -69,10 +69,10 @@ static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t),
               "the futex word is used through its address");
 
 Shard* current_shard() noexcept { return t_current_shard; }
-const EngineCore* current_task_engine() noexcept { return t_task_engine; }
+const ShardHost* current_task_engine() noexcept { return t_task_engine; }
 
-Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nanos start)
-    : core_(core),
+Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptions& opts, Nanos start)
+    : host_(host),
       index_(index),
       wait_strategy_(opts.wait),
       transfer_cap_(opts.transfer_cap),
@@ -80,7 +80,7 @@ Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nan
       hybrid_spin_(opts.hybrid_spin),
       pin_(opts.pin_workers),
       manual_(opts.threads == Threads::manual),
-      cpu_(core.cpu_for(index)),
+      cpu_(cpu),
       tick_ns_(static_cast<std::uint64_t>(opts.tick.count())),
       executor_(dynamic_cast<InlineExecutor*>(opts.executor.get()) != nullptr ? nullptr
                                                                               : opts.executor.get()),
@@ -89,12 +89,12 @@ Shard::Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nan
   wheel_.share(&claimed_);
   wheel_.pool_.use_arena(arena_.id);
   if (executor_ != nullptr) wheel_.set_dispatch(&Shard::dispatch, this);
-  wheel_.set_run_clock(&Shard::run_clock, &core_);
+  wheel_.set_run_clock(&Shard::run_clock, &host_);
 }
 
 // The engine's clock when an inline fixed-delay run returns, as run_task() reads it on an executor.
 Nanos Shard::run_clock(const void* core) noexcept {
-  return std::max(static_cast<const EngineCore*>(core)->now(), Nanos(0));
+  return std::max(static_cast<const ShardHost*>(core)->now(), Nanos(0));
 }
 
 // ---- Any thread ----
@@ -135,8 +135,8 @@ void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noex
   using Meta = PeriodicMeta;
   // Read before the run: a one-shot run destroys the callable, and with it what meta would ask.
   const std::uint64_t meta = node->thunk(node->storage.data(), Op::meta);
-  const EngineCore* const outer = t_task_engine;
-  t_task_engine = &core_;  // stop() from inside the callback is refused
+  const ShardHost* const outer = t_task_engine;
+  t_task_engine = &host_;  // stop() from inside the callback is refused
   try {
     node->thunk(node->storage.data(), Op::run);
   } catch (...) {
@@ -148,7 +148,7 @@ void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noex
     if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay)) {
       // The worker places the next run from here (Wheel::rearm_returned); the node is this
       // thread's until the enqueue below publishes it (release; the worker's dequeue acquires).
-      node->due = static_cast<std::uint64_t>(std::max<Nanos::rep>(core_.now().count(), 0));
+      node->due = static_cast<std::uint64_t>(std::max<Nanos::rep>(host_.now().count(), 0));
       next_ns = detail::saturating_add(node->due, Meta::period(meta));
     } else {
       // The next grid point, or a later one if the timer misfired: waking for the first is never
@@ -168,7 +168,7 @@ void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noex
 
 void Shard::callback_threw() noexcept {
   callback_errors_.fetch_add(1, std::memory_order_relaxed);
-  core_.report_callback_error(std::current_exception());
+  host_.report_callback_error(std::current_exception());
 }
 
 void Shard::wait_for_tasks() const noexcept {
@@ -303,7 +303,7 @@ void Shard::describe_binding() noexcept {
     (void)std::snprintf(binding_.data(), binding_.size(), "not pinned (pin_workers = false)");
     return;
   }
-  const int error = core_.topology().bind_thread(cpu_);
+  const int error = host_.topology().bind_thread(cpu_);
   if (error == 0) {
     (void)std::snprintf(binding_.data(), binding_.size(), "bound to PU %u", cpu_);
     bound_cpu_.store(static_cast<int>(cpu_), std::memory_order_relaxed);
@@ -313,7 +313,7 @@ void Shard::describe_binding() noexcept {
   Topology::describe_bind_error(error, cpu_, why);
   (void)std::snprintf(binding_.data(), binding_.size(), "not bound: %s", why.data());
   try {
-    core_.note_once(EngineCore::Notice::binding_refused,
+    host_.note_once(ShardHost::Notice::binding_refused,
                     "tickwheel: shard " + std::to_string(index_) + " runs unpinned: " + why.data());
   } catch (...) {
     // No memory for the notice (or the log threw): stats().binding still says why.

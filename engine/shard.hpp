@@ -30,13 +30,14 @@
 #include <string>
 #include <thread>
 
+#include "shard_host.hpp"
 #include "tickwheel/detail/memory.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/wheel.hpp"
 
 namespace tickwheel::detail {
 
-class EngineCore;
+class ShardHost;
 
 struct CancelRecord {
   Node* node;
@@ -45,13 +46,14 @@ struct CancelRecord {
 
 class Shard {
  public:
-  Shard(EngineCore& core, std::size_t index, const EngineOptions& opts, Nanos start);
+  // The shard `index` of `host`, its worker to be bound to PU `cpu`; its wheel starts at `start`.
+  Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptions& opts, Nanos start);
   ~Shard() = default;
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
 
   std::size_t index() const noexcept { return index_; }
-  EngineCore& core() const noexcept { return core_; }
+  ShardHost& host() const noexcept { return host_; }
 
   // ---- Any thread. ----
   // Hands a prepared node to the worker; wakes it iff the node is due before its planned wake-up.
@@ -175,7 +177,7 @@ class Shard {
   void sleep_until(std::optional<Nanos> deadline);
   void publish_stats() noexcept;
 
-  EngineCore& core_;
+  ShardHost& host_;
   const std::size_t index_;
   const WaitStrategy wait_strategy_;
   const std::size_t transfer_cap_;
@@ -264,6 +266,6 @@ class Shard {
 // The shard whose worker is the calling thread, or nullptr.
 Shard* current_shard() noexcept;
 // The engine whose task the calling thread is running (inside Task::run), or nullptr.
-const EngineCore* current_task_engine() noexcept;
+const ShardHost* current_task_engine() noexcept;
 
 }  // namespace tickwheel::detail

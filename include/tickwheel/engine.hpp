@@ -59,6 +59,18 @@ namespace tickwheel {
 namespace detail {
 class Shard;
 class EngineCore;
+struct ProducerState;
+
+// What the schedule path carries from choosing the shard and taking a node to handing the timer
+// over (Engine::acquire, then the callable stored, then Engine::commit): the node, its shard, and
+// the calling thread's producer state (null for a callback scheduling on its own shard, whose
+// timer is linked directly). Not public API.
+struct Reservation {
+  Node* node = nullptr;
+  Shard* shard = nullptr;
+  ProducerState* producer = nullptr;
+  Status status = Status::ok;  // not ok: nothing was taken, and the schedule fails with it
+};
 }  // namespace detail
 
 // How a worker waits between passes.
@@ -252,13 +264,11 @@ class Engine {
     if (detail::is_null_callable(fn)) return Timer(Status::null_callback);
     const std::uint64_t meta = periodic_meta(period, opts);
     if (meta == 0) return Timer(Status::bad_period);
-    detail::Node* node = nullptr;
-    detail::Shard* target = nullptr;
-    const Status why = acquire(shard, node, target);
-    if (why != Status::ok) return Timer(why);
-    detail::store_periodic_callable(node, meta, std::forward<F>(fn));
+    const detail::Reservation r = acquire(shard);
+    if (r.status != Status::ok) return Timer(r.status);
+    detail::store_periodic_callable(r.node, meta, std::forward<F>(fn));
     const Nanos delay = opts.initial_delay.value_or(period);
-    return commit(target, node, delay > Nanos(0) ? delay : Nanos(0), /*relative=*/true);
+    return commit(r, delay > Nanos(0) ? delay : Nanos(0), /*relative=*/true);
   }
 
   // Starts the workers, if not started: each binds to its core, maps its first node memory and
@@ -337,17 +347,16 @@ class Engine {
   Timer submit(std::size_t shard, Nanos when, bool relative, F&& fn) noexcept {
     detail::check_callable<F>();
     if (detail::is_null_callable(fn)) return Timer(Status::null_callback);
-    detail::Node* node = nullptr;
-    detail::Shard* target = nullptr;
-    const Status why = acquire(shard, node, target);
-    if (why != Status::ok) return Timer(why);
-    detail::store_callable(node, std::forward<F>(fn));
-    return commit(target, node, when, relative);
+    const detail::Reservation r = acquire(shard);
+    if (r.status != Status::ok) return Timer(r.status);
+    detail::store_callable(r.node, std::forward<F>(fn));
+    return commit(r, when, relative);
   }
-  // Out of line: picks the shard, checks admission, takes a node. On failure node is null.
-  Status acquire(std::size_t shard, detail::Node*& node, detail::Shard*& target) noexcept;
-  // Out of line: sets the deadline and generation, hands the node over (or links it directly).
-  Timer commit(detail::Shard* target, detail::Node* node, Nanos when, bool relative) noexcept;
+  // Out of line (EngineCore::acquire): picks the shard, checks admission, takes a node.
+  detail::Reservation acquire(std::size_t shard) noexcept;
+  // Out of line (EngineCore::commit): sets the deadline and generation, hands the node over (or
+  // links it directly).
+  Timer commit(const detail::Reservation& r, Nanos when, bool relative) noexcept;
   // The visitor form of stop(): each(context, timer) per timer handed back.
   std::size_t stop_visiting(void* context, void (*each)(void* context, Timer timer) noexcept);
   // detail::periodic_meta() against the engine's tick.

@@ -1,0 +1,387 @@
+// engine/engine_core.cpp — EngineCore: validation, construction, the schedule path (acquire and
+// commit), a won cancel's path, lazy start, stop and its hand-back, polling, stats.
+#include "engine_core.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <stdexcept>
+#include <string>
+
+#include "log.hpp"
+#include "tickwheel/detail/arith.hpp"
+
+namespace tickwheel::detail {
+namespace {
+
+constexpr std::size_t kMaxShards = 4096;
+
+std::atomic<std::uint64_t> g_next_engine_uid{1};
+// Engines alive now, and whether the too-many-engines notice was given (once per process).
+std::atomic<std::size_t> g_live_engines{0};
+std::atomic<bool> g_warned_engines{false};
+// The engine whose stop() is handing timers back on this thread, under its lifecycle mutex.
+thread_local const EngineCore* t_handing_back = nullptr;
+
+EngineOptions validated(EngineOptions opts) {
+  if (opts.tick < Wheel::kMinTick || opts.tick > Wheel::kMaxTick) {
+    throw std::invalid_argument("tickwheel::Engine: tick must be between 1us and 1h, got " +
+                                std::to_string(opts.tick.count()) + "ns");
+  }
+  if (opts.transfer_cap == 0) {
+    throw std::invalid_argument("tickwheel::Engine: transfer_cap must be at least 1, got 0");
+  }
+  if (opts.shards > kMaxShards) {
+    throw std::invalid_argument("tickwheel::Engine: shards must be at most " + std::to_string(kMaxShards) +
+                                ", got " + std::to_string(opts.shards));
+  }
+  if (opts.hybrid_spin.count() < 0) {
+    throw std::invalid_argument("tickwheel::Engine: hybrid_spin must not be negative, got " +
+                                std::to_string(opts.hybrid_spin.count()) + "ns");
+  }
+  if (opts.clock != nullptr && opts.threads == Threads::workers) {
+    throw std::invalid_argument(
+        "tickwheel::Engine: a clock of one's own needs threads = Threads::manual (workers sleep on "
+        "CLOCK_MONOTONIC)");
+  }
+  if (!opts.log) opts.log = &log_to_stderr;
+  return opts;
+}
+
+}  // namespace
+
+EngineCore::EngineCore(EngineOptions opts)
+    : opts_(validated(std::move(opts))),
+      uid_(g_next_engine_uid.fetch_add(1, std::memory_order_relaxed)),
+      deadline_clock_(opts_.tick),
+      producers_(uid_, shards_) {
+  const std::size_t cores = topology_.core_pus().size();
+  const std::size_t n = opts_.shards != 0 ? opts_.shards : cores;
+  const Nanos start = now();
+  if (start.count() < 0) {
+    throw std::invalid_argument("tickwheel::Engine: EngineOptions::clock returned " +
+                                std::to_string(start.count()) +
+                                "ns; the engine's clock must not be negative (count from an epoch at or "
+                                "before the engine's construction, as CLOCK_MONOTONIC does)");
+  }
+  shards_.reserve(n);
+  for (std::size_t i = 0; i < n; ++i)
+    shards_.push_back(std::make_unique<Shard>(
+        *this, i, topology_.pu_for(i, opts_.cpus, Topology::From::first_core), opts_, start));
+  has_executor_ = opts_.executor != nullptr && dynamic_cast<InlineExecutor*>(opts_.executor.get()) == nullptr;
+  // Relaxed: a count, ordering nothing.
+  const std::size_t alive = g_live_engines.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (opts_.warn_engines_above != 0 && alive > opts_.warn_engines_above &&
+      !g_warned_engines.exchange(true, std::memory_order_relaxed)) {
+    opts_.log("tickwheel: " + std::to_string(alive) + " engines alive at once (more than " +
+              std::to_string(opts_.warn_engines_above) +
+              "); each costs a thread per shard: share one engine per process");
+  }
+  if (opts_.threads == Threads::workers && opts_.pin_workers && opts_.cpus.empty() && n > cores) {
+    note_once(Notice::more_shards_than_cores, "tickwheel: " + std::to_string(n) + " shards on " +
+                                                  std::to_string(cores) +
+                                                  " physical cores: some workers share a core");
+  }
+}
+
+EngineCore::~EngineCore() {  // NOLINT(bugprone-exception-escape): see the declaration
+  shut_down(nullptr);        // allocates nothing: the wheels destroy the callables of what is pending
+  for (auto& shard : shards_) shard->drain_cancels();  // cancels posted after the drain
+  producers_.drop_tokens();                            // they point into the shards' queues
+  shards_.clear();                                     // the wheels destroy the callables of timers never run
+  g_live_engines.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void EngineCore::note_once(Notice kind, const std::string& message) {
+  if (noticed_[static_cast<std::size_t>(kind)].exchange(true, std::memory_order_relaxed)) return;
+  opts_.log(message);
+}
+
+void EngineCore::report_callback_error(std::exception_ptr error) noexcept {
+  try {
+    if (opts_.on_callback_error) {
+      opts_.on_callback_error(std::move(error));
+    } else {
+      note_once(Notice::callback_threw,
+                "tickwheel: a timer callback threw; the exception was dropped (counted in "
+                "stats().callback_errors; set EngineOptions::on_callback_error to see each one)");
+    }
+  } catch (...) {
+    // The handler (or the log) threw: dropped, as documented; the callback's thread goes on.
+  }
+}
+
+moodycamel::ProducerToken* EngineCore::returned_token(std::size_t shard) noexcept {
+  ProducerState* state = producers_.mine();
+  return state != nullptr ? state->shards[shard].returned.get() : nullptr;
+}
+
+Reservation EngineCore::acquire(std::size_t index) noexcept {
+  if (!started_.load(std::memory_order_acquire) && !stopped_.load(std::memory_order_relaxed)) {
+    try {
+      start();
+    } catch (...) {
+      return {.status = Status::out_of_memory};  // a worker thread could not be created
+    }
+  }
+  Shard* const own = own_pass();
+  ProducerState* state = nullptr;
+  if (index == Engine::any_shard) {
+    if (own != nullptr) {
+      index = own->index();
+    } else {
+      state = producers_.mine();
+      if (state == nullptr) return {.status = Status::out_of_memory};
+      index = producers_.home(*state);
+    }
+  } else if (index >= shards_.size()) {
+    return {.status = Status::no_such_shard};
+  }
+  Shard& shard = *shards_[index];
+  if (stopped_.load(std::memory_order_relaxed)) {
+    shard.count_rejected();
+    return {.status = Status::stopped};  // (one racing stop() is caught in commit())
+  }
+  if (!shard.admit()) return {.status = Status::max_pending_reached};
+  Node* node = nullptr;
+  if (own == &shard) {
+    node = shard.own_node();  // a callback scheduling on its own shard: linked directly, no state
+  } else {
+    if (state == nullptr) state = producers_.mine();
+    if (state != nullptr) node = take_node(*state, shard);
+  }
+  if (node == nullptr) {
+    shard.unadmit();
+    shard.count_rejected();
+    return {.status = Status::out_of_memory};
+  }
+  return {.node = node, .shard = &shard, .producer = own == &shard ? nullptr : state};
+}
+
+Timer EngineCore::commit(const Reservation& r, Nanos when, bool relative) noexcept {
+  Node* const node = r.node;
+  Shard* const shard = r.shard;
+  const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
+  node->due = static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));  // ns; see adopt()
+  const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
+  // Relaxed: the node reaches the worker through the hand-off queue (release/acquire), and other
+  // threads through the Timer this returns, which the caller must pass on with its own ordering.
+  node->gen.store(gen, std::memory_order_relaxed);
+  if (r.producer == nullptr) {
+    shard->link_direct(node);  // a callback scheduling on its own shard: no queue
+    return {shard, node, gen};
+  }
+  ProducerState::PerShard& mine = r.producer->shards[shard->index()];
+  // Counted before the hand-off (whose enqueue releases it), so that no claim of the timer can be
+  // seen without it; fail() takes it back. Relaxed: see ProducerState::PerShard.
+  mine.scheduled.store(mine.scheduled.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (!shard->hand_over(*mine.transfer, node)) return fail(r, Status::out_of_memory);
+  r.producer->posted_to(*shard, mine);
+  // hand_over() ended with a seq_cst fence after the enqueue, and stop() has one between its store
+  // of stopped_ and its drain of the queues (Dekker): so if this load sees false, stop()'s drain
+  // will see the node, and if it sees true the node may have come too late for the drain.
+  if (stopped_.load(std::memory_order_relaxed)) [[unlikely]]
+    return settle_late(r, gen);
+  return {shard, node, gen};
+}
+
+Timer EngineCore::settle_late(const Reservation& r, std::uint32_t gen) noexcept {
+  // stop() holds this mutex from its store of stopped_ until it has drained every queue, except
+  // while it waits for executor tasks (which may be what is scheduling here). Under it the queues
+  // are still. Not drained yet (that wait): the drain to come takes the node, and the schedule
+  // stands, among the timers stop() returns. Drained: if the drain took the node, likewise; if
+  // not, it is the one item in this thread's sub-queue (earlier ones were drained, or settled
+  // here too): take it back and fail the schedule.
+  // A callback on one of this engine's workers (or polling threads) must not take the mutex: stop()
+  // holds it while it joins that very thread. The drain comes after the join, so the node stands.
+  if (own_pass() != nullptr) return {r.shard, r.node, gen};
+  std::lock_guard lock(lifecycle_mutex_);
+  if (!joined_) return {r.shard, r.node, gen};
+  Node* back = nullptr;
+  if (!r.shard->transfers().try_dequeue_from_producer(*r.producer->shards[r.shard->index()].transfer, back)) {
+    return {r.shard, r.node, gen};
+  }
+  assert(back == r.node);
+  return fail(r, Status::stopped);
+}
+
+Timer EngineCore::fail(const Reservation& r, Status why) noexcept {
+  // Nothing was handed over: the timer never existed for anyone but this thread.
+  destroy_callable(r.node);
+  ProducerState::PerShard& mine = r.producer->shards[r.shard->index()];
+  mine.scheduled.store(mine.scheduled.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  if (mine.cached < mine.cache.size()) {
+    mine.cache[mine.cached++] = r.node;
+  } else {
+    r.producer->overflow.release(r.node);
+  }
+  r.shard->unadmit();
+  r.shard->count_rejected();
+  return Timer(why);
+}
+
+void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen, bool linked) noexcept {
+  shard.free_place();
+  ProducerState* state = producers_.mine();
+  if (state != nullptr) {
+    std::atomic<std::uint64_t>& cancels = state->shards[shard.index()].cancels;
+    // Release: pairs with stats()' acquire load (see there).
+    cancels.store(cancels.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  } else {
+    shard.count_orphan_cancel();
+  }
+  if (!linked) return;  // a periodic run cancelled: its re-arm, refused, recycles the node
+  // From a callback of this engine's own pass the worker is still alive, and stop() (holding the
+  // mutex while it joins this thread) drains the queue after the join: post as usual. So does a
+  // cancel from stop()'s own hand-back visitor, which runs under the mutex while it walks the
+  // wheels: the record waits in the queue for the destructor.
+  if (stopped_.load(std::memory_order_acquire) && own_pass() == nullptr && t_handing_back != this) {
+    // No worker will drain the queue any more. stop() holds this mutex until it has drained it,
+    // so once we hold it the shard is ours: retire the node here, destroying its callable now.
+    // (A handle stop() returned reaches this thread after stop() did, so it sees stopped_.)
+    std::lock_guard lock(lifecycle_mutex_);
+    if (joined_) {
+      shard.retire_now(node, cancelled_gen);
+      return;
+    }
+  }
+  if (state != nullptr) {
+    ProducerState::PerShard& mine = state->shards[shard.index()];
+    shard.post_cancel(*mine.cancel, node, cancelled_gen);
+    state->posted_to(shard, mine);
+  }
+  // With no state (out of memory on this thread's first use) the record is not posted; the node
+  // stays linked, harmless, until its time comes: the worker's claim then fails and recycles it.
+}
+
+void EngineCore::start() {
+  if (own_pass() != nullptr) return;  // running
+  std::lock_guard lock(lifecycle_mutex_);
+  if (started_.load(std::memory_order_relaxed) || stopped_.load(std::memory_order_relaxed)) return;
+  // Each start below may throw: the shards started so far stay started, and the next start()
+  // (every schedule tries one) starts only the rest.
+  if (opts_.threads == Threads::manual) {
+    for (auto& shard : shards_) shard->start_manual();
+    started_.store(true, std::memory_order_release);
+    return;
+  }
+  for (auto& shard : shards_) shard->start_worker();
+  for (auto& shard : shards_) {
+    while (!shard->ready()) std::this_thread::yield();
+  }
+  started_.store(true, std::memory_order_release);
+}
+
+std::size_t EngineCore::shut_down(const HandBack* back) {
+  if (own_pass() != nullptr || current_task_engine() == this || t_handing_back == this) {
+    throw std::logic_error(
+        "tickwheel::Engine::stop() called from inside one of its timer callbacks (or its own "
+        "hand-back visitor): it would join the thread it runs on, or wait for itself; call it from "
+        "another thread");
+  }
+  std::unique_lock lock(lifecycle_mutex_);
+  if (!stopped_.load(std::memory_order_relaxed)) {
+    stopped_.store(true, std::memory_order_relaxed);
+    // Dekker with commit(): a hand-off whose producer then reads stopped_ as false is seen by the
+    // drains below; one that reads true is settled by its producer under this mutex (settle_late).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (auto& shard : shards_) shard->request_stop();
+    for (auto& shard : shards_) shard->join();
+    if (has_executor_) {
+      // Callbacks still running on executor threads may schedule or cancel: let them, then wait
+      // them out. A hand-off that comes meanwhile stands (settle_late sees joined_ still false) and
+      // a cancel is posted; the drains below take both.
+      lock.unlock();
+      for (auto& shard : shards_) shard->wait_for_tasks();
+      lock.lock();
+    }
+    for (auto& shard : shards_) shard->drain_stopped();
+    joined_ = true;  // from here cancels retire their nodes directly (on_cancel, under this mutex)
+  } else if (!joined_ || handed_back_) {
+    return 0;  // another stop() is waiting for executor tasks, or the timers were handed back
+  }
+  if (back == nullptr) return 0;
+  std::size_t most = 0;
+  for (const auto& shard : shards_) most += shard->wheel_pending();
+  back->reserve(back->context, most);  // may throw: then nothing is handed back yet, nor lost
+  std::size_t handed = 0;
+  t_handing_back = this;
+  for (auto& shard : shards_) {
+    shard->hand_back([&](Timer timer) noexcept {
+      back->each(back->context, timer);
+      ++handed;
+    });
+  }
+  t_handing_back = nullptr;
+  handed_back_ = true;
+  return handed;
+}
+
+Shard& EngineCore::polled_shard(std::size_t index) const {
+  if (opts_.threads != Threads::manual) {
+    throw std::logic_error(
+        "tickwheel::Engine::poll: the engine has worker threads; poll() is for "
+        "EngineOptions::threads = Threads::manual");
+  }
+  if (index >= shards_.size()) {
+    throw std::out_of_range("tickwheel::Engine::poll: shard " + std::to_string(index) + " of " +
+                            std::to_string(shards_.size()));
+  }
+  return *shards_[index];
+}
+
+std::size_t EngineCore::poll(std::size_t index, Nanos now, std::size_t limit) {
+  Shard& shard = polled_shard(index);
+  if (!started_.load(std::memory_order_acquire) && !stopped_.load(std::memory_order_relaxed)) start();
+  return shard.poll(now, limit);
+}
+
+std::optional<Nanos> EngineCore::next_deadline(std::size_t index) const {
+  const Shard& shard = polled_shard(index);
+  // Once stop() has begun nothing runs here any more, so a loop that sleeps until the answer is
+  // told there is nothing to wait for. Relaxed: only the flag's own value is used.
+  if (stopped_.load(std::memory_order_relaxed)) return std::nullopt;
+  return shard.next_deadline(now());
+}
+
+std::uint64_t EngineCore::pending(const Shard& shard) const {
+  // Scheduled less ended, each counted where it happens: schedules by their producers (before the
+  // hand-off) or by the worker (direct), claims by the worker, cancels by their cancellers. The
+  // ends are read first, with acquire, each pairing with the release that counted it after its
+  // timer's schedule was counted; so every end read has its start read too, and the difference
+  // is never negative. Ends counted while this reads are missed: a snapshot, exact when still.
+  const std::size_t i = shard.index();
+  std::uint64_t ended = shard.claimed() + shard.orphan_cancels();
+  producers_.for_each(
+      [&](const ProducerState& p) { ended += p.shards[i].cancels.load(std::memory_order_acquire); });
+  std::uint64_t started = shard.direct_scheduled();
+  producers_.for_each(
+      [&](const ProducerState& p) { started += p.shards[i].scheduled.load(std::memory_order_relaxed); });
+  return started - std::min(started, ended);
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats total;
+  total.shards.reserve(shards_.size());
+  for (const auto& shard : shards_) {
+    ShardStats s = shard->stats();
+    s.pending = pending(*shard);
+    total.scheduled += s.scheduled;
+    total.fired += s.fired;
+    total.cancelled += s.cancelled;
+    total.rearmed += s.rearmed;
+    total.skipped += s.skipped;
+    total.rejected += s.rejected;
+    total.pending += s.pending;
+    total.queue_depth += s.queue_depth;
+    total.transfer_cap_hits += s.transfer_cap_hits;
+    total.passes += s.passes;
+    total.wakeups += s.wakeups;
+    total.callback_errors += s.callback_errors;
+    total.executing += s.executing;
+    total.max_tick_lag_ns = std::max(total.max_tick_lag_ns, s.max_tick_lag_ns);
+    total.shards.push_back(std::move(s));
+  }
+  return total;
+}
+
+}  // namespace tickwheel::detail

@@ -1,0 +1,139 @@
+// engine/producer.hpp — the threads that schedule and cancel on an engine from outside its passes:
+// each thread's state (its queue tokens, node caches, overflow pool and counters) and the registry
+// that finds it without a lock.
+//
+// A thread's first schedule or cancel on an engine (or, on an executor thread, its first task)
+// registers it: under a mutex, once, it gets a ProducerState holding a moodycamel producer token
+// per shard for each of the shard's three queues (hand-offs, cancels, returned nodes), a node cache
+// per shard and an overflow pool. Afterwards the thread finds its state in a 4-entry thread-local
+// table keyed by the engine's unique id (never reused, so an entry left by a destroyed engine never
+// matches), with no lock. A state belongs to the engine and lives until it is destroyed; a new
+// thread that gets an exited thread's id takes over its state (its tokens and cached nodes).
+//
+// Home shard. schedule_after() and schedule_at() without a shard go to the thread's home shard,
+// dealt round robin on the thread's first such schedule (not on registration: a thread that only
+// cancels, or an executor thread giving nodes back, takes no turn), and kept: one thread's timers
+// stay on one shard, in order, behind one producer token.
+#pragma once
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "shard.hpp"
+#include "tickwheel/detail/node.hpp"
+#include "tickwheel/detail/pool.hpp"
+
+namespace tickwheel::detail {
+
+struct ProducerState {
+  static constexpr std::size_t kCache = 64;  // nodes per shard taken from its reserve at a time
+  // Hand-offs and cancels a thread posts to a shard between two nudges of its worker (see
+  // Shard::nudge): what bounds the backlog a sleeping worker can leave in its queues.
+  static constexpr std::uint32_t kNudgeEvery = 4096;
+  static constexpr std::size_t kNoHome = ~std::size_t{0};
+
+  struct PerShard {
+    std::unique_ptr<moodycamel::ProducerToken> transfer;
+    std::unique_ptr<moodycamel::ProducerToken> cancel;
+    std::unique_ptr<moodycamel::ProducerToken> returned;  // an executor thread's node returns
+    std::array<Node*, kCache> cache{};
+    std::size_t cached = 0;
+    std::uint32_t posted = 0;  // hand-offs and cancels since this thread last nudged the worker
+    // This thread's schedules that stand on the shard (counted before the hand-off, taken back if
+    // it fails) and cancels it won there: EngineCore::stats() sums them into `pending`. Only the
+    // owning thread writes them; the cancel count with release, read with acquire (see there).
+    std::atomic<std::uint64_t> scheduled{0};
+    std::atomic<std::uint64_t> cancels{0};
+  };
+
+  // Throws std::bad_alloc if a queue token cannot be had (moodycamel leaves it invalid instead).
+  ProducerState(std::thread::id id, const std::vector<std::unique_ptr<Shard>>& all);
+
+  // Posted one more hand-off or cancel to `shard`: nudges its worker once per kNudgeEvery.
+  void posted_to(Shard& shard, PerShard& mine) noexcept {
+    if (++mine.posted == kNudgeEvery) [[unlikely]] {
+      mine.posted = 0;
+      shard.nudge();
+    }
+  }
+
+  std::thread::id owner;
+  std::uint64_t serial = 0;    // the owning thread's serial (see thread_serial() in producer.cpp)
+  std::size_t home = kNoHome;  // dealt by ProducerRegistry::home() on the first schedule that needs it
+  // Nodes of last resort, used when a shard's reserve is empty (a burst, or a worker held up by a
+  // long callback): a producer never waits for a worker. Its nodes join the shards' free lists
+  // once used, and its memory lives as long as the engine.
+  NodePool overflow;
+  std::vector<PerShard> shards;  // one per shard, in shard order
+};
+
+struct ProducerTlsEntry {
+  std::uint64_t engine_uid = 0;
+  ProducerState* state = nullptr;
+};
+// The calling thread's states on the last engines it used.
+inline thread_local std::array<ProducerTlsEntry, 4> t_producer_states;
+
+class ProducerRegistry {
+ public:
+  // `shards` is the engine's, filled before any thread registers and fixed from then on.
+  ProducerRegistry(std::uint64_t engine_uid, const std::vector<std::unique_ptr<Shard>>& shards) noexcept
+      : uid_(engine_uid), shards_(shards) {}
+
+  // The calling thread's state, registered on its first use; null if that ran out of memory.
+  // Lock-free after the first use (unless 4 other engines evicted it from the thread's table).
+  ProducerState* mine() noexcept {
+    for (const ProducerTlsEntry& e : t_producer_states) {
+      if (e.engine_uid == uid_) return e.state;
+    }
+    return enroll();
+  }
+  // The state's home shard, dealt round robin the first time. Only its owning thread asks.
+  std::size_t home(ProducerState& state) noexcept {
+    if (state.home == ProducerState::kNoHome) [[unlikely]] {
+      // Relaxed: a ticket, ordering nothing.
+      state.home = next_home_.fetch_add(1, std::memory_order_relaxed) % shards_.size();
+    }
+    return state.home;
+  }
+  // fn(const ProducerState&) for every registered state, under the registry's mutex (stats()).
+  template <class Fn>
+  void for_each(Fn&& fn) const {
+    std::lock_guard lock(mutex_);
+    for (const auto& state : states_) fn(*state);
+  }
+  // Destroys every producer token: they point into the shards' queues, which go first.
+  void drop_tokens() noexcept;
+
+ private:
+  ProducerState* enroll() noexcept;
+
+  const std::uint64_t uid_;
+  const std::vector<std::unique_ptr<Shard>>& shards_;
+  mutable std::mutex mutex_;  // registration, and the readers of every state
+  std::vector<std::unique_ptr<ProducerState>> states_;
+  std::atomic<std::size_t> next_home_{0};
+};
+
+// A node for a schedule on `shard` from a thread that is not its worker: from the thread's cache
+// for the shard, refilled in bulk from the shard's reserve, else from the thread's overflow pool.
+// Null if the overflow pool cannot grow.
+inline Node* take_node(ProducerState& state, Shard& shard) noexcept {
+  ProducerState::PerShard& mine = state.shards[shard.index()];
+  if (mine.cached == 0) mine.cached = shard.take_nodes(mine.cache.data(), mine.cache.size());
+  Node* node = mine.cached != 0 ? mine.cache[--mine.cached] : state.overflow.acquire();
+  // The next schedule's node was last written by the worker, on another core: start moving its
+  // line here now, for writing, rather than stall on it then.
+  if (mine.cached != 0) __builtin_prefetch(mine.cache[mine.cached - 1], 1);
+  return node;
+}
+
+}  // namespace tickwheel::detail

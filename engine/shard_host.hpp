@@ -1,0 +1,54 @@
+// engine/shard_host.hpp — what a shard needs from the engine that owns it, and nothing more: the
+// clock, the notices, the error sink, the binding, an executor thread's producer token, and the
+// path a cancel takes once it has won. EngineCore implements it; Shard knows only this, so
+// shard.hpp and engine_core.hpp do not include each other.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+
+#include "tickwheel/wheel.hpp"
+
+namespace moodycamel {
+struct ProducerToken;
+}  // namespace moodycamel
+
+namespace tickwheel::detail {
+
+class Shard;
+class Topology;
+struct Node;
+
+class ShardHost {
+ public:
+  // The notices an engine gives at most once each (through EngineOptions::log).
+  enum class Notice : unsigned { binding_refused, callback_threw, more_shards_than_cores, count };
+
+  // The engine's clock (EngineOptions::clock, or CLOCK_MONOTONIC). Any thread.
+  virtual Nanos now() const noexcept = 0;
+  // One line through EngineOptions::log, the first time for each kind. May throw what building the
+  // line or the log hook throws.
+  virtual void note_once(Notice kind, const std::string& message) = 0;
+  // A callback threw, on the calling thread: EngineOptions::on_callback_error, else one notice.
+  virtual void report_callback_error(std::exception_ptr error) noexcept = 0;
+  // Where the shards' threads bind (a worker binds itself before its first pass).
+  virtual const Topology& topology() const noexcept = 0;
+  // The calling thread's token for `shard`'s returned-node queue (an executor thread giving a node
+  // back), registering the thread on its first use; null if out of memory.
+  virtual moodycamel::ProducerToken* returned_token(std::size_t shard) noexcept = 0;
+  // A cancel won on one of the shard's timers (Timer::cancel, any thread): see EngineCore.
+  virtual void on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen, bool linked) noexcept = 0;
+
+  ShardHost(const ShardHost&) = delete;
+  ShardHost& operator=(const ShardHost&) = delete;
+  ShardHost(ShardHost&&) = delete;
+  ShardHost& operator=(ShardHost&&) = delete;
+
+ protected:
+  ShardHost() = default;
+  ~ShardHost() = default;  // not deleted through this interface
+};
+
+}  // namespace tickwheel::detail
