@@ -28,6 +28,11 @@ namespace tickwheel::stress {
 namespace {
 
 constexpr std::int64_t kSecond = 1'000'000'000;
+// A load average above this per CPU before the run means other processes are competing for the CPUs.
+constexpr double kBusyLoadPerCpu = 0.25;
+// More involuntary context switches than this on a measured thread are worth a warning (a stray
+// one is not: the figures show it).
+constexpr std::uint64_t kPreemptionsWorthAWarning = 10;
 // How long the driver waits for every shard's tick probe to run once before the run starts.
 constexpr std::int64_t kProbeWaitNs = 5 * kSecond;
 
@@ -78,6 +83,7 @@ class Driver {
   void start_probes(Engine& engine, const Pollers* pollers);
   void start_threads();
   void read_threads_and_interrupts(const Pollers* pollers);
+  void warn_about_the_run();
   void note(std::string line) {
     std::lock_guard lock(notices_mutex_);
     notices_.push_back(std::move(line));
@@ -520,6 +526,7 @@ Report Driver::run() {
   // the interrupts of the run.
   read_threads_and_interrupts(pollers.get());
   r_.loadavg_end = read_loadavg();
+  warn_about_the_run();
 
   shared_.stop.store(true, std::memory_order_relaxed);
   for (auto& t : producer_threads_) t.join();
@@ -546,6 +553,28 @@ Report Driver::run() {
   }
   check_accounting(r_);
   return std::move(r_);
+}
+
+// What the plan could not foresee, from what the run saw: other processes on the machine, and the
+// measured threads' preemptions, which put a wait for the CPU into their lateness.
+void Driver::warn_about_the_run() {
+  std::vector<std::string>& w = r_.placement.warnings;
+  const std::size_t cpus = std::max<std::size_t>(1, r_.platform.allowed.size());
+  if (r_.loadavg_start > kBusyLoadPerCpu * static_cast<double>(cpus)) {
+    w.push_back(format(
+        "the machine was busy before the run: load average %.2f on %zu CPUs over the last minute; other "
+        "work competes with the run's threads for the CPUs",
+        r_.loadavg_start, cpus));
+  }
+  for (const ThreadInfo& t : r_.threads) {
+    const bool measured = t.role == "worker" || t.role == "poller" || t.role == "control";
+    if (measured && t.switches.known && t.switches.involuntary > kPreemptionsWorthAWarning) {
+      w.push_back(format(
+          "%s %zu was preempted %llu times (involuntary context switches): each is a wait for its CPU, "
+          "and part of its lateness tail",
+          t.role.c_str(), t.index, static_cast<unsigned long long>(t.switches.involuntary)));
+    }
+  }
 }
 
 void Driver::read_threads_and_interrupts(const Pollers* pollers) {

@@ -25,10 +25,10 @@
 namespace tickwheel::stress {
 
 struct Placement {
-  std::vector<unsigned> workers;  // PU per shard (EngineOptions::cpus); empty = not pinned
-  std::vector<unsigned> load;     // the producers' and cancellers' CPUs; empty = anywhere
-  int control = -1;               // the control thread's CPU; -1 = anywhere
-  std::vector<std::string> warnings;
+  std::vector<unsigned> workers;      // PU per shard (EngineOptions::cpus); empty = not pinned
+  std::vector<unsigned> load;         // the producers' and cancellers' CPUs; empty = anywhere
+  int control = -1;                   // the control thread's CPU; -1 = anywhere
+  std::vector<std::string> warnings;  // the plan's; the driver adds what the run itself saw
 };
 
 // The physical cores among `cpus` (SMT siblings counted once).

@@ -154,7 +154,7 @@ std::string platform_text(const Report& r) {
   if (!r.fitted.empty()) s += "            " + r.fitted + "\n";
   for (const std::string& w : pl.warnings) s += "WARNING     " + w + "\n";
   if (pl.warnings.empty()) {
-    s += "            no placement warning: every busy thread has a CPU of its own\n";
+    s += "            no warning: every busy thread had a CPU of its own, and nothing else took it\n";
   }
   return s;
 }
@@ -445,7 +445,7 @@ void print_report(const Report& r, std::ostream& out) {
       ull(e.pending), ull(e.executing), ull(e.callback_errors));
   if (!r.placement.warnings.empty()) {
     s += format(
-        "WARNING     %zu placement warning(s) above: the lateness tail of this run measures the machine's "
+        "WARNING     %zu warning(s) above: the lateness tail of this run measures the machine's "
         "scheduling as much as the engine\n",
         r.placement.warnings.size());
   }
