@@ -4,7 +4,7 @@
 Usage: check_report.py REPORT.json [--svg PLOT.svg] [--expect-cap-hits] [--expect-executor KIND]
                        [--expect-threads workers|manual] [--hlog LOG] [--expect-control]
        check_report.py --compare BINARY A.json B.json PLOT.svg
-       check_report.py --refused BINARY MESSAGE -- ARGS...
+       check_report.py --refused BINARY MESSAGE [--unprivileged] -- ARGS...
 
 The report must parse and hold every section and field the program promises, with numbers where
 numbers belong, and its figures must agree with each other: ok with no failures; scheduled +
@@ -26,12 +26,14 @@ ZigZag LEB128 counts with zero runs) and its intervals must add up to no more th
 totals, with the same maximum bucket as the log's Interval_Max says.
 --compare runs BINARY --compare A B --svg PLOT and checks the side-by-side text (every section) and
 the plot (both runs' curves in each panel). --refused runs BINARY ARGS and checks that it exits
-non-zero, before running anything, with MESSAGE in its output.
+non-zero, before running anything, with MESSAGE in its output; with --unprivileged, as the user
+nobody without capabilities (through setpriv when run as root), for what only privilege permits.
 Exit 0 iff every check holds; each failed check is printed.
 """
 import argparse
 import base64
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -440,12 +442,16 @@ def main():
     parser.add_argument("--hlog")
     parser.add_argument("--compare", nargs=4, metavar=("BINARY", "A", "B", "SVG"))
     parser.add_argument("--refused", nargs=2, metavar=("BINARY", "MESSAGE"))
+    parser.add_argument("--unprivileged", action="store_true")
     argv = sys.argv[1:]
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     if args.refused:
         binary, message = args.refused
-        run = subprocess.run([binary, *rest, "--quiet"], capture_output=True, text=True, check=False)
+        drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+        prefix = drop if args.unprivileged and os.geteuid() == 0 else []
+        run = subprocess.run([*prefix, binary, *rest, "--quiet"], capture_output=True, text=True, check=False,
+                             cwd="/")
         check(run.returncode != 0, f"{rest} exits non-zero (is {run.returncode})")
         check(message in run.stdout + run.stderr, f"{rest}: the message says '{message}': {run.stderr.strip()}")
         check("files       JSON" not in run.stdout, f"{rest}: nothing ran")
