@@ -2,6 +2,9 @@
 """stress/check_report.py — CTest check of a tickwheel-stress JSON report, and of its SVG plot.
 
 Usage: check_report.py REPORT.json [--svg PLOT.svg] [--expect-cap-hits] [--expect-executor KIND]
+                       [--expect-threads workers|manual] [--hlog LOG] [--expect-control]
+       check_report.py --compare BINARY A.json B.json PLOT.svg
+       check_report.py --refused BINARY MESSAGE [--unprivileged] -- ARGS...
 
 The report must parse and hold every section and field the program promises, with numbers where
 numbers belong, and its figures must agree with each other: ok with no failures; scheduled +
@@ -11,13 +14,31 @@ executing after stop, pending == returned); percentiles in order; one entry per 
 second; the callback threads within the workers and the pool, their fires adding up. With --svg
 the plot must be well-formed XML (xml.etree), an <svg> root with a title, both panels and a drawn
 curve. With --expect-cap-hits (the burst case) the transfer-cap hit counter must have moved; with
---expect-executor the run must have used that executor (inline or pool).
+--expect-executor the run must have used that executor (inline or pool); with --expect-threads,
+caller-driven (manual: polling threads) or not. The platform, placement, control, tick-lag and floor
+sections must be there and agree: one tick probe per shard, each with samples; the floor's rows in
+percentile order, each difference the probe's (or past-the-tick) figure minus the control's; the
+threads listed with their roles (a worker or polling thread per shard when the harness can name
+them, one entry per producer). With --expect-control the control thread must have run and
+recorded wake-ups. With --hlog the HdrHistogram interval log is decoded as HdrHistogram's own
+reader would (base64, the compressed V2 cookie, zlib, the V2 header with 2 significant digits,
+ZigZag LEB128 counts with zero runs) and its intervals must add up to no more than the report's
+totals, with the same maximum bucket as the log's Interval_Max says.
+--compare runs BINARY --compare A B --svg PLOT and checks the side-by-side text (every section) and
+the plot (both runs' curves in each panel). --refused runs BINARY ARGS and checks that it exits
+non-zero, before running anything, with MESSAGE in its output; with --unprivileged, as the user
+nobody without capabilities (through setpriv when run as root), for what only privilege permits.
 Exit 0 iff every check holds; each failed check is printed.
 """
 import argparse
+import base64
 import json
+import os
+import struct
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
+import zlib
 
 HISTOGRAM = ["count", "min", "mean", "p50", "p90", "p99", "p99_9", "p99_99", "max"]
 FIELDS = {
@@ -25,12 +46,19 @@ FIELDS = {
                 "delay", "delay_min_ns", "delay_max_ns", "delay_mean_ns", "delay_short_ns",
                 "delay_long_ns", "short_share", "periodic", "period_ns", "burst", "burst_every_ns",
                 "duration_ns", "seed", "shards", "tick_ns", "wait", "transfer_cap", "pin",
-                "max_pending", "executor", "pool_threads"],
+                "max_pending", "executor", "pool_threads", "threads", "lead_ns", "rearm", "fit",
+                "worker_cpus", "producer_cpus", "control_cpu", "control", "rt_priority", "mlock"],
+    "platform": ["kernel", "clocksource", "isolcpus", "nohz_full", "rcu_nocbs", "isolated", "governor", "thp",
+                 "rt_runtime_us", "rt_period_us", "allowed_cpus", "smt_siblings", "loadavg_start",
+                 "loadavg_end", "interrupts", "threads"],
+    "placement": ["workers", "load", "control", "fitted", "warnings"],
+    "control": ["ran", "mode", "cpu", "lateness_ns", "curve"],
+    "tick_lag": ["probes", "lag_ns", "curve", "shards"],
     "environment": ["clock_read_ns", "clock_monotonic_offset_ns", "hardware_threads", "shards",
                     "producers", "cancellers"],
     "run": ["seconds", "stop_seconds"],
     "schedule": ["calls", "scheduled", "per_second", "batches", "ns", "ns_per_call", "rejected",
-                 "periodic_started", "periodic_inexact", "probes", "bursts"],
+                 "periodic_started", "periodic_inexact", "probes", "tick_probes", "bursts"],
     "cancel": ["calls", "returned_true", "returned_false", "by_cancellers", "per_second", "batches",
                "ns", "ns_per_call"],
     "fire": ["count", "per_second", "periodic_runs", "min_lateness_ns", "lateness_ns", "oneshot_lateness_ns",
@@ -54,17 +82,29 @@ SHARD = ["index", "binding", "bound_cpu", "scheduled", "fired", "cancelled", "re
 THREAD = ["shard", "fired", "periodic_runs", "lateness_ns"]
 SECOND = ["t_s", "scheduled_per_s", "cancelled_per_s", "fired_per_s", "pending", "queued",
           "lateness_p99_ns", "lateness_max_ns", "lateness_p99_so_far_ns", "rss_bytes",
-          "transfer_cap_hits", "executing"]
+          "transfer_cap_hits", "executing", "control_p99_ns", "probe_p99_ns"]
+FLOOR = ["percentile", "past_tick_ns", "tick_probe_ns", "control_ns", "probe_minus_control_ns",
+         "past_tick_minus_control_ns"]
+FLOOR_ROWS = ["p50", "p90", "p99", "p99_9", "p99_99", "max"]
+THREAD_INFO = ["role", "index", "tid", "cpus", "known", "voluntary_switches", "involuntary_switches", "last_cpu"]
 MUST_BE_ZERO = ["double_fires", "overlapping_runs", "fired_after_cancel", "stray_fires",
                 "early_fires", "fired_before_tick", "cancel_true_not_pending", "off_shard",
                 "probe_failures", "unrecorded_fires", "returned_cancel_false",
                 "pending_not_returned", "stale_cancel_true", "callback_errors"]
 STRINGS = {("options", "profile"), ("options", "delay"), ("options", "wait"),
-           ("options", "executor"), ("executor", "kind")}
-BOOLEANS = {("options", "pin")}
+           ("options", "executor"), ("executor", "kind"), ("options", "threads"), ("options", "worker_cpus"),
+           ("options", "producer_cpus"), ("control", "mode"), ("placement", "workers"), ("placement", "load"),
+           ("placement", "fitted")} | {("platform", f) for f in ["kernel", "clocksource", "isolcpus", "nohz_full",
+                                                                 "rcu_nocbs", "isolated", "governor", "thp",
+                                                                 "allowed_cpus"]}
+BOOLEANS = {("options", "pin"), ("options", "rearm"), ("options", "fit"), ("options", "control"),
+            ("options", "mlock"), ("control", "ran")}
 OBJECTS = {("schedule", "rejected"), ("schedule", "bursts"), ("executor", "threads"),
            ("fire", "lateness_ns"), ("fire", "oneshot_lateness_ns"), ("fire", "periodic_lateness_ns"),
-           ("fire", "lateness_past_tick_ns"), ("fire", "lateness_curve")}
+           ("fire", "lateness_past_tick_ns"), ("fire", "lateness_curve"), ("platform", "smt_siblings"),
+           ("platform", "interrupts"), ("platform", "threads"), ("placement", "warnings"),
+           ("control", "lateness_ns"), ("control", "curve"), ("tick_lag", "lag_ns"), ("tick_lag", "curve"),
+           ("tick_lag", "shards")}
 
 errors = []
 
@@ -86,7 +126,74 @@ def check_histogram(name, h):
         check(chain == sorted(chain), f"{name}: percentiles in order: {chain}")
 
 
-def check_report(report, expect_cap_hits, expect_executor):
+def check_floor(report):
+    """The platform's floor beside the engine: control, tick probes, and their differences."""
+    env, control, lag = report["environment"], report["control"], report["tick_lag"]
+    check_histogram("control.lateness_ns", control["lateness_ns"])
+    check_histogram("tick_lag.lag_ns", lag["lag_ns"])
+    check(lag["probes"] == env["shards"], f"one tick probe per shard: {lag['probes']} for {env['shards']}")
+    check(report["schedule"]["tick_probes"] == env["shards"], "schedule.tick_probes is one per shard")
+    check(len(lag["shards"]) == env["shards"], "one tick_lag entry per shard")
+    for i, shard in enumerate(lag["shards"]):
+        for field in ["index", "lag_ns", "fires_per_tick", "curve"]:
+            check(field in shard, f"tick_lag.shards[{i}].{field} missing")
+        if "lag_ns" in shard:
+            check_histogram(f"tick_lag.shards[{i}].lag_ns", shard["lag_ns"])
+            check(shard["lag_ns"]["count"] > 0, f"shard {i}'s tick probe ran")
+    check(sum(s["lag_ns"]["count"] for s in lag["shards"] if "lag_ns" in s) == lag["lag_ns"]["count"],
+          "the shards' probe samples add up to tick_lag.lag_ns.count")
+    check(lag["lag_ns"]["count"] <= report["fire"]["periodic_runs"], "probe runs are periodic runs")
+    floor = report.get("floor")
+    check(isinstance(floor, list) and [r.get("percentile") for r in floor] == FLOOR_ROWS,
+          f"floor rows are {FLOOR_ROWS}")
+    for row in floor if isinstance(floor, list) else []:
+        for field in FLOOR[1:]:
+            check(is_number(row.get(field)), f"floor.{row.get('percentile')}.{field} is a number")
+    if errors:
+        return
+    for row in floor:
+        name = "max" if row["percentile"] == "max" else row["percentile"]
+        check(row["tick_probe_ns"] == lag["lag_ns"][name], f"floor {name}: the probe column is tick_lag's")
+        check(row["control_ns"] == control["lateness_ns"][name], f"floor {name}: the control column is control's")
+        check(row["past_tick_ns"] == report["fire"]["lateness_past_tick_ns"][name],
+              f"floor {name}: the past-tick column is fire.lateness_past_tick_ns's")
+        if control["ran"]:
+            check(row["probe_minus_control_ns"] == row["tick_probe_ns"] - row["control_ns"],
+                  f"floor {name}: probe - control is the difference")
+            check(row["past_tick_minus_control_ns"] == row["past_tick_ns"] - row["control_ns"],
+                  f"floor {name}: past tick - control is the difference")
+    check(len(control["curve"]) > 0 or not control["ran"], "the control's curve is drawn when it ran")
+
+
+def check_platform(report, expect_threads):
+    platform, options, env = report["platform"], report["options"], report["environment"]
+    for key in ["kernel", "clocksource", "thp", "governor"]:
+        check(platform[key] != "", f"platform.{key} is filled (a fact or 'unknown')")
+    threads = platform["threads"]
+    for i, t in enumerate(threads):
+        for field in THREAD_INFO:
+            check(field in t, f"platform.threads[{i}].{field} missing")
+    if errors:
+        return
+    roles = [t["role"] for t in threads]
+    check(roles.count("producer") == env["producers"], "one thread entry per producer")
+    check(roles.count("canceller") == env["cancellers"], "one thread entry per canceller")
+    check(roles.count("control") == (1 if report["control"]["ran"] else 0), "the control thread is listed iff it ran")
+    driving = "poller" if options["threads"] == "manual" else "worker"
+    if options["threads"] == "manual" or options["executor"] == "inline":
+        check(roles.count(driving) == env["shards"], f"one {driving} entry per shard: {roles}")
+    for t in threads:
+        if t["known"]:
+            check(t["voluntary_switches"] + t["involuntary_switches"] > 0, f"{t['role']} {t['index']} switched")
+    for i, irq in enumerate(platform["interrupts"]):
+        for field in ["cpu", "role", "known", "total", "top"]:
+            check(field in irq, f"platform.interrupts[{i}].{field} missing")
+    check(isinstance(report["placement"]["warnings"], list), "placement.warnings is a list")
+    if expect_threads:
+        check(options["threads"] == expect_threads, f"options.threads is {expect_threads}")
+
+
+def check_report(report, expect_cap_hits, expect_executor, expect_threads=None, expect_control=False):
     check(report.get("tool") == "tickwheel-stress", "tool is tickwheel-stress")
     check(report.get("ok") is True, "ok is true")
     check(report.get("failures") == [], f"failures is empty: {report.get('failures')}")
@@ -156,6 +263,11 @@ def check_report(report, expect_cap_hits, expect_executor):
           engine["cancelled"] + engine["pending"],
           "engine: scheduled + rearmed == fired + skipped + cancelled + pending")
     check_executor(report)
+    check_floor(report)
+    check_platform(report, expect_threads)
+    if expect_control:
+        check(report["control"]["ran"] and report["control"]["lateness_ns"]["count"] > 0,
+              "the control thread ran and recorded wake-ups")
     if expect_executor:
         check(report["executor"]["kind"] == expect_executor,
               f"executor.kind is {expect_executor} (is {report['executor']['kind']})")
@@ -197,7 +309,7 @@ def check_executor(report):
           "the threads' periodic runs add up to fire.periodic_runs")
     check(sum(t["lateness_ns"]["count"] for t in threads) == fire["count"],
           "one lateness sample per fire, over the threads")
-    named = [t["shard"] for t in threads]
+    named = [t["shard"] for t in threads]  # a worker that first ran its shard's tick probe names it too
     if pool:
         check(all(s == -1 for s in named), "pool threads name no shard")
     else:
@@ -217,30 +329,154 @@ def check_svg(path):
     texts = [t.text or "" for t in root.iter(ns + "text")]
     check(any("Lateness by percentile" in t for t in texts), "the percentile panel is there")
     check(any("Lateness over time" in t for t in texts), "the time panel is there")
-    check(any(t.startswith("profile ") for t in texts), "the title holds the configuration")
+    check(any(t.startswith("Tick lag by percentile") for t in texts), "the tick-lag panel is there")
+    check(any(t.startswith("profile ") or t.startswith("A: profile ") for t in texts),
+          "the title holds the configuration")
     check(len(list(root.iter(ns + "polyline"))) >= 1, "at least one curve is drawn")
+    return texts
+
+
+def read_leb128_zigzag(data, pos):
+    value, shift = 0, 0
+    for i in range(9):
+        b = data[pos]
+        pos += 1
+        if i == 8:
+            value |= b << 56
+            break
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            break
+    return (value >> 1) ^ -(value & 1), pos
+
+
+def decode_hdr(text):
+    """An HdrHistogram compressed V2 histogram, as HdrHistogram's decoder reads it: (counts, header)."""
+    raw = base64.b64decode(text)
+    cookie, length = struct.unpack(">iI", raw[:8])
+    if cookie != 0x1c849314:
+        raise ValueError(f"compressed cookie {cookie:#x}, want 0x1c849314")
+    inner = zlib.decompress(raw[8:8 + length])
+    cookie, payload, offset, digits, lowest, highest, ratio = struct.unpack(">iIiIqqd", inner[:40])
+    if cookie != 0x1c849313:
+        raise ValueError(f"encoding cookie {cookie:#x}, want 0x1c849313")
+    if (offset, digits, lowest, ratio) != (0, 2, 1, 1.0):
+        raise ValueError(f"header {(offset, digits, lowest, ratio)}, want (0, 2, 1, 1.0)")
+    data, pos, counts = inner[40:40 + payload], 0, []
+    while pos < len(data):
+        v, pos = read_leb128_zigzag(data, pos)
+        counts.extend([0] * -v if v < 0 else [v])
+    return counts, highest
+
+
+def bucket_high(index):
+    """The top of bucket `index` in the 2-digit HdrHistogram layout (256 exact, then 128 per octave)."""
+    shift = max(0, (index >> 7) - 1)
+    return ((index - (shift << 7)) << shift) + (1 << shift) - 1
+
+
+def check_hlog(path, report):
+    try:
+        with open(path, encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError as e:
+        errors.append(f"{path}: {e}")
+        return
+    check(any(l.startswith("#[Histogram log format version 1.3]") for l in lines), "the hlog declares format 1.3")
+    check(any(l.startswith("#[StartTime: ") for l in lines), "the hlog has a StartTime")
+    totals = {}
+    for line in lines:
+        if line.startswith("#") or line.startswith('"'):
+            continue
+        tag = ""
+        if line.startswith("Tag="):
+            tag, line = line[4:].split(",", 1)
+        start, length, interval_max, data = line.split(",")
+        try:
+            counts, _ = decode_hdr(data)
+        except (ValueError, zlib.error, struct.error) as e:
+            errors.append(f"hlog {tag or 'untagged'} at {start}: {e}")
+            continue
+        totals[tag] = totals.get(tag, 0) + sum(counts)
+        if sum(counts):
+            top = bucket_high(max(i for i, c in enumerate(counts) if c))
+            check(abs(float(interval_max) - top / 1e6) <= 0.0011 + top / 1e6 / 128,
+                  f"hlog {tag} at {start}: Interval_Max {interval_max} ms is its top bucket ({top} ns)")
+    check(set(totals) >= {"", "past_tick", "tick_probe"}, f"the hlog has every tag: {sorted(totals)}")
+    fire = report["fire"]["lateness_ns"]["count"]
+    check(0 < totals.get("", 0) <= fire, f"hlog lateness samples {totals.get('', 0)} within the run's {fire}")
+    check(totals.get("tick_probe", 0) <= report["tick_lag"]["lag_ns"]["count"], "hlog probe samples within the run's")
+    if report["control"]["ran"]:
+        check(0 < totals.get("control", 0) <= report["control"]["lateness_ns"]["count"],
+              "hlog control samples within the run's")
+
+
+def check_compare(binary, a, b, svg):
+    run = subprocess.run([binary, "--compare", a, b, "--svg", svg], capture_output=True, text=True, check=False)
+    check(run.returncode == 0, f"--compare exits 0 (is {run.returncode}: {run.stderr.strip()})")
+    out = run.stdout
+    for needle in ["compare     A " + a, "lateness, callback start - deadline, every fire (us)",
+                   "past the tick, every fire (us)", "tick probes, every shard (us)",
+                   "control thread (the platform's floor) (us)", "tick probe - control (us)",
+                   "throughput (per second)", "accounting  A PASS, B PASS", "differences (A | B)",
+                   "options.wait: sleep | spin", "platform.loadavg_start"]:
+        check(needle in out, f"the compare output has '{needle}'")
+    for key in ["p50", "p99", "max"]:
+        check(any(line.startswith(f"  {key} ") for line in out.splitlines()), f"a {key} row")
+    texts = check_svg(svg) or []
+    for legend in ["A: every fire", "B: every fire", "A: p99 of the second", "B: p99 of the second",
+                   "A: tick probes, every shard", "B: tick probes, every shard",
+                   "A: control thread (the platform's floor)", "B: control thread (the platform's floor)"]:
+        check(legend in texts, f"the compare plot's legend has '{legend}'")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report")
+    parser.add_argument("report", nargs="?")
     parser.add_argument("--svg")
     parser.add_argument("--expect-cap-hits", action="store_true")
     parser.add_argument("--expect-executor", choices=["inline", "pool"])
-    args = parser.parse_args()
-    try:
-        with open(args.report, encoding="utf-8") as f:
-            report = json.load(f)
-    except (OSError, ValueError) as e:
-        errors.append(f"{args.report} does not parse: {e}")
+    parser.add_argument("--expect-threads", choices=["workers", "manual"])
+    parser.add_argument("--expect-control", action="store_true")
+    parser.add_argument("--hlog")
+    parser.add_argument("--compare", nargs=4, metavar=("BINARY", "A", "B", "SVG"))
+    parser.add_argument("--refused", nargs=2, metavar=("BINARY", "MESSAGE"))
+    parser.add_argument("--unprivileged", action="store_true")
+    argv = sys.argv[1:]
+    rest = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if args.refused:
+        binary, message = args.refused
+        drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+        prefix = drop if args.unprivileged and os.geteuid() == 0 else []
+        run = subprocess.run([*prefix, binary, *rest, "--quiet"], capture_output=True, text=True, check=False,
+                             cwd="/")
+        check(run.returncode != 0, f"{rest} exits non-zero (is {run.returncode})")
+        check(message in run.stdout + run.stderr, f"{rest}: the message says '{message}': {run.stderr.strip()}")
+        check("files       JSON" not in run.stdout, f"{rest}: nothing ran")
+        name = f"--refused {' '.join(rest)}"
+    elif args.compare:
+        check_compare(*args.compare)
+        name = "--compare"
     else:
-        check_report(report, args.expect_cap_hits, args.expect_executor)
-    if args.svg:
-        check_svg(args.svg)
+        name = args.report
+        try:
+            with open(args.report, encoding="utf-8") as f:
+                report = json.load(f)
+        except (OSError, ValueError) as e:
+            errors.append(f"{args.report} does not parse: {e}")
+        else:
+            check_report(report, args.expect_cap_hits, args.expect_executor, args.expect_threads,
+                         args.expect_control)
+            if args.hlog and not errors:
+                check_hlog(args.hlog, report)
+        if args.svg:
+            check_svg(args.svg)
     for e in errors:
         print(f"check_report: FAIL: {e}")
     if not errors:
-        print(f"check_report: OK: {args.report}" + (f" and {args.svg}" if args.svg else ""))
+        print(f"check_report: OK: {name}" + (f" and {args.svg}" if args.svg else ""))
     return 1 if errors else 0
 
 

@@ -15,6 +15,12 @@
 #include <vector>
 
 #include "clock.hpp"
+#include "control.hpp"
+#include "format.hpp"
+#include "hlog.hpp"
+#include "placement.hpp"
+#include "platform.hpp"
+#include "poller.hpp"
 #include "producer.hpp"
 #include "workload.hpp"
 
@@ -22,16 +28,13 @@ namespace tickwheel::stress {
 namespace {
 
 constexpr std::int64_t kSecond = 1'000'000'000;
-
-// The 1-minute load average, or -1 if /proc/loadavg cannot be read.
-double read_loadavg() {
-  double load = -1;
-  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf", &load) != 1) load = -1;
-    std::fclose(f);
-  }
-  return load;
-}
+// A load average above this per CPU before the run means other processes are competing for the CPUs.
+constexpr double kBusyLoadPerCpu = 0.25;
+// More involuntary context switches than this on a measured thread are worth a warning (a stray
+// one is not: the figures show it).
+constexpr std::uint64_t kPreemptionsWorthAWarning = 10;
+// How long the driver waits for every shard's tick probe to run once before the run starts.
+constexpr std::int64_t kProbeWaitNs = 5 * kSecond;
 
 // Resident set size now, from /proc/self/statm (pages), or 0 if it cannot be read.
 std::uint64_t current_rss() {
@@ -77,7 +80,14 @@ class Driver {
 
  private:
   void build(Engine& engine);
+  void start_probes(Engine& engine, const Pollers* pollers);
   void start_threads();
+  void read_threads_and_interrupts(const Pollers* pollers);
+  void warn_about_the_run();
+  void note(std::string line) {
+    std::lock_guard lock(notices_mutex_);
+    notices_.push_back(std::move(line));
+  }
   Sample sample(std::int64_t now, Engine& engine);
   void print_status(const Sample& s);
   void collect(Engine& engine);
@@ -91,7 +101,17 @@ class Driver {
   std::mutex notices_mutex_;
   std::vector<std::string> notices_;  // the engine's log lines (workers may write them)
 
-  SlotRange periodic_;
+  Placement placement_;
+  std::vector<pid_t> worker_tids_;  // shard order; empty when unknown (a pool runs the probes)
+  std::unique_ptr<ControlThread> control_;
+  Interrupts irq_before_;
+  std::unique_ptr<HlogWriter> hlog_;
+  std::unique_ptr<Histogram> previous_past_tick_ = std::make_unique<Histogram>();
+  std::unique_ptr<Histogram> previous_control_ = std::make_unique<Histogram>();
+  std::unique_ptr<Histogram> previous_probe_ = std::make_unique<Histogram>();
+
+  SlotRange periodic_;  // the producers' periodic timers
+  SlotRange probes_;    // the shards' tick probes, right after them
   std::unique_ptr<Slot[]> slots_;
   std::unique_ptr<Recorders> recorders_;
   RunShared shared_;
@@ -122,16 +142,17 @@ void Driver::build(Engine& engine) {
   const SlotRange oneshots{0, timers};
   const SlotRange bursts{timers, timers + burst};
   periodic_ = SlotRange{bursts.end, bursts.end + periodic};
+  probes_ = SlotRange{periodic_.end, periodic_.end + static_cast<std::uint32_t>(shards)};
 
   // make_unique value-initialises: every slot is written here, so its pages are resident before
   // the RSS baseline.
-  slots_ = std::make_unique<Slot[]>(periodic_.end);
+  slots_ = std::make_unique<Slot[]>(probes_.end);
   // Callbacks run on the workers, or on the pool's threads (and, should the pool's queue fail to
   // grow, on a worker): one recorder for each thread that may run one.
   const std::size_t callback_threads =
       shards + (o_.executor == ExecutorKind::pool ? o_.pool_threads : std::size_t{0});
-  recorders_ =
-      std::make_unique<Recorders>(slots_.get(), periodic_, callback_threads, o_.tick_ns, o_.period_ns);
+  recorders_ = std::make_unique<Recorders>(slots_.get(), SlotRange{periodic_.begin, probes_.end}, probes_,
+                                           callback_threads, o_.tick_ns, o_.period_ns);
 
   shared_.options = &o_;
   shared_.engine = &engine;
@@ -152,14 +173,68 @@ void Driver::build(Engine& engine) {
     producers_.push_back(std::make_unique<Producer>(shared_, p, share(oneshots, p), share(periodic_, p),
                                                     p == 0 ? bursts : SlotRange{bursts.end, bursts.end}));
   }
-  r_.harness_bytes = std::uint64_t{periodic_.end} * sizeof(Slot) +
-                     std::uint64_t{periodic} * sizeof(std::int64_t) + callback_threads * sizeof(Recorder) +
+  r_.harness_bytes = std::uint64_t{probes_.end} * sizeof(Slot) +
+                     std::uint64_t{periodic + shards} * sizeof(std::int64_t) +
+                     callback_threads * sizeof(Recorder) + shards * sizeof(ProbeState) +
                      std::uint64_t{timers} * sizeof(std::uint32_t) +
                      producers * (sizeof(Producer) + Calendar::kBuckets * sizeof(std::vector<Event>));
 }
 
+// One periodic timer per shard at a period of one tick, armed from this thread as a producer arms
+// its periodic timers (the first run on a tick boundary the call cannot miss, see
+// Producer::start_periodic()), then a wait until each has run once: the thread that ran it is the
+// shard's worker (inline executor), whose id the priority and the report need.
+void Driver::start_probes(Engine& engine, const Pollers* pollers) {
+  const std::int64_t tick = o_.tick_ns;
+  PeriodicOptions every;
+  every.misfire = Misfire::fire_once_now;  // a stall is one late run (see workload.hpp)
+  for (std::uint32_t s = probes_.begin; s < probes_.end; ++s) {
+    const std::size_t shard = s - probes_.begin;
+    const std::uint32_t seq = next_seq(seq_of(slots_[s].state.load(std::memory_order_relaxed)));
+    // Relaxed: the schedule's hand-off publishes it to the callback.
+    slots_[s].state.store(slot_word(seq, SlotState::pending), std::memory_order_relaxed);
+    const std::int64_t before = Clock::now();
+    const std::int64_t due = (before + 2 * tick - 1) / tick * tick + tick;
+    recorders_->set_first_run(s, due);
+    every.initial_delay = Nanos(due - before - (tick - 1));
+    slots_[s].timer =
+        engine.schedule_every_on(shard, Nanos(tick), FirePeriodic{recorders_.get(), s, seq}, every);
+    if (!slots_[s].timer) {
+      throw std::runtime_error("the tick probe of shard " + std::to_string(shard) +
+                               " could not be scheduled (" +
+                               std::string(to_string(slots_[s].timer.status())) + ")");
+    }
+    ++r_.tick_probes;
+  }
+  r_.scheduled += r_.tick_probes;
+  const std::int64_t give_up = Clock::now() + kProbeWaitNs + 2 * tick;
+  for (const ProbeState& p : recorders_->probes()) {
+    while (p.tid.load(std::memory_order_acquire) == 0) {
+      if (Clock::now() > give_up) throw std::runtime_error("a shard's tick probe did not run within 5 s");
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  if (pollers != nullptr) {
+    worker_tids_ = pollers->tids();
+  } else if (o_.executor == ExecutorKind::inline_) {
+    for (const ProbeState& p : recorders_->probes())
+      worker_tids_.push_back(p.tid.load(std::memory_order_acquire));
+  }
+  if (o_.rt_priority > 0) {
+    for (std::size_t i = 0; i < worker_tids_.size(); ++i) {
+      set_fifo(worker_tids_[i], o_.rt_priority,
+               (pollers != nullptr ? "polling thread " : "worker ") + std::to_string(i));
+    }
+  }
+}
+
 void Driver::start_threads() {
   for (auto& p : producers_) producer_threads_.emplace_back([&p] { p->run(); });
+  for (std::thread& t : producer_threads_) {
+    if (std::string why = bind_thread(t.native_handle(), placement_.load); !why.empty()) {
+      note("producers not bound to their CPUs: " + why);
+    }
+  }
   // Every producer takes its home shard before any other thread uses the engine (see producer.hpp).
   while (shared_.probed.load(std::memory_order_acquire) != producers_.size()) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -175,7 +250,14 @@ void Driver::start_threads() {
     throw std::runtime_error(errors);
   }
   for (auto& c : cancellers_) canceller_threads_.emplace_back([&c] { c->run(); });
+  for (std::thread& t : canceller_threads_) {
+    if (std::string why = bind_thread(t.native_handle(), placement_.load); !why.empty()) {
+      note("cancellers not bound to their CPUs: " + why);
+    }
+  }
   start_ns_ = Clock::now();
+  r_.start_epoch_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   shared_.start_ns = start_ns_;
   // Release: a producer that sees go also sees start_ns.
   shared_.go.store(true, std::memory_order_release);
@@ -212,6 +294,28 @@ Sample Driver::sample(std::int64_t now, Engine& engine) {
   s.max_ns = interval.max();
   s.p99_so_far_ns = lateness->percentile(99);
   s.rss_bytes = current_rss();
+
+  // The floor beside it: the control thread's and the tick probes' lateness of the same second.
+  auto past_tick = std::make_unique<Histogram>();
+  for (const Recorder& rec : recorders_->claimed()) rec.past_tick.add_to(*past_tick);
+  auto control = std::make_unique<Histogram>();
+  if (control_) control_->lateness().add_to(*control);
+  auto probe = std::make_unique<Histogram>();
+  for (const ProbeState& p : recorders_->probes()) p.lag.add_to(*probe);
+  const Histogram control_interval = Histogram::since(*control, *previous_control_);
+  const Histogram probe_interval = Histogram::since(*probe, *previous_probe_);
+  s.control_p99_ns = control_interval.percentile(99);
+  s.probe_p99_ns = probe_interval.percentile(99);
+  if (hlog_) {
+    const double start = previous_.t_s;
+    hlog_->interval("", start, dt, interval);
+    hlog_->interval("past_tick", start, dt, Histogram::since(*past_tick, *previous_past_tick_));
+    if (control_) hlog_->interval("control", start, dt, control_interval);
+    hlog_->interval("tick_probe", start, dt, probe_interval);
+  }
+  previous_past_tick_ = std::move(past_tick);
+  previous_control_ = std::move(control);
+  previous_probe_ = std::move(probe);
 
   if (s.pending + s.queued > r_.peak_pending) {
     r_.peak_pending = s.pending + s.queued;
@@ -283,6 +387,7 @@ void Driver::collect(Engine& engine) {
       for (const auto& p : producers_) {
         if (p->owns(rec.first_slot)) thread.shard = static_cast<std::int64_t>(p->home());
       }
+      if (probes_.contains(rec.first_slot)) thread.shard = rec.first_slot - probes_.begin;
     }
     thread.fired = rec.fired.get();
     thread.periodic_runs = rec.periodic_runs.get();
@@ -303,6 +408,13 @@ void Driver::collect(Engine& engine) {
     r_.callback_threads.push_back(std::move(thread));
   }
   r_.unrecorded_fires = recorders_->unrecorded();
+  for (const ProbeState& p : recorders_->probes()) {
+    r_.shard_probes.emplace_back();
+    p.lag.add_to(r_.shard_probes.back().lag);
+    p.fires_per_tick.add_to(r_.shard_probes.back().fires_per_tick);
+    r_.probe_lag.merge(r_.shard_probes.back().lag);
+  }
+  if (control_) control_->lateness().add_to(r_.control);
   r_.lateness.merge(r_.oneshot_lateness);
   r_.lateness.merge(r_.periodic_lateness);
   if (r_.fired == 0) r_.min_lateness_ns = 0;
@@ -310,14 +422,14 @@ void Driver::collect(Engine& engine) {
 
 void Driver::check_slots(std::vector<Timer>& returned) {
   r_.returned = returned.size();
-  for (std::uint32_t s = 0; s < periodic_.end; ++s) {
+  for (std::uint32_t s = 0; s < probes_.end; ++s) {
     if (state_of(slots_[s].state.load(std::memory_order_relaxed)) == SlotState::pending) ++r_.pending_slots;
   }
   // A returned timer is still pending: cancel() must win, and destroys its callable.
   for (Timer& t : returned) {
     if (!t.cancel()) ++r_.returned_cancel_false;
   }
-  for (std::uint32_t s = 0; s < periodic_.end; ++s) {
+  for (std::uint32_t s = 0; s < probes_.end; ++s) {
     Slot& slot = slots_[s];
     Timer& handle = slot.timer;
     switch (state_of(slot.state.load(std::memory_order_relaxed))) {
@@ -342,9 +454,24 @@ void Driver::check_slots(std::vector<Timer>& returned) {
 
 Report Driver::run() {
   r_.options = o_;
+  r_.fitted = o_.fitted;
   r_.clock_read_ns = Clock::measure_read_cost();
   r_.clock_monotonic_offset_ns = Clock::monotonic_offset_ns();
   r_.hardware_threads = std::thread::hardware_concurrency();
+  if (o_.mlock) lock_memory();
+
+  // Where the threads go, planned before the engine exists (its workers take their CPUs from it).
+  const Platform machine = read_platform({});
+  const std::size_t planned_shards =
+      o_.shards != 0 ? o_.shards : std::max<std::size_t>(1, core_count(machine.allowed));
+  placement_ = plan_placement(
+      o_, planned_shards, o_.producers != 0 ? o_.producers : static_cast<unsigned>(planned_shards), machine);
+  std::vector<unsigned> of_interest = placement_.workers;
+  if (placement_.control >= 0) of_interest.push_back(static_cast<unsigned>(placement_.control));
+  std::sort(of_interest.begin(), of_interest.end());
+  of_interest.erase(std::unique(of_interest.begin(), of_interest.end()), of_interest.end());
+  r_.platform = read_platform(of_interest);
+  r_.placement = placement_;
 
   EngineOptions eo;
   eo.shards = o_.shards;
@@ -352,11 +479,10 @@ Report Driver::run() {
   eo.transfer_cap = o_.transfer_cap;
   eo.max_pending_per_shard = o_.max_pending;
   eo.wait = o_.wait;
-  eo.pin_workers = o_.pin;
-  eo.log = [this](std::string_view line) {
-    std::lock_guard lock(notices_mutex_);
-    notices_.emplace_back(line);
-  };
+  eo.threads = o_.threads;
+  eo.pin_workers = o_.pin && o_.threads == Threads::workers;
+  if (o_.threads == Threads::workers) eo.cpus = placement_.workers;
+  eo.log = [this](std::string_view line) { note(std::string(line)); };
   if (o_.executor == ExecutorKind::pool) {
     ThreadPoolOptions pool;
     pool.threads = o_.pool_threads;
@@ -364,13 +490,28 @@ Report Driver::run() {
     eo.executor = std::make_shared<ThreadPoolExecutor>(std::move(pool));
   }
   Engine engine(std::move(eo));
-  engine.start();
+  // Declared after the engine: destroyed (joined) before it, since its stop() waits for a poll.
+  std::unique_ptr<Pollers> pollers;
+  if (o_.threads == Threads::manual) {
+    pollers = std::make_unique<Pollers>(engine, o_, placement_.workers);
+  } else {
+    engine.start();
+  }
   build(engine);
+  start_probes(engine, pollers.get());
+  if (o_.control) {
+    control_ = std::make_unique<ControlThread>(o_.tick_ns, o_.wait == WaitStrategy::spin, placement_.control,
+                                               o_.rt_priority);
+    control_->start();
+    r_.control_ran = true;
+  }
 
+  irq_before_ = read_interrupts();
   r_.loadavg_start = read_loadavg();
   const rusage usage_start = read_rusage();
   r_.rss_base_bytes = current_rss();
   start_threads();
+  if (!o_.hlog_path.empty()) hlog_ = std::make_unique<HlogWriter>(r_.start_epoch_s);
 
   const std::int64_t end = start_ns_ + o_.duration_ns;
   for (std::int64_t next = start_ns_ + kSecond;; next += kSecond) {
@@ -381,30 +522,114 @@ Report Driver::run() {
     if (now >= end) break;
   }
   if (!o_.quiet && in_place_) status_ << '\n' << std::flush;
+  // Before anything stops: the threads' context switches (their /proc entries go as they end) and
+  // the interrupts of the run.
+  read_threads_and_interrupts(pollers.get());
+  r_.loadavg_end = read_loadavg();
+  warn_about_the_run();
 
   shared_.stop.store(true, std::memory_order_relaxed);
   for (auto& t : producer_threads_) t.join();
   for (auto& c : cancellers_) c->finish();
   for (auto& t : canceller_threads_) t.join();
+  if (control_) control_->stop();
   const std::int64_t stop_at = Clock::now();
   r_.run_s = static_cast<double>(stop_at - start_ns_) / 1e9;
+  if (pollers) pollers->stop();
   std::vector<Timer> returned = engine.stop();
   r_.stop_s = static_cast<double>(Clock::now() - stop_at) / 1e9;
 
   const rusage usage_end = read_rusage();
   r_.voluntary_switches = static_cast<std::uint64_t>(usage_end.ru_nvcsw - usage_start.ru_nvcsw);
   r_.involuntary_switches = static_cast<std::uint64_t>(usage_end.ru_nivcsw - usage_start.ru_nivcsw);
-  r_.loadavg_end = read_loadavg();
   r_.peak_rss_bytes = static_cast<std::uint64_t>(usage_end.ru_maxrss) * 1024;  // KiB on Linux
 
   collect(engine);
   check_slots(returned);
+  if (hlog_) r_.hlog = hlog_->text();
   {
     std::lock_guard lock(notices_mutex_);
     r_.notices = notices_;
   }
   check_accounting(r_);
   return std::move(r_);
+}
+
+// What the plan could not foresee, from what the run saw: other processes on the machine, and the
+// measured threads' preemptions, which put a wait for the CPU into their lateness.
+void Driver::warn_about_the_run() {
+  std::vector<std::string>& w = r_.placement.warnings;
+  const std::size_t cpus = std::max<std::size_t>(1, r_.platform.allowed.size());
+  if (r_.loadavg_start > kBusyLoadPerCpu * static_cast<double>(cpus)) {
+    w.push_back(format(
+        "the machine was busy before the run: load average %.2f on %zu CPUs over the last minute; other "
+        "work competes with the run's threads for the CPUs",
+        r_.loadavg_start, cpus));
+  }
+  for (const ThreadInfo& t : r_.threads) {
+    const bool measured = t.role == "worker" || t.role == "poller" || t.role == "control";
+    if (measured && t.switches.known && t.switches.involuntary > kPreemptionsWorthAWarning) {
+      w.push_back(format(
+          "%s %zu was preempted %llu times (involuntary context switches): each is a wait for its CPU, "
+          "and part of its lateness tail",
+          t.role.c_str(), t.index, static_cast<unsigned long long>(t.switches.involuntary)));
+    }
+  }
+}
+
+void Driver::read_threads_and_interrupts(const Pollers* pollers) {
+  const auto place = [](const std::vector<unsigned>& cpus) {
+    return cpus.empty() ? std::string("any") : format_cpu_list(cpus);
+  };
+  const auto add = [this](std::string role, std::size_t index, pid_t tid, std::string cpus) {
+    r_.threads.push_back(ThreadInfo{std::move(role), index, tid, std::move(cpus), read_thread_switches(tid)});
+  };
+  for (std::size_t i = 0; i < worker_tids_.size(); ++i) {
+    const std::vector<unsigned>& w = placement_.workers;
+    add(pollers != nullptr ? "poller" : "worker", i, worker_tids_[i],
+        w.empty() || !o_.pin ? std::string("any") : std::to_string(w[i % w.size()]));
+  }
+  for (std::size_t i = 0; i < producers_.size(); ++i) {
+    add("producer", i, producers_[i]->tid.load(std::memory_order_relaxed), place(placement_.load));
+  }
+  for (std::size_t i = 0; i < cancellers_.size(); ++i) {
+    add("canceller", i, cancellers_[i]->tid.load(std::memory_order_relaxed), place(placement_.load));
+  }
+  if (control_) {
+    add("control", 0, control_->tid(),
+        control_->cpu() >= 0 ? std::to_string(control_->cpu()) : std::string("any"));
+  }
+  // Threads that ran callbacks and are not workers: a pool's.
+  std::size_t pool = 0;
+  for (const Recorder& rec : recorders_->claimed()) {
+    const pid_t tid = rec.tid.load(std::memory_order_relaxed);
+    if (std::find(worker_tids_.begin(), worker_tids_.end(), tid) == worker_tids_.end())
+      add("pool", pool++, tid, "any");
+  }
+
+  // The interrupts of each CPU a measured thread runs on.
+  const Interrupts after = read_interrupts();
+  std::vector<std::pair<unsigned, std::string>> cpus;
+  const auto role_of = [&](unsigned cpu, const std::string& role) {
+    for (auto& [c, r] : cpus) {
+      if (c == cpu) {
+        r += ", " + role;
+        return;
+      }
+    }
+    cpus.emplace_back(cpu, role);
+  };
+  for (std::size_t i = 0; i < placement_.workers.size() && i < std::max<std::size_t>(1, r_.shards); ++i) {
+    role_of(placement_.workers[i], (pollers != nullptr ? "poller " : "worker ") + std::to_string(i));
+  }
+  if (control_ && control_->cpu() >= 0) role_of(static_cast<unsigned>(control_->cpu()), "control");
+  for (const unsigned c : placement_.load) role_of(c, "load");
+  if (cpus.empty()) {
+    for (const unsigned c : r_.platform.allowed) role_of(c, "any");
+  }
+  std::sort(cpus.begin(), cpus.end());
+  for (const auto& [cpu, role] : cpus)
+    r_.interrupts.push_back(CpuIrq{role, interrupts_between(irq_before_, after, cpu)});
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ class Histogram {
   std::uint64_t percentile(double p) const noexcept;
 
   std::uint64_t count() const noexcept { return count_; }
+  // The count of one bucket (index < kBuckets), for encoders of the layout (hlog.hpp).
+  std::uint64_t count_at(std::size_t index) const noexcept { return counts_[index]; }
   std::uint64_t min() const noexcept { return count_ == 0 ? 0 : min_; }
   std::uint64_t max() const noexcept { return max_; }
   double mean() const noexcept {

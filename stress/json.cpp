@@ -239,6 +239,10 @@ const std::vector<JsonValue>& JsonValue::array() const {
   expect_kind(*this, Kind::array);
   return array_;
 }
+const std::vector<std::pair<std::string, JsonValue>>& JsonValue::members() const {
+  expect_kind(*this, Kind::object);
+  return object_;
+}
 const JsonValue* JsonValue::find(std::string_view key) const {
   expect_kind(*this, Kind::object);
   for (const auto& [k, v] : object_) {

@@ -138,6 +138,8 @@ class JsonValue {
   const JsonValue& at(std::string_view key) const;
   // The member `key`, or nullptr if there is none (still throws if this is not an object).
   const JsonValue* find(std::string_view key) const;
+  // Every member of an object, in document order; throws if this is not an object.
+  const std::vector<std::pair<std::string, JsonValue>>& members() const;
 
  private:
   friend class JsonParser;

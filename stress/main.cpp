@@ -1,6 +1,7 @@
 // stress/main.cpp — tickwheel-stress: the command line around the driver, and the files.
 //
-// Runs the stress test (or, with --svg-from, only renders a plot from a JSON report), prints the
+// Runs the stress test (or, with --svg-from, only renders a plot from a JSON report; with --compare,
+// only compares two reports, see compare.hpp), prints the
 // report on stdout (the status line goes to stderr while it runs), writes the JSON report and the
 // SVG plot (the plot is drawn from the JSON, see svg.hpp), says where they went, and turns the
 // accounting verdict into the exit status.
@@ -13,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "compare.hpp"
 #include "driver.hpp"
 #include "json.hpp"
 #include "options.hpp"
@@ -76,12 +78,16 @@ int main(int argc, char** argv) {
   const Options& o = cl.options;
 
   try {
+    if (!o.compare.empty())
+      return compare_reports(o.compare[0], o.compare[1], o.svg_path, std::cout, std::cerr);
     if (!o.svg_from.empty()) return render_only(o);
 
     std::ofstream json_file;
     std::ofstream svg_file;
+    std::ofstream hlog_file;
     if (!open_output(json_file, o.json_path, "JSON report") ||
-        !open_output(svg_file, o.svg_path, "SVG plot")) {
+        !open_output(svg_file, o.svg_path, "SVG plot") ||
+        !open_output(hlog_file, o.hlog_path, "HdrHistogram log")) {
       return kExitSetupFailed;
     }
 
@@ -98,8 +104,13 @@ int main(int argc, char** argv) {
       write_svg(plot_from_json(parse_json(json)), svg_file);
       written = finish_output(svg_file, o.svg_path, "SVG plot") && written;
     }
+    if (hlog_file.is_open()) {
+      hlog_file << report.hlog;
+      written = finish_output(hlog_file, o.hlog_path, "HdrHistogram log") && written;
+    }
     std::cout << "files       JSON: " << (o.json_path.empty() ? "none" : absolute(o.json_path))
-              << "; SVG: " << (o.svg_path.empty() ? "none" : absolute(o.svg_path)) << '\n';
+              << "; SVG: " << (o.svg_path.empty() ? "none" : absolute(o.svg_path))
+              << "; HdrHistogram log: " << (o.hlog_path.empty() ? "none" : absolute(o.hlog_path)) << '\n';
 
     if (!report.ok()) {
       std::cerr << "tickwheel-stress: FAIL: " << report.failures.size()

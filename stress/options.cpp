@@ -10,6 +10,8 @@
 #include <map>
 #include <vector>
 
+#include "format.hpp"
+#include "platform.hpp"
 #include "profiles.hpp"
 
 namespace tickwheel::stress {
@@ -88,6 +90,39 @@ std::string show_double(const double& v) { return number(v); }
 std::string show_delay(const DelayKind& k) { return std::string(name_of(k)); }
 std::string show_wait(const WaitStrategy& w) { return std::string(name_of(w)); }
 std::string show_executor(const ExecutorKind& e) { return std::string(name_of(e)); }
+std::string show_threads(const Threads& t) { return std::string(name_of(t)); }
+std::string show_string(const std::string& v) { return v.empty() ? std::string("''") : v; }
+std::string show_int(const int& v) { return std::to_string(v); }
+
+// Shards (when 0), producers (when 0) and cancellers (down only) sized to `cpus` CPUs, for the
+// options not given on the command line; returns what it chose, or "" if it changed nothing.
+std::string fit_to_machine(Options& o, std::size_t cpus, bool shards_given, bool producers_given,
+                           bool cancellers_given) {
+  const Options before = o;
+  if (!shards_given && o.shards == 0) {
+    o.shards =
+        !o.worker_cpus.empty() ? parse_cpu_list(o.worker_cpus).size() : std::max<std::size_t>(1, cpus / 2);
+  }
+  const std::size_t shards = o.shards != 0 ? o.shards : cpus;
+  const std::size_t left = cpus > shards ? cpus - shards : 0;
+  if (!producers_given && o.producers == 0) {
+    o.producers = static_cast<unsigned>(std::max<std::size_t>(1, std::min(shards, left)));
+  }
+  if (!cancellers_given) {
+    const std::size_t room = left > o.producers ? left - o.producers : 0;
+    o.cancellers = static_cast<unsigned>(std::min<std::size_t>(o.cancellers, room));
+  }
+  if (o.shards == before.shards && o.producers == before.producers && o.cancellers == before.cancellers) {
+    return {};
+  }
+  return format(
+      "sized to %zu CPU%s: %zu shard%s, %u producer%s, %u canceller%s (the profile's: shards %s, "
+      "producers %s, cancellers %u; --no-fit keeps them)",
+      cpus, cpus == 1 ? "" : "s", o.shards, o.shards == 1 ? "" : "s", o.producers,
+      o.producers == 1 ? "" : "s", o.cancellers, o.cancellers == 1 ? "" : "s",
+      before.shards != 0 ? std::to_string(before.shards).c_str() : "one per core",
+      before.producers != 0 ? std::to_string(before.producers).c_str() : "one per shard", before.cancellers);
+}
 
 }  // namespace
 
@@ -114,6 +149,14 @@ std::string_view name_of(ExecutorKind e) noexcept {
   switch (e) {
     case ExecutorKind::inline_: return "inline";
     case ExecutorKind::pool: return "pool";
+  }
+  return "?";
+}
+
+std::string_view name_of(Threads t) noexcept {
+  switch (t) {
+    case Threads::workers: return "workers";
+    case Threads::manual: return "manual";
   }
   return "?";
 }
@@ -153,6 +196,8 @@ std::string describe(const Options& o) {
        ", cancellers " + std::to_string(o.cancellers) + ", " +
        (o.schedule_rate > 0 ? "schedule rate " + number(o.schedule_rate) + "/s" : std::string("unpaced")) +
        ", " + format_duration(o.duration_ns) + ", seed " + std::to_string(o.seed);
+  if (o.lead_ns != 0) s += ", lead " + format_duration(o.lead_ns);
+  if (!o.rearm) s += ", armed once";
   s += " | engine: shards " + (o.shards != 0 ? std::to_string(o.shards) : std::string("one per core")) +
        ", tick " + format_duration(o.tick_ns) + ", wait " + std::string(name_of(o.wait)) + ", transfer cap " +
        std::to_string(o.transfer_cap) + (o.pin ? ", pinned" : ", not pinned") + ", max pending " +
@@ -160,6 +205,9 @@ std::string describe(const Options& o) {
   s += o.executor == ExecutorKind::pool ? ", executor pool of " + std::to_string(o.pool_threads) +
                                               (o.pool_threads == 1 ? " thread" : " threads")
                                         : std::string(", executor inline");
+  if (o.threads == Threads::manual) s += ", caller-driven (one polling thread per shard)";
+  if (o.rt_priority > 0) s += ", SCHED_FIFO " + std::to_string(o.rt_priority);
+  if (o.mlock) s += ", mlockall";
   return s;
 }
 
@@ -207,9 +255,10 @@ CommandLine parse_command_line(int argc, char** argv) {
            "so about this many are pending throughout",
            show_u64)
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
-  bind.add("--producers", &Options::producers,
-           "Producer threads (each schedules on its own home shard); 0 = one per shard", show_unsigned)
-      ->check(CLI::Range(0u, 256u));
+  CLI::Option* producers_opt =
+      bind.add("--producers", &Options::producers,
+               "Producer threads (each schedules on its own home shard); 0 = one per shard", show_unsigned)
+          ->check(CLI::Range(0u, 256u));
   bind.add("--schedule-rate", &Options::schedule_rate,
            "Most schedule calls per second over all producers; 0 = as fast as the slots come due "
            "(the fill is then a tight loop)",
@@ -220,11 +269,12 @@ CommandLine parse_command_line(int argc, char** argv) {
            "schedule and its deadline",
            show_double)
       ->check(CLI::Range(0.0, 1.0));
-  bind.add("--cancellers", &Options::cancellers,
-           "Extra threads that cancel: each producer deals its cancels round robin between itself "
-           "and these N threads, so N/(N+1) of them come from another thread; 0 = producers only",
-           show_unsigned)
-      ->check(CLI::Range(0u, 256u));
+  CLI::Option* cancellers_opt =
+      bind.add("--cancellers", &Options::cancellers,
+               "Extra threads that cancel: each producer deals its cancels round robin between itself "
+               "and these N threads, so N/(N+1) of them come from another thread; 0 = producers only",
+               show_unsigned)
+          ->check(CLI::Range(0u, 256u));
   bind.add("--delay", &Options::delay,
            "One-shot delay distribution: fixed (--delay-mean), uniform (--delay-min..--delay-max), "
            "exponential (mean --delay-mean), bimodal (--delay-short with probability --short-share, "
@@ -274,11 +324,11 @@ CommandLine parse_command_line(int argc, char** argv) {
               CLI::Range(std::int64_t{100'000'000}, kDay).description(""));
   bind.add("--seed", &Options::seed, "Seeds the delays, fates and phases (not the timing)", show_u64);
   // Engine.
-  bind.add("--shards", &Options::shards,
-           "Engine shards (a wheel and a worker each); 0 = one per "
-           "physical core",
-           show_size)
-      ->check(CLI::Range(std::size_t{0}, std::size_t{4096}));
+  CLI::Option* shards_opt = bind.add("--shards", &Options::shards,
+                                     "Engine shards (a wheel and a worker each); 0 = one per "
+                                     "physical core",
+                                     show_size)
+                                ->check(CLI::Range(std::size_t{0}, std::size_t{4096}));
   as_duration(bind.add("--tick", &Options::tick_ns, "Wheel tick of every shard, 1us..1h", show_duration),
               CLI::Range(std::int64_t{1'000}, std::int64_t{3'600'000'000'000}).description(""));
   bind.add("--wait", &Options::wait,
@@ -313,15 +363,84 @@ CommandLine parse_command_line(int argc, char** argv) {
   CLI::Option* pool_threads =
       bind.add("--pool-threads", &Options::pool_threads, "Threads of the pool (--executor pool)", show_size);
   pool_threads->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+  bind.add("--threads", &Options::threads,
+           "Who drives the shards: workers (the engine's threads) or manual (Threads::manual: one harness "
+           "thread per shard calls Engine::poll(), spinning, or sleeping until next_deadline() but at most "
+           "a tick)",
+           show_threads)
+      ->type_name("KIND")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, Threads>{{"workers", Threads::workers},
+                                                                         {"manual", Threads::manual}})
+                      .description("{workers,manual}"));
+  as_duration(
+      bind.add("--lead", &Options::lead_ns,
+               "Added to every one-shot delay, so the fill is done before the first deadline", show_duration),
+      up_to_a_day);
+  bind.flag("--rearm", &Options::rearm,
+            "Re-arm a one-shot slot once its timer fired or was cancelled; --no-rearm arms each once "
+            "(default: --rearm)");
+  // Placement.
+  const auto cpu_list = CLI::Validator(
+      [](std::string& v) {
+        try {
+          if (parse_cpu_list(v).empty()) return std::string("an empty CPU list");
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      },
+      "CPUS", "cpu list");
+  app.add_flag("--fit,!--no-fit", o.fit,
+               "Size shards (if 0), producers (if 0) and cancellers (down only) to the CPUs "
+               "this process may use, so busy threads do not outnumber them; options given "
+               "here are kept (default: --fit)");
+  CLI::Option* worker_cpus =
+      bind.add("--worker-cpus", &Options::worker_cpus,
+               "CPUs of the workers (or polling threads), shard i on the i-th, e.g. 2-3; "
+               "'' = one PU per core from the last allowed CPU down",
+               show_string);
+  worker_cpus->type_name("CPUS")->check(cpu_list);
+  bind.add("--producer-cpus", &Options::producer_cpus,
+           "CPUs the producers and cancellers may run on; '' = the allowed CPUs off the workers' cores",
+           show_string)
+      ->type_name("CPUS")
+      ->check(cpu_list);
+  bind.add("--control-cpu", &Options::control_cpu,
+           "CPU of the control thread; -1 = the first worker's (sleep, hybrid) or a CPU apart (spin)",
+           show_int)
+      ->check(CLI::Range(-1, 4095));
+  bind.flag("--control", &Options::control,
+            "Run the control thread, which measures the platform's own wake-up floor beside the engine "
+            "(default: --control)");
+  bind.add(
+          "--rt-priority", &Options::rt_priority,
+          "SCHED_FIFO at this priority for the workers (or polling threads) and the control thread; 0 = off; "
+          "refused with an error, never ignored, when not permitted",
+          show_int)
+      ->check(CLI::Range(0, 99));
+  bind.flag("--mlock", &Options::mlock,
+            "mlockall(MCL_CURRENT | MCL_FUTURE) before the run; refused with an error when not permitted "
+            "(default: --no-mlock)");
   // Output.
   app.add_option("--json", o.json_path, "Write the whole report as JSON to this file; '' = none")
       ->capture_default_str();
-  app.add_option("--svg", o.svg_path,
-                 "Write the lateness plot (percentile curve, and p99 and max per second) as a "
-                 "self-contained SVG to this file; '' = none")
-      ->capture_default_str();
+  CLI::Option* svg_opt =
+      app.add_option("--svg", o.svg_path,
+                     "Write the lateness plot (percentile curve, and p99 and max per second) as a "
+                     "self-contained SVG to this file; '' = none")
+          ->capture_default_str();
   app.add_option("--svg-from", o.svg_from,
                  "Run nothing: render --svg from this JSON report, as written by --json")
+      ->check(CLI::ExistingFile);
+  app.add_option("--hlog", o.hlog_path,
+                 "Also write the lateness, past-the-tick, control and tick-probe histograms of every second "
+                 "as an HdrHistogram interval log (format 1.3, tags) for HdrHistogram's own tools; '' = none")
+      ->capture_default_str();
+  app.add_option("--compare", o.compare,
+                 "Run nothing: print two JSON reports side by side (percentiles, the control's floor, "
+                 "throughput, platform and configuration differences) and, with --svg, plot both")
+      ->expected(2)
+      ->type_name("A.json B.json")
       ->check(CLI::ExistingFile);
   app.add_flag("--quiet", o.quiet, "No status line on stderr while running");
 
@@ -353,6 +472,19 @@ CommandLine parse_command_line(int argc, char** argv) {
     profile->apply(from_profile);
     from_profile.profile = o.profile;
     bind.fill_from(from_profile);
+    if (!o.compare.empty() && svg_opt->count() == 0) o.svg_path.clear();  // a plot only when asked for
+    if (o.fit) {
+      o.fitted = fit_to_machine(o, std::max<std::size_t>(1, allowed_cpus().size()), shards_opt->count() != 0,
+                                producers_opt->count() != 0, cancellers_opt->count() != 0);
+    }
+    if (o.rt_priority > 0 && o.executor == ExecutorKind::pool && o.threads == Threads::workers) {
+      throw CLI::ValidationError("--rt-priority",
+                                 "needs --executor inline or --threads manual: the harness finds each "
+                                 "worker's thread by a timer it runs, which a pool would run instead");
+    }
+    if (!o.worker_cpus.empty() && !o.pin) {
+      throw CLI::ValidationError("--worker-cpus", "contradicts --no-pin");
+    }
     if (o.delay == DelayKind::uniform && o.delay_min_ns > o.delay_max_ns) {
       throw CLI::ValidationError(
           "--delay-min",

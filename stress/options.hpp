@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tickwheel/engine.hpp"
 
@@ -33,6 +34,7 @@ enum class ExecutorKind {
 std::string_view name_of(DelayKind k) noexcept;
 std::string_view name_of(WaitStrategy w) noexcept;
 std::string_view name_of(ExecutorKind e) noexcept;
+std::string_view name_of(Threads t) noexcept;
 
 struct Options {
   std::string profile = "default";
@@ -64,6 +66,12 @@ struct Options {
   std::int64_t burst_every_ns = 2'000'000'000;  // 2s
   std::int64_t duration_ns = 30'000'000'000;    // 30s
   std::uint64_t seed = 1;
+  // Added to every one-shot delay: the fill then lies wholly before the first deadline (the
+  // batch profile's 2 s lead).
+  std::int64_t lead_ns = 0;
+  // Re-arm a one-shot slot once its timer fired or was cancelled; false: each slot is armed once
+  // (a batch of timers, then nothing).
+  bool rearm = true;
 
   // ---- Engine (EngineOptions) ----
   std::size_t shards = 0;            // 0 = one per physical core
@@ -74,11 +82,30 @@ struct Options {
   std::size_t max_pending = 0;  // per shard; 0 = unlimited
   ExecutorKind executor = ExecutorKind::inline_;
   std::size_t pool_threads = 2;  // with ExecutorKind::pool
+  // workers: the engine's own worker threads; manual: Threads::manual, one harness thread per shard
+  // calling Engine::poll() (spinning, or sleeping until next_deadline(), at most a tick, for sleep
+  // and hybrid).
+  Threads threads = Threads::workers;
+
+  // ---- Placement (placement.hpp) ----
+  // Size shards (when 0), producers (when 0) and cancellers (reduced only) to the CPUs this process
+  // may use, so that busy threads do not outnumber them; options given on the command line are
+  // kept. `fitted` says what was chosen.
+  bool fit = true;
+  std::string fitted;
+  std::string worker_cpus;    // CPU list for the workers (EngineOptions::cpus); "" = planned
+  std::string producer_cpus;  // CPU list for producers and cancellers; "" = the CPUs left
+  int control_cpu = -1;       // the control thread's CPU; -1 = planned
+  bool control = true;        // run the control thread
+  int rt_priority = 0;        // SCHED_FIFO priority for the workers and the control; 0 = off
+  bool mlock = false;         // mlockall before the run
 
   // ---- Output ----
   std::string json_path = "tickwheel-stress.json";  // empty = none
   std::string svg_path = "tickwheel-stress.svg";    // empty = none
   std::string svg_from;                             // render svg_path from this JSON, run nothing
+  std::string hlog_path;                            // HdrHistogram interval log; empty = none
+  std::vector<std::string> compare;                 // two JSON reports: compare them, run nothing
   bool quiet = false;                               // no status line
 };
 

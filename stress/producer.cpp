@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "clock.hpp"
+#include "platform.hpp"
 
 namespace tickwheel::stress {
 namespace {
@@ -79,6 +80,7 @@ Producer::Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRa
 }
 
 void Producer::run() noexcept {
+  tid.store(current_tid(), std::memory_order_relaxed);
   const bool ok = probe();
   // Release: the driver's acquire load of `probed` then sees home_ and setup_error_.
   shared_.probed.fetch_add(1, std::memory_order_release);
@@ -178,7 +180,7 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
     const std::uint32_t seq = next_seq(seq_of(slots[s].state.load(std::memory_order_relaxed)));
     // Relaxed: the schedule's hand-off publishes it to the callback (see the engine's contract).
     slots[s].state.store(slot_word(seq, SlotState::pending), std::memory_order_relaxed);
-    const std::int64_t delay = delay_(rng_);
+    const std::int64_t delay = delay_(rng_) + o_.lead_ns;
     plan_.push_back(Plan{s, seq, delay, cancel_pick_(rng_) ? unit_(rng_) : -1.0, 0});
   }
   // The timed part: the schedule calls and the store of each handle, nothing else. A deadline is
@@ -231,7 +233,7 @@ void Producer::on_event(const Event& e, std::int64_t now) {
     // Acquire: pairs with the release of the fire's or the cancel's compare-and-swap.
     if (state_of(slot.state.load(std::memory_order_acquire)) == SlotState::pending) {
       calendar_.push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
-    } else {
+    } else if (o_.rearm) {
       make_ready(e.slot);
     }
     return;
@@ -264,7 +266,7 @@ std::size_t Producer::cancel_own(std::int64_t now) {
       const std::uint32_t s = own_cancels_[from + i];
       settle_cancel(slots[s], own_seqs_[from + i], results_[i] != 0, cancels);
       if (results_[i] != 0) {
-        make_ready(s);  // a message reset the timer: re-armed at once
+        if (o_.rearm) make_ready(s);  // a message reset the timer: re-armed at once
       } else {
         calendar_.push(Event::make(now + retry_ns_, s, own_seqs_[from + i], EventKind::check));
       }
@@ -372,6 +374,7 @@ void Canceller::finish() {
 }
 
 void Canceller::run() noexcept {
+  tid.store(current_tid(), std::memory_order_relaxed);
   std::vector<CancelJob> work;
   std::uint8_t won[Producer::kBatch];
   for (;;) {

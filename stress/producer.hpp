@@ -105,6 +105,8 @@ class Producer {
   Counter burst_calls;
   Counter burst_ns;  // time inside the bursts' schedule calls
   Counter max_burst_ns;
+  // The thread's kernel id, stored as it starts (relaxed: the driver reads it after `probed`).
+  std::atomic<pid_t> tid{0};
   // Read after the thread is joined.
   StatusCounts rejected_by{};
   std::uint64_t periodic_started = 0;
@@ -183,7 +185,8 @@ class Canceller {
   void finish();
   void run() noexcept;  // the thread body
 
-  CancelCounters cancels;  // single writer: this canceller's thread
+  CancelCounters cancels;     // single writer: this canceller's thread
+  std::atomic<pid_t> tid{0};  // stored as the thread starts; read by the driver at the end
 
  private:
   RunShared& shared_;

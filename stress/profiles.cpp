@@ -59,6 +59,35 @@ constexpr std::array kProfiles{
               o.burst = 100'000;
               o.burst_every_ns = 5 * kSecond;
             }},
+    // The platform's floor and the engine's own overhead: next to no load, so what the tick probes
+    // show beyond the control thread is the engine's wake-up and pass. One worker on a CPU of its own.
+    Profile{"idle", "next to no load: 1 shard, 1k one-shots (1ms..1s), no periodic timers, no cancellers",
+            [](Options& o) {
+              o.shards = 1;
+              o.producers = 1;
+              o.cancellers = 0;
+              o.timers = 1'000;
+              o.delay_max_ns = 1 * kSecond;
+              o.periodic = 0;
+              o.duration_ns = 20 * kSecond;
+            }},
+    // The load other timers are measured with: 500k timers scheduled at once, due uniformly over one
+    // second after a 2 s lead (Boost.Asio, Netty and tickwheel figures in README.md).
+    Profile{"batch",
+            "500k one-shots scheduled at once, due uniform over 1..1000ms after a 2s lead, none re-armed",
+            [](Options& o) {
+              o.timers = 500'000;
+              o.delay_max_ns = 1 * kSecond;
+              o.lead_ns = 2 * kSecond;
+              o.rearm = false;
+              o.cancel_share = 0;
+              o.cancellers = 0;
+              o.periodic = 0;
+              o.duration_ns = 4 * kSecond;
+            }},
+    Profile{"manual",
+            "the default workload, caller-driven: one harness thread per shard calls Engine::poll()",
+            [](Options& o) { o.threads = Threads::manual; }},
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "format.hpp"
 #include "json.hpp"
@@ -105,6 +106,119 @@ std::size_t pool_threads(const Report& r) {
   return r.options.executor == ExecutorKind::pool ? r.options.pool_threads : 0;
 }
 
+// The floor table: per percentile, the engine's lateness past the tick, the tick probes' lag, the
+// control thread's lateness, and what the engine adds above the control.
+struct FloorRow {
+  std::string_view name;
+  std::int64_t past_tick;
+  std::int64_t probe;
+  std::int64_t control;
+};
+std::vector<FloorRow> floor_rows(const Report& r) {
+  std::vector<FloorRow> rows;
+  auto at = [](const Histogram& h, double p) { return static_cast<std::int64_t>(h.percentile(p)); };
+  for (const auto& [p, name] : kPercentiles) {
+    rows.push_back(FloorRow{name, at(r.lateness_past_tick, p), at(r.probe_lag, p), at(r.control, p)});
+  }
+  rows.push_back(FloorRow{"max", static_cast<std::int64_t>(r.lateness_past_tick.max()),
+                          static_cast<std::int64_t>(r.probe_lag.max()),
+                          static_cast<std::int64_t>(r.control.max())});
+  return rows;
+}
+
+std::string platform_text(const Report& r) {
+  const Platform& p = r.platform;
+  auto or_none = [](const std::string& v) { return v.empty() ? std::string("not set") : v; };
+  std::string s;
+  s += "platform    kernel " + p.kernel + "; clocksource " + p.clocksource + "; THP " + p.thp + "\n";
+  s += "            isolcpus " + or_none(p.isolcpus) + ", nohz_full " + or_none(p.nohz_full) +
+       ", rcu_nocbs " + or_none(p.rcu_nocbs) + " (isolated CPUs: " + format_cpu_list(p.isolated) +
+       "); governor " + p.governor + "\n";
+  s += "            allowed CPUs " + format_cpu_list(p.allowed) + "; SMT siblings:";
+  for (const std::string& sib : p.siblings) s += " " + sib + ";";
+  s += p.rt_known ? format(" RT throttling: sched_rt_runtime_us %lld of sched_rt_period_us %lld%s\n",
+                           static_cast<long long>(p.rt_runtime_us), static_cast<long long>(p.rt_period_us),
+                           p.rt_runtime_us < 0 ? " (off)" : "")
+                  : std::string(" RT throttling: unknown\n");
+  const Placement& pl = r.placement;
+  s += "placement   workers on " +
+       (pl.workers.empty() ? std::string("any CPU (not pinned)") : "CPUs " + format_cpu_list(pl.workers)) +
+       ", producers and cancellers on " +
+       (pl.load.empty() ? std::string("any CPU") : "CPUs " + format_cpu_list(pl.load)) + ", control thread " +
+       (!r.control_ran
+            ? std::string("off")
+            : (r.options.wait == WaitStrategy::spin ? "spinning" : "sleeping") +
+                  (pl.control >= 0 ? " on CPU " + std::to_string(pl.control) : std::string(" on any CPU"))) +
+       (r.options.rt_priority > 0 ? format(", SCHED_FIFO %d", r.options.rt_priority) : std::string()) +
+       (r.options.mlock ? ", memory locked" : "") + "\n";
+  if (!r.fitted.empty()) s += "            " + r.fitted + "\n";
+  for (const std::string& w : pl.warnings) s += "WARNING     " + w + "\n";
+  if (pl.warnings.empty()) {
+    s += "            no warning: every busy thread had a CPU of its own, and nothing else took it\n";
+  }
+  return s;
+}
+
+std::string floor_text(const Report& r) {
+  std::string s;
+  s += "floor       what the engine adds above the platform (us): the tick probes (one timer per shard due "
+       "on every tick, one sample per tick) and every fire past its tick, against the control thread "
+       "(cyclictest-style, same tick, same run)\n";
+  if (!r.control_ran) {
+    s += "            no control thread (--no-control): the engine's figures stand alone\n";
+  }
+  s += "            pct        past tick   tick probe      control  probe-control  past tick-control\n";
+  for (const FloorRow& row : floor_rows(r)) {
+    const std::string name(row.name);
+    s += format(
+        "            %-7s %12.1f %12.1f %12s %14s %18s\n", name.c_str(),
+        us(static_cast<double>(row.past_tick)), us(static_cast<double>(row.probe)),
+        r.control_ran ? format("%.1f", us(static_cast<double>(row.control))).c_str() : "-",
+        r.control_ran ? format("%+.1f", us(static_cast<double>(row.probe - row.control))).c_str() : "-",
+        r.control_ran ? format("%+.1f", us(static_cast<double>(row.past_tick - row.control))).c_str() : "-");
+  }
+  s += format("            samples: %llu fires, %llu probe runs, %llu control wake-ups\n",
+              ull(r.lateness_past_tick.count()), ull(r.probe_lag.count()), ull(r.control.count()));
+  for (std::size_t i = 0; i < r.shard_probes.size(); ++i) {
+    const ShardProbe& p = r.shard_probes[i];
+    s += format("tick probe  shard %zu: lag p50 %.1f p99 %.1f p99.9 %.1f max %.1f us (n = %llu)", i,
+                us(static_cast<double>(p.lag.percentile(50))), us(static_cast<double>(p.lag.percentile(99))),
+                us(static_cast<double>(p.lag.percentile(99.9))), us(static_cast<double>(p.lag.max())),
+                ull(p.lag.count()));
+    if (p.fires_per_tick.count() != 0) {
+      s += format("; fires per tick p50 %llu p99 %llu max %llu", ull(p.fires_per_tick.percentile(50)),
+                  ull(p.fires_per_tick.percentile(99)), ull(p.fires_per_tick.max()));
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+std::string threads_text(const Report& r) {
+  std::string s =
+      "os threads  role       #      tid  placed  last CPU  voluntary  involuntary (context switches "
+      "since the thread started, read before the stop)\n";
+  for (const ThreadInfo& t : r.threads) {
+    s += format("            %-9s %2zu %8d  %6s  %8s  %9s  %11s\n", t.role.c_str(), t.index,
+                static_cast<int>(t.tid), t.cpus.c_str(),
+                t.switches.last_cpu >= 0 ? std::to_string(t.switches.last_cpu).c_str() : "?",
+                t.switches.known ? std::to_string(t.switches.voluntary).c_str() : "unknown",
+                t.switches.known ? std::to_string(t.switches.involuntary).c_str() : "unknown");
+  }
+  for (const CpuIrq& c : r.interrupts) {
+    if (!c.irq.known) {
+      s += format("interrupts  CPU %u (%s): unknown (/proc/interrupts unreadable)\n", c.irq.cpu,
+                  c.role.c_str());
+      continue;
+    }
+    s += format("interrupts  CPU %u (%s): %llu during the run (%.0f/s)", c.irq.cpu, c.role.c_str(),
+                ull(c.irq.total), per_second(c.irq.total, r.run_s));
+    for (const auto& [name, n] : c.irq.top) s += format("; %s %llu", name.c_str(), ull(n));
+    s += "\n";
+  }
+  return s;
+}
+
 void rule(Report& r, bool broken, std::string message) {
   if (broken) r.failures.push_back(std::move(message));
 }
@@ -198,6 +312,7 @@ void print_report(const Report& r, std::ostream& out) {
   const double cancel_ns = ns_per_call(r.cancel_ns, r.cancel_batches, r.cancel_calls, r.clock_read_ns);
   std::string s;
   s += "tickwheel-stress: " + r.config + "\n";
+  s += platform_text(r);
   s += format(
       "clock       steady_clock::now() costs %.1f ns per read (median of 5 loops of 1M reads); "
       "|steady_clock - CLOCK_MONOTONIC| %lld ns. Every fire's lateness includes one read, every "
@@ -260,6 +375,7 @@ void print_report(const Report& r, std::ostream& out) {
                 i + 1 < e.shards.size() ? "," : "");
   }
   s += "\n";
+  s += floor_text(r);
   s += format(
       "engine      transfer-cap hits %llu (passes that moved %zu hand-offs and left more); passes "
       "%llu (%.0f/s); wake-ups %llu (%.0f/s); callback errors %llu\n",
@@ -303,6 +419,7 @@ void print_report(const Report& r, std::ostream& out) {
       "machine     context switches during the run: %llu voluntary, %llu involuntary (preempted); "
       "load average (1 min) %.2f at the start, %.2f at the end\n",
       ull(r.voluntary_switches), ull(r.involuntary_switches), r.loadavg_start, r.loadavg_end);
+  s += threads_text(r);
   for (const std::string& n : r.notices) s += "notice      " + n + "\n";
   s += format(
       "accounting  scheduled %llu + periodic runs %llu = fired %llu + cancelled %llu + returned at stop %llu "
@@ -326,6 +443,12 @@ void print_report(const Report& r, std::ostream& out) {
       "skipped %llu, pending %llu, executing %llu, callback errors %llu\n",
       ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected), ull(e.rearmed), ull(e.skipped),
       ull(e.pending), ull(e.executing), ull(e.callback_errors));
+  if (!r.placement.warnings.empty()) {
+    s += format(
+        "WARNING     %zu warning(s) above: the lateness tail of this run measures the machine's "
+        "scheduling as much as the engine\n",
+        r.placement.warnings.size());
+  }
   if (r.ok()) {
     s += "result      PASS: every timer fired exactly once, was cancelled, or was returned by stop()\n";
   } else {
@@ -375,7 +498,113 @@ std::string report_json(const Report& r) {
   json.field("max_pending", std::uint64_t{o.max_pending});
   json.field("executor", name_of(o.executor));
   json.field("pool_threads", std::uint64_t{o.pool_threads});
+  json.field("threads", name_of(o.threads));
+  json.field("lead_ns", o.lead_ns);
+  json.field("rearm", o.rearm);
+  json.field("fit", o.fit);
+  json.field("worker_cpus", o.worker_cpus);
+  json.field("producer_cpus", o.producer_cpus);
+  json.field("control_cpu", std::int64_t{o.control_cpu});
+  json.field("control", o.control);
+  json.field("rt_priority", std::int64_t{o.rt_priority});
+  json.field("mlock", o.mlock);
   json.end_object();
+
+  const Platform& pf = r.platform;
+  json.begin_object("platform");
+  json.field("kernel", pf.kernel);
+  json.field("clocksource", pf.clocksource);
+  json.field("isolcpus", pf.isolcpus);
+  json.field("nohz_full", pf.nohz_full);
+  json.field("rcu_nocbs", pf.rcu_nocbs);
+  json.field("isolated", format_cpu_list(pf.isolated));
+  json.field("governor", pf.governor);
+  json.field("thp", pf.thp);
+  json.field("rt_runtime_us", pf.rt_runtime_us);
+  json.field("rt_period_us", pf.rt_period_us);
+  json.field("allowed_cpus", format_cpu_list(pf.allowed));
+  json.begin_array("smt_siblings");
+  for (const std::string& sib : pf.siblings) json.value(std::string_view(sib));
+  json.end_array();
+  json.field("loadavg_start", r.loadavg_start);
+  json.field("loadavg_end", r.loadavg_end);
+  json.begin_array("interrupts");
+  for (const CpuIrq& c : r.interrupts) {
+    json.begin_object();
+    json.field("cpu", std::uint64_t{c.irq.cpu});
+    json.field("role", c.role);
+    json.field("known", c.irq.known);
+    json.field("total", c.irq.total);
+    json.begin_object("top");
+    for (const auto& [name, n] : c.irq.top) json.field(name, n);
+    json.end_object();
+    json.end_object();
+  }
+  json.end_array();
+  json.begin_array("threads");
+  for (const ThreadInfo& t : r.threads) {
+    json.begin_object();
+    json.field("role", t.role);
+    json.field("index", std::uint64_t{t.index});
+    json.field("tid", std::int64_t{t.tid});
+    json.field("cpus", t.cpus);
+    json.field("known", t.switches.known);
+    json.field("voluntary_switches", t.switches.voluntary);
+    json.field("involuntary_switches", t.switches.involuntary);
+    json.field("last_cpu", std::int64_t{t.switches.last_cpu});
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+
+  json.begin_object("placement");
+  json.field("workers",
+             r.placement.workers.empty() ? std::string("any") : format_cpu_list(r.placement.workers));
+  json.field("load", r.placement.load.empty() ? std::string("any") : format_cpu_list(r.placement.load));
+  json.field("control", std::int64_t{r.placement.control});
+  json.field("fitted", r.fitted);
+  json.begin_array("warnings");
+  for (const std::string& w : r.placement.warnings) json.value(std::string_view(w));
+  json.end_array();
+  json.end_object();
+
+  json.begin_object("control");
+  json.field("ran", r.control_ran);
+  json.field("mode", o.wait == WaitStrategy::spin ? "spin" : "sleep");
+  json.field("cpu", std::int64_t{r.placement.control});
+  histogram_json(json, "lateness_ns", r.control);
+  curve_json(json, "curve", r.control);
+  json.end_object();
+
+  json.begin_object("tick_lag");
+  json.field("probes", r.tick_probes);
+  histogram_json(json, "lag_ns", r.probe_lag);
+  curve_json(json, "curve", r.probe_lag);
+  json.begin_array("shards");
+  for (std::size_t i = 0; i < r.shard_probes.size(); ++i) {
+    json.begin_object();
+    json.field("index", std::uint64_t{i});
+    histogram_json(json, "lag_ns", r.shard_probes[i].lag);
+    histogram_json(json, "fires_per_tick", r.shard_probes[i].fires_per_tick);
+    curve_json(json, "curve", r.shard_probes[i].lag);
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+
+  // Signed: what the engine adds above the control thread, per percentile (0 without a control).
+  json.begin_array("floor");
+  for (const FloorRow& row : floor_rows(r)) {
+    json.begin_object();
+    json.field("percentile", row.name);
+    json.field("past_tick_ns", row.past_tick);
+    json.field("tick_probe_ns", row.probe);
+    json.field("control_ns", row.control);
+    json.field("probe_minus_control_ns", r.control_ran ? row.probe - row.control : std::int64_t{0});
+    json.field("past_tick_minus_control_ns", r.control_ran ? row.past_tick - row.control : std::int64_t{0});
+    json.end_object();
+  }
+  json.end_array();
 
   json.begin_object("environment");
   json.field("clock_read_ns", r.clock_read_ns);
@@ -403,6 +632,7 @@ std::string report_json(const Report& r) {
   json.field("periodic_started", r.periodic_started);
   json.field("periodic_inexact", r.periodic_inexact);
   json.field("probes", r.probes);
+  json.field("tick_probes", r.tick_probes);
   json.begin_object("bursts");
   json.field("count", r.bursts);
   json.field("calls", r.burst_calls);
@@ -522,6 +752,8 @@ std::string report_json(const Report& r) {
     json.field("rss_bytes", x.rss_bytes);
     json.field("transfer_cap_hits", x.transfer_cap_hits);
     json.field("executing", x.executing);
+    json.field("control_p99_ns", x.control_p99_ns);
+    json.field("probe_p99_ns", x.probe_p99_ns);
     json.end_object();
   }
   json.end_array();

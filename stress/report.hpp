@@ -11,6 +11,8 @@
 
 #include "histogram.hpp"
 #include "options.hpp"
+#include "placement.hpp"
+#include "platform.hpp"
 #include "tickwheel/engine.hpp"
 #include "workload.hpp"
 
@@ -33,6 +35,8 @@ struct Sample {
   std::uint64_t rss_bytes = 0;
   std::uint64_t transfer_cap_hits = 0;  // so far
   std::uint64_t executing = 0;          // Engine::stats(): handed to the executor, not yet returned
+  std::uint64_t control_p99_ns = 0;     // the control thread's wake-ups of the interval
+  std::uint64_t probe_p99_ns = 0;       // the tick probes' runs of the interval, every shard
 };
 
 // What one thread that ran callbacks recorded (one Recorder, see workload.hpp).
@@ -43,6 +47,28 @@ struct ThreadReport {
   std::uint64_t fired = 0;
   std::uint64_t periodic_runs = 0;
   Histogram lateness;  // both kinds
+};
+
+// A thread of the run, with its context switches since it started (read at the end of the run,
+// before anything was stopped).
+struct ThreadInfo {
+  std::string role;  // worker, poller, producer, canceller, control, pool
+  std::size_t index = 0;
+  pid_t tid = 0;
+  std::string cpus;  // where the harness placed it: a CPU list, or "any"
+  ThreadSwitches switches;
+};
+
+// What one shard's tick probe measured (workload.hpp, ProbeState).
+struct ShardProbe {
+  Histogram lag;             // a probe run's start behind its tick boundary, one per tick
+  Histogram fires_per_tick;  // inline executor: callbacks the worker ran between two probe runs
+};
+
+// The interrupts one CPU of the run took during it.
+struct CpuIrq {
+  std::string role;  // "worker 0", "control", "worker 0, control"
+  CpuInterrupts irq;
 };
 
 struct Report {
@@ -56,6 +82,22 @@ struct Report {
   std::size_t shards = 0;  // Engine::shard_count()
   unsigned producers = 0;
   unsigned cancellers = 0;
+
+  // The machine and where the run's threads went (platform.hpp, placement.hpp).
+  Platform platform;
+  Placement placement;
+  std::string fitted;  // what --fit chose, "" if nothing
+  std::vector<CpuIrq> interrupts;
+  std::vector<ThreadInfo> threads;
+  double start_epoch_s = 0;  // the producers' start, seconds since the Unix epoch
+
+  // The platform's floor and the engine's tick lag, side by side (control.hpp, workload.hpp).
+  bool control_ran = false;
+  Histogram control;                     // the control thread's wake-up lateness
+  std::vector<ShardProbe> shard_probes;  // per shard
+  Histogram probe_lag;                   // every shard's probe lag together
+  std::uint64_t tick_probes = 0;         // probe timers scheduled (one per shard)
+  std::string hlog;                      // the HdrHistogram interval log, if --hlog
 
   // Run.
   double run_s = 0;   // producers started .. stop requested

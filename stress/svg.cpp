@@ -2,6 +2,7 @@
 #include "svg.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <string_view>
@@ -13,7 +14,7 @@ namespace tickwheel::stress {
 namespace {
 
 constexpr double kWidth = 1000;
-constexpr double kHeight = 820;
+constexpr double kHeight = 1120;
 constexpr double kLeft = 90;              // room for the y labels
 constexpr double kRight = 60;             // room for the last percentile label
 constexpr std::size_t kConfigLine = 150;  // characters per line of the configuration
@@ -139,11 +140,26 @@ void tick_line(std::string& s, const Panel& p, double tick_ns) {
       p.left + p.width - 4, y - 4, escape(time_label(tick_ns)).c_str());
 }
 
-void polyline(std::string& s, const std::vector<std::pair<double, double>>& xy, const char* colour) {
+void polyline(std::string& s, const std::vector<std::pair<double, double>>& xy, const std::string& colour,
+              bool dashed) {
   if (xy.empty()) return;
-  s += format("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"", colour);
+  s += format("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s points=\"", colour.c_str(),
+              dashed ? " stroke-dasharray=\"5 3\"" : "");
   for (const auto& [x, y] : xy) s += format("%.1f,%.1f ", x, y);
   s += "\"/>\n";
+}
+
+void legend(std::string& s, const Panel& p, const std::vector<Plot::Line>& lines) {
+  double y = p.top + 16;
+  for (const Plot::Line& line : lines) {
+    const double x = p.left + 12;
+    s += format(
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>"
+        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">%s</text>\n",
+        x, y, x + 24, y, line.colour.c_str(), line.dashed ? " stroke-dasharray=\"5 3\"" : "", x + 30, y + 4,
+        escape(line.name).c_str());
+    y += 16;
+  }
 }
 
 // A nice step for a linear axis of `span` units: 1, 2 or 5 times a power of ten, about 10 steps.
@@ -156,14 +172,20 @@ double linear_step(double span) {
   return 10 * base;
 }
 
-void curve_panel(std::string& s, const Plot& plot, double top, double height) {
+// Percentile curves on a log-log panel (lateness, or tick lag).
+void percentile_panel(std::string& s, const std::vector<Plot::Line>& lines, double tick_ns, double top,
+                      double height, const std::string& title) {
   std::vector<double> values;
-  for (const Plot::Point& pt : plot.curve) values.push_back(pt.ns);
+  double x_max = 1;
+  for (const Plot::Line& line : lines) {
+    for (const Plot::Point& pt : line.points) {
+      values.push_back(pt.ns);
+      x_max = std::max(x_max, 1.0 / (1.0 - pt.x / 100.0));
+    }
+  }
   const auto [lo, hi] = decades(values);
   Panel p{top, height, lo, hi};
-  frame(s, p, "Lateness by percentile (callback start - deadline)", "percentile (log of 1 / (1 - p))");
-  double x_max = 1;
-  for (const Plot::Point& pt : plot.curve) x_max = std::max(x_max, 1.0 / (1.0 - pt.percentile / 100.0));
+  frame(s, p, title, "percentile (log of 1 / (1 - p))");
   const int decades_x = std::max(1, static_cast<int>(std::ceil(std::log10(x_max) - 1e-9)));
   auto x_of = [&](double percentile) {
     return p.left + std::log10(1.0 / (1.0 - percentile / 100.0)) / decades_x * p.width;
@@ -175,25 +197,32 @@ void curve_panel(std::string& s, const Plot& plot, double top, double height) {
     s += format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"middle\">%s</text>\n", x,
                 p.top + p.height + 16, percentile_label(k).c_str());
   }
-  tick_line(s, p, plot.tick_ns);
-  std::vector<std::pair<double, double>> xy;
-  for (const Plot::Point& pt : plot.curve) xy.emplace_back(x_of(pt.percentile), p.y(pt.ns));
-  polyline(s, xy, "#1f5fa8");
-  for (const auto& [x, y] : xy)
-    s += format("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"#1f5fa8\"/>\n", x, y);
-  if (plot.curve.empty()) {
-    s += format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\">no fires</text>\n",
+  tick_line(s, p, tick_ns);
+  bool any = false;
+  for (const Plot::Line& line : lines) {
+    std::vector<std::pair<double, double>> xy;
+    for (const Plot::Point& pt : line.points) xy.emplace_back(x_of(pt.x), p.y(pt.ns));
+    polyline(s, xy, line.colour, line.dashed);
+    for (const auto& [x, y] : xy) {
+      s += format("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"%s\"/>\n", x, y, line.colour.c_str());
+    }
+    any = any || !xy.empty();
+  }
+  if (!any) {
+    s += format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\">no samples</text>\n",
                 p.left + p.width / 2, p.top + p.height / 2);
   }
+  legend(s, p, lines);
 }
 
 void time_panel(std::string& s, const Plot& plot, double top, double height) {
   std::vector<double> values;
   double t_max = 1;
-  for (const Plot::Second& sec : plot.seconds) {
-    values.push_back(sec.p99_ns);
-    values.push_back(sec.max_ns);
-    t_max = std::max(t_max, sec.t_s);
+  for (const Plot::Line& line : plot.seconds) {
+    for (const Plot::Point& pt : line.points) {
+      values.push_back(pt.ns);
+      t_max = std::max(t_max, pt.x);
+    }
   }
   const auto [lo, hi] = decades(values);
   Panel p{top, height, lo, hi};
@@ -205,24 +234,53 @@ void time_panel(std::string& s, const Plot& plot, double top, double height) {
                 p.top + p.height + 16, t);
   }
   tick_line(s, p, plot.tick_ns);
-  std::vector<std::pair<double, double>> p99;
-  std::vector<std::pair<double, double>> max;
-  for (const Plot::Second& sec : plot.seconds) {
-    p99.emplace_back(x_of(sec.t_s), p.y(sec.p99_ns));
-    max.emplace_back(x_of(sec.t_s), p.y(sec.max_ns));
+  for (const Plot::Line& line : plot.seconds) {
+    std::vector<std::pair<double, double>> xy;
+    for (const Plot::Point& pt : line.points) xy.emplace_back(x_of(pt.x), p.y(pt.ns));
+    polyline(s, xy, line.colour, line.dashed);
   }
-  polyline(s, max, "#c0392b");
-  polyline(s, p99, "#1f5fa8");
-  const double lx = p.left + 12;
-  const double ly = p.top + 16;
-  s += format(
-      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c0392b\" stroke-width=\"2\"/>"
-      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">max of the second</text>\n",
-      lx, ly, lx + 24, ly, lx + 30, ly + 4);
-  s += format(
-      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f5fa8\" stroke-width=\"2\"/>"
-      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">p99 of the second</text>\n",
-      lx, ly + 16, lx + 24, ly + 16, lx + 30, ly + 20);
+  legend(s, p, plot.seconds);
+}
+
+// The points of a percentile curve written by report.cpp's curve_json().
+std::vector<Plot::Point> curve_of(const JsonValue& curve) {
+  std::vector<Plot::Point> points;
+  for (const JsonValue& pt : curve.array())
+    points.push_back(Plot::Point{pt.at("percentile").number(), pt.at("ns").number()});
+  return points;
+}
+
+// One per-second member of the series, as a line.
+std::vector<Plot::Point> per_second(const JsonValue& report, std::string_view key) {
+  std::vector<Plot::Point> points;
+  for (const JsonValue& sec : report.at("series").array())
+    points.push_back(Plot::Point{sec.at("t_s").number(), sec.at(key).number()});
+  return points;
+}
+
+constexpr std::array<const char*, 6> kShardColours{"#2e8b57", "#8e44ad", "#d35400",
+                                                   "#16a085", "#7f8c8d", "#b7950b"};
+
+// The tick-lag panel's lines of one report: the probes of each shard (at most six, then the rest
+// together) and the control thread, prefixed with `who` when two reports share the panel.
+void lag_lines(std::vector<Plot::Line>& out, const JsonValue& report, const std::string& who,
+               const char* colour) {
+  const JsonValue& lag = report.at("tick_lag");
+  const std::vector<JsonValue>& shards = lag.at("shards").array();
+  if (colour == nullptr && shards.size() <= kShardColours.size()) {
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      out.push_back(Plot::Line{format("tick probe, shard %zu", i), kShardColours[i], false,
+                               curve_of(shards[i].at("curve"))});
+    }
+  } else {
+    out.push_back(Plot::Line{who + "tick probes, every shard", colour != nullptr ? colour : "#2e8b57", false,
+                             curve_of(lag.at("curve"))});
+  }
+  const JsonValue& control = report.at("control");
+  if (control.at("ran").boolean()) {
+    out.push_back(Plot::Line{who + "control thread (the platform's floor)",
+                             colour != nullptr ? colour : "#555555", true, curve_of(control.at("curve"))});
+  }
 }
 
 }  // namespace
@@ -240,13 +298,40 @@ Plot plot_from_json(const JsonValue& report) {
       time_label(lateness.at("p99_99").number()) + ", max " + time_label(lateness.at("max").number()) +
       format(", over %.1f s", report.at("run").at("seconds").number());
   plot.tick_ns = report.at("options").at("tick_ns").number();
-  for (const JsonValue& pt : fire.at("lateness_curve").array()) {
-    plot.curve.push_back(Plot::Point{pt.at("percentile").number(), pt.at("ns").number()});
+  plot.lateness.push_back(Plot::Line{"every fire: callback start - deadline", "#1f5fa8", false,
+                                     curve_of(fire.at("lateness_curve"))});
+  plot.seconds.push_back(
+      Plot::Line{"max of the second", "#c0392b", false, per_second(report, "lateness_max_ns")});
+  plot.seconds.push_back(
+      Plot::Line{"p99 of the second", "#1f5fa8", false, per_second(report, "lateness_p99_ns")});
+  if (report.at("control").at("ran").boolean()) {
+    plot.seconds.push_back(Plot::Line{"control thread p99 of the second", "#555555", true,
+                                      per_second(report, "control_p99_ns")});
   }
-  for (const JsonValue& sec : report.at("series").array()) {
-    plot.seconds.push_back(Plot::Second{sec.at("t_s").number(), sec.at("lateness_p99_ns").number(),
-                                        sec.at("lateness_max_ns").number()});
-  }
+  lag_lines(plot.tick_lag, report, "", nullptr);
+  return plot;
+}
+
+Plot compare_plot(const JsonValue& a, const JsonValue& b, const std::string& a_name,
+                  const std::string& b_name) {
+  Plot plot;
+  plot.title = "tickwheel-stress: A " + a_name + " against B " + b_name;
+  plot.config = "A: " + a.at("config").string() + " | B: " + b.at("config").string();
+  const auto p99 = [](const JsonValue& r) {
+    return time_label(r.at("fire").at("lateness_ns").at("p99").number());
+  };
+  plot.summary = "lateness p99: A " + p99(a) + ", B " + p99(b);
+  plot.tick_ns = a.at("options").at("tick_ns").number();
+  plot.lateness.push_back(
+      Plot::Line{"A: every fire", "#1f5fa8", false, curve_of(a.at("fire").at("lateness_curve"))});
+  plot.lateness.push_back(
+      Plot::Line{"B: every fire", "#c0392b", false, curve_of(b.at("fire").at("lateness_curve"))});
+  plot.seconds.push_back(
+      Plot::Line{"A: p99 of the second", "#1f5fa8", false, per_second(a, "lateness_p99_ns")});
+  plot.seconds.push_back(
+      Plot::Line{"B: p99 of the second", "#c0392b", false, per_second(b, "lateness_p99_ns")});
+  lag_lines(plot.tick_lag, a, "A: ", "#1f5fa8");
+  lag_lines(plot.tick_lag, b, "B: ", "#c0392b");
   return plot;
 }
 
@@ -269,8 +354,11 @@ void write_svg(const Plot& plot, std::ostream& out) {
   }
   s += format("<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n", kLeft - 60, y + 4,
               escape(plot.summary).c_str());
-  curve_panel(s, plot, 140, 270);
-  time_panel(s, plot, 500, 250);
+  percentile_panel(s, plot.lateness, plot.tick_ns, 140, 260,
+                   "Lateness by percentile (callback start - deadline)");
+  time_panel(s, plot, 470, 220);
+  percentile_panel(s, plot.tick_lag, plot.tick_ns, 760, 280,
+                   "Tick lag by percentile: tick probes against the control thread (the platform's floor)");
   s += "</svg>\n";
   out << s;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "clock.hpp"
+#include "platform.hpp"
 
 namespace tickwheel::stress {
 namespace {
@@ -24,15 +25,17 @@ void FireOnce::operator()() const noexcept { recorders->on_fire(Clock::now(), de
 
 void FirePeriodic::operator()() const noexcept { recorders->on_periodic(Clock::now(), slot, seq); }
 
-Recorders::Recorders(Slot* slots, SlotRange periodic, std::size_t threads, std::int64_t tick_ns,
-                     std::int64_t period_ns)
+Recorders::Recorders(Slot* slots, SlotRange periodic, SlotRange probes, std::size_t threads,
+                     std::int64_t tick_ns, std::int64_t period_ns)
     : slots_(slots),
       periodic_(periodic),
+      probes_(probes),
       capacity_(threads),
       tick_ns_(tick_ns),
       period_ns_(period_ns),
       recorders_(std::make_unique<Recorder[]>(threads)),
-      next_due_(std::make_unique<std::int64_t[]>(periodic.size())) {}
+      next_due_(std::make_unique<std::int64_t[]>(periodic.size())),
+      probe_state_(std::make_unique<ProbeState[]>(probes.size())) {}
 
 std::span<const Recorder> Recorders::claimed() const noexcept {
   // Relaxed: a recorder's fields are atomics that count from zero, whether or not its thread has
@@ -46,7 +49,10 @@ Recorder* Recorders::mine(std::uint32_t slot) noexcept {
     // atomics, and the end reads first_slot after stop() has synchronised with this thread.
     const std::size_t i = taken_.fetch_add(1, std::memory_order_relaxed);
     t_claim = Claim{this, i < capacity_ ? &recorders_[i] : nullptr};
-    if (t_claim.recorder != nullptr) t_claim.recorder->first_slot = slot;
+    if (t_claim.recorder != nullptr) {
+      t_claim.recorder->first_slot = slot;
+      t_claim.recorder->tid.store(current_tid(), std::memory_order_relaxed);
+    }
   }
   if (t_claim.recorder == nullptr) [[unlikely]] {
     unrecorded_.fetch_add(1, std::memory_order_relaxed);  // a count, read after stop()
@@ -90,11 +96,32 @@ void Recorders::on_fire(std::int64_t t, std::int64_t deadline, std::uint32_t slo
   }
 }
 
+void Recorders::on_probe(Recorder& r, std::int64_t t, std::uint32_t slot) noexcept {
+  ProbeState& p = probe_state_[slot - probes_.begin];
+  // No later than this run's own tick boundary (see the header), so never after t.
+  const std::int64_t due = std::min(p.next_due, t / tick_ns_ * tick_ns_);
+  const auto lag = static_cast<std::uint64_t>(t - due);
+  p.lag.record(lag);
+  r.periodic_lateness.record(lag);
+  r.past_tick.record(lag);
+  r.min_lateness_ns = std::min(r.min_lateness_ns, t - due);
+  r.fired.add(1);
+  if (p.last == &r) p.fires_per_tick.record(r.fired.get() - p.fired_at_last - 1);  // not itself
+  p.last = &r;
+  p.fired_at_last = r.fired.get();
+  p.next_due = (t / tick_ns_ + 1) * tick_ns_;
+  if (p.tid.load(std::memory_order_relaxed) == 0) p.tid.store(current_tid(), std::memory_order_release);
+}
+
 void Recorders::on_periodic(std::int64_t t, std::uint32_t slot, std::uint32_t seq) noexcept {
   Recorder* r = mine(slot);
   if (r == nullptr) return;
   std::int64_t& due = next_due_[slot - periodic_.begin];
-  record(*r, t, due, r->periodic_lateness);
+  if (probes_.contains(slot)) {
+    on_probe(*r, t, slot);
+  } else {
+    record(*r, t, due, r->periodic_lateness);
+  }
   r->periodic_runs.add(1);
   std::atomic<std::uint32_t>& state = slots_[slot].state;
   std::uint32_t found = slot_word(seq, SlotState::pending);
@@ -112,6 +139,7 @@ void Recorders::on_periodic(std::int64_t t, std::uint32_t slot, std::uint32_t se
     return;
   }
   due += period_ns_;  // catch_up: the next run is for the next grid point, however late this one is
+                      // (unused for a probe, whose ProbeState keeps its own)
   state.store(slot_word(seq, SlotState::pending), std::memory_order_release);
 }
 

@@ -33,6 +33,18 @@
 // one period. Engine::stats() must then show rearmed == the runs the harness saw (every run is
 // followed by a next period) and skipped == 0.
 //
+// Tick probes. One more periodic timer per shard, put there by the driver with schedule_every_on()
+// at a period of one tick (Misfire::fire_once_now, so a stall is one late run, not a run of
+// catch-up runs): the harness's view of each shard's tick lag, one sample per tick, the engine-side
+// counterpart of the control thread (control.hpp). A probe run is due at the first tick boundary
+// after the pass that ran the previous one read its clock; the harness knows only the previous
+// run's own clock read, which is later, so it takes the first tick boundary after that (no later
+// than the run's own tick boundary): the recorded lag is exact unless a tick boundary passed between
+// the pass's clock read and the probe's callback, and then an underestimate. The probe also counts,
+// with the inline executor, the callbacks its worker ran since the previous probe run: the fires of
+// one tick. Probe runs count as periodic runs everywhere, but are not checked for earliness (their
+// due time is a bound, not known exactly).
+//
 // Recording without locks. Callbacks run on the shards' workers (--executor inline) or on a
 // thread pool's threads (--executor pool), so a callable cannot name its recorder: each thread that
 // runs a callback takes a Recorder of its own on its first callback (Recorders::mine(): one
@@ -40,6 +52,8 @@
 // Its histograms and counters are single-writer atomics that the sampler thread may read while the
 // run goes on; the driver merges them at the end.
 #pragma once
+
+#include <sys/types.h>
 
 #include <array>
 #include <atomic>
@@ -152,6 +166,23 @@ class alignas(kCacheLine) Recorder {
   std::int64_t min_lateness_ns = std::numeric_limits<std::int64_t>::max();
   std::uint32_t first_slot = 0;  // the slot of the first timer this thread ran (names a worker's
                                  // shard: one-shot and periodic timers are on their producer's)
+  // The thread's kernel id, stored at its first callback (relaxed: read by the driver after the
+  // tick probe that names it, or after stop(), which order it).
+  std::atomic<pid_t> tid{0};
+};
+
+// What one shard's tick probe measured. The probe's runs are written by whichever thread runs
+// them, one at a time: the engine orders each run after the previous one (runs never overlap, and
+// the node's hand-offs are release/acquire pairs), so each field has one writer at a time.
+struct alignas(kCacheLine) ProbeState {
+  ConcurrentHistogram lag;             // callback start - the tick boundary it was due at, ns
+  ConcurrentHistogram fires_per_tick;  // inline executor: the worker's callbacks since the last run
+  std::int64_t next_due = 0;           // the next run's tick boundary (a bound, see above)
+  const Recorder* last = nullptr;      // the recorder of the previous run's thread
+  std::uint64_t fired_at_last = 0;     // its fired count at the previous run
+  // The thread that ran the first run: the shard's worker with the inline executor. Release by that
+  // run, acquire by the driver waiting for it.
+  std::atomic<pid_t> tid{0};
 };
 
 // The recorders of one run, one per thread that runs callbacks, and the periodic timers' grid.
@@ -160,13 +191,16 @@ class Recorders {
   // Set up before the engine runs any of the run's timers. `threads`: how many threads may run
   // callbacks (the workers, plus the pool's threads with an executor); a callback on one more is
   // counted in unrecorded() and not recorded.
-  Recorders(Slot* slots, SlotRange periodic, std::size_t threads, std::int64_t tick_ns,
+  // `periodic` holds every periodic slot; the last `probes.size()` of them are the shards' tick
+  // probes, probe i on shard i.
+  Recorders(Slot* slots, SlotRange periodic, SlotRange probes, std::size_t threads, std::int64_t tick_ns,
             std::int64_t period_ns);
 
   // The arming producer, before it schedules the periodic timer of `slot`: its first run's grid
   // point (a multiple of the tick). The engine's hand-off publishes it to the first run.
   void set_first_run(std::uint32_t slot, std::int64_t due) noexcept {
     next_due_[slot - periodic_.begin] = due;
+    if (probes_.contains(slot)) probe_state_[slot - probes_.begin].next_due = due;
   }
 
   // Callbacks, on whatever thread runs them (t is the callback's first clock read).
@@ -175,15 +209,20 @@ class Recorders {
 
   // Any thread: the recorders taken so far (each already counts from zero).
   std::span<const Recorder> claimed() const noexcept;
+  // Any thread: the shards' tick probes, probe i on shard i.
+  std::span<const ProbeState> probes() const noexcept { return {probe_state_.get(), probes_.size()}; }
+  const SlotRange& probe_slots() const noexcept { return probes_; }
   // Callbacks that found every recorder taken (the engine ran them on an unexpected thread).
   std::uint64_t unrecorded() const noexcept { return unrecorded_.load(std::memory_order_relaxed); }
 
  private:
   Recorder* mine(std::uint32_t slot) noexcept;
   void record(Recorder& r, std::int64_t t, std::int64_t deadline, ConcurrentHistogram& lateness) noexcept;
+  void on_probe(Recorder& r, std::int64_t t, std::uint32_t slot) noexcept;
 
   Slot* const slots_;
   const SlotRange periodic_;
+  const SlotRange probes_;
   const std::size_t capacity_;
   const std::int64_t tick_ns_;
   const std::int64_t period_ns_;
@@ -192,6 +231,7 @@ class Recorders {
   // schedule, then by each run, which the engine orders after the run before (runs never overlap,
   // and the node's return to its shard and its next hand-off are release/acquire pairs).
   std::unique_ptr<std::int64_t[]> next_due_;
+  std::unique_ptr<ProbeState[]> probe_state_;
   std::atomic<std::size_t> taken_{0};         // recorders handed out (may pass capacity_)
   std::atomic<std::uint64_t> unrecorded_{0};  // any thread; only past capacity_
 };

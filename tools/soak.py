@@ -46,7 +46,9 @@ def draw_run(rng, seconds):
     """The command line arguments of one run: a profile and a random configuration."""
     profile = rng.choice(sorted(PROFILES))
     scale = rng.choice([0.25, 0.5, 1.0])
-    args = ["--profile", profile, "--duration", f"{seconds}s", "--seed", str(rng.randrange(1, 2**31))]
+    # --no-fit: the drawn configuration as drawn (the harness would otherwise size producers and
+    # cancellers down to the machine's CPUs); the soak checks accounting, not jitter.
+    args = ["--profile", profile, "--duration", f"{seconds}s", "--seed", str(rng.randrange(1, 2**31)), "--no-fit"]
     base = PROFILES[profile]
     for flag, count in zip(base[::2], base[1::2]):
         args += [flag, str(max(1, int(count * scale)))]

@@ -1,0 +1,149 @@
+// stress/hlog.cpp — HdrHistogram's V2 encoding, a stored-block zlib stream, base64, and the log.
+#include "hlog.hpp"
+
+#include <array>
+#include <bit>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+#include "format.hpp"
+
+namespace tickwheel::stress {
+namespace {
+
+// HdrHistogram's V2 cookies with the word-size nibble 0x10 that marks ZigZag LEB128 counts.
+constexpr std::uint32_t kEncodingCookie = 0x1c849303U | 0x10U;
+constexpr std::uint32_t kCompressedCookie = 0x1c849304U | 0x10U;
+constexpr std::uint32_t kSignificantDigits = 2;  // 256 sub-buckets: Histogram's layout (see there)
+constexpr std::size_t kStoredBlock = 65'535;     // the most bytes one stored deflate block holds
+constexpr std::uint32_t kAdlerModulus = 65'521;
+
+void put32(std::vector<std::uint8_t>& out, std::uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(v >> shift));
+}
+void put64(std::vector<std::uint8_t>& out, std::uint64_t v) {
+  put32(out, static_cast<std::uint32_t>(v >> 32));
+  put32(out, static_cast<std::uint32_t>(v));
+}
+
+// HdrHistogram's ZigZagEncoding.putLong: ZigZag, then 7 bits per byte low first, at most 9 bytes
+// (the ninth carries 8 bits).
+void put_zigzag(std::vector<std::uint8_t>& out, std::int64_t value) {
+  auto v = static_cast<std::uint64_t>((value << 1) ^ (value >> 63));
+  for (int i = 0; i < 8; ++i) {
+    if ((v >> 7) == 0) {
+      out.push_back(static_cast<std::uint8_t>(v));
+      return;
+    }
+    out.push_back(static_cast<std::uint8_t>((v & 0x7F) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<std::uint8_t>(v));
+}
+
+// The V2 encoding: header, then the counts up to the maximum's bucket.
+std::vector<std::uint8_t> encode(const Histogram& h) {
+  std::vector<std::uint8_t> out;
+  put32(out, kEncodingCookie);
+  put32(out, 0);  // payload length, patched below
+  put32(out, 0);  // normalizing index offset
+  put32(out, kSignificantDigits);
+  put64(out, 1);                                    // lowest discernible value
+  put64(out, std::max<std::uint64_t>(h.max(), 2));  // highest trackable value
+  put64(out, std::bit_cast<std::uint64_t>(1.0));    // integer to double conversion ratio
+  const std::size_t header = out.size();
+  const std::size_t limit = h.count() == 0 ? 0 : Histogram::index_of(h.max()) + 1;
+  for (std::size_t i = 0; i < limit;) {
+    const std::uint64_t n = h.count_at(i++);
+    if (n != 0) {
+      put_zigzag(out, static_cast<std::int64_t>(n));
+      continue;
+    }
+    std::int64_t zeros = 1;
+    while (i < limit && h.count_at(i) == 0) {
+      ++zeros;
+      ++i;
+    }
+    put_zigzag(out, zeros > 1 ? -zeros : 0);
+  }
+  const auto payload = static_cast<std::uint32_t>(out.size() - header);
+  for (int k = 0; k < 4; ++k)
+    out[4 + static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(payload >> (24 - 8 * k));
+  return out;
+}
+
+// A zlib stream (RFC 1950) of stored deflate blocks (RFC 1951, BTYPE 00) holding `data`.
+std::vector<std::uint8_t> zlib_stored(const std::vector<std::uint8_t>& data) {
+  std::vector<std::uint8_t> out{0x78, 0x01};  // deflate, 32 KiB window, no dictionary, level 0
+  std::size_t at = 0;
+  do {
+    const std::size_t n = std::min(kStoredBlock, data.size() - at);
+    const bool last = at + n == data.size();
+    out.push_back(last ? 1 : 0);
+    const auto len = static_cast<std::uint16_t>(n);
+    const auto nlen = static_cast<std::uint16_t>(~len);
+    out.insert(out.end(), {static_cast<std::uint8_t>(len), static_cast<std::uint8_t>(len >> 8),
+                           static_cast<std::uint8_t>(nlen), static_cast<std::uint8_t>(nlen >> 8)});
+    out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(at),
+               data.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+  } while (at < data.size());
+  std::uint32_t a = 1;
+  std::uint32_t b = 0;
+  for (const std::uint8_t c : data) {
+    a = (a + c) % kAdlerModulus;
+    b = (b + a) % kAdlerModulus;
+  }
+  put32(out, b << 16 | a);
+  return out;
+}
+
+std::string base64(const std::vector<std::uint8_t>& data) {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (std::size_t i = 0; i < data.size(); i += 3) {
+    const std::uint32_t n = std::uint32_t{data[i]} << 16 |
+                            (i + 1 < data.size() ? std::uint32_t{data[i + 1]} << 8 : 0) |
+                            (i + 2 < data.size() ? std::uint32_t{data[i + 2]} : 0);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < data.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < data.size() ? kAlphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string hdr_base64(const Histogram& h) {
+  const std::vector<std::uint8_t> compressed = zlib_stored(encode(h));
+  std::vector<std::uint8_t> out;
+  put32(out, kCompressedCookie);
+  put32(out, static_cast<std::uint32_t>(compressed.size()));
+  out.insert(out.end(), compressed.begin(), compressed.end());
+  return base64(out);
+}
+
+HlogWriter::HlogWriter(double start_epoch_s) {
+  const auto seconds = static_cast<std::time_t>(start_epoch_s);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  std::array<char, 64> when{};
+  std::strftime(when.data(), when.size(), "%a %b %d %H:%M:%S UTC %Y", &utc);
+  text_ =
+      "#[Logged with tickwheel-stress: values in ns; tags: none = lateness of every fire, past_tick, "
+      "control, tick_probe]\n";
+  text_ += "#[Histogram log format version 1.3]\n";
+  text_ += format("#[StartTime: %.3f (seconds since epoch), %s]\n", start_epoch_s, when.data());
+  text_ += "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n";
+}
+
+void HlogWriter::interval(std::string_view tag, double start_s, double length_s, const Histogram& h) {
+  if (!tag.empty()) text_ += "Tag=" + std::string(tag) + ",";
+  text_ +=
+      format("%.3f,%.3f,%.3f,", start_s, length_s, static_cast<double>(h.max()) / 1e6) + hdr_base64(h) + "\n";
+}
+
+}  // namespace tickwheel::stress
