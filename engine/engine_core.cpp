@@ -365,20 +365,7 @@ EngineStats EngineCore::stats() const {
   for (const auto& shard : shards_) {
     ShardStats s = shard->stats();
     s.pending = pending(*shard);
-    total.scheduled += s.scheduled;
-    total.fired += s.fired;
-    total.cancelled += s.cancelled;
-    total.rearmed += s.rearmed;
-    total.skipped += s.skipped;
-    total.rejected += s.rejected;
-    total.pending += s.pending;
-    total.queue_depth += s.queue_depth;
-    total.transfer_cap_hits += s.transfer_cap_hits;
-    total.passes += s.passes;
-    total.wakeups += s.wakeups;
-    total.callback_errors += s.callback_errors;
-    total.executing += s.executing;
-    total.max_tick_lag_ns = std::max(total.max_tick_lag_ns, s.max_tick_lag_ns);
+    total += s;
     total.shards.push_back(std::move(s));
   }
   return total;

@@ -171,7 +171,9 @@ class Timer {
   Status status_ = Status::no_timer;
 };
 
-struct ShardStats {
+// The counters of one shard (ShardStats) and, summed, of the whole engine (EngineStats): one list
+// of fields, one sum.
+struct StatCounters {
   std::uint64_t scheduled = 0;  // timers that reached the wheel (handed over or direct)
   std::uint64_t fired = 0;      // callbacks started (or handed to the executor); each
                                 // run of a periodic timer counts
@@ -194,15 +196,34 @@ struct ShardStats {
   std::uint64_t callback_errors = 0;    // callbacks that threw (caught; the worker goes on)
   std::uint64_t executing = 0;          // handed to the executor and not yet returned
   std::int64_t max_tick_lag_ns = 0;     // worst lateness of a pass's start against its planned wake
-  int bound_cpu = -1;                   // OS index of the PU the worker is bound to, -1 if not bound
+
+  // Adds each count of `o` to this one's; max_tick_lag_ns keeps the worse of the two.
+  StatCounters& operator+=(const StatCounters& o) noexcept {
+    scheduled += o.scheduled;
+    fired += o.fired;
+    cancelled += o.cancelled;
+    rearmed += o.rearmed;
+    skipped += o.skipped;
+    rejected += o.rejected;
+    pending += o.pending;
+    queue_depth += o.queue_depth;
+    transfer_cap_hits += o.transfer_cap_hits;
+    passes += o.passes;
+    wakeups += o.wakeups;
+    callback_errors += o.callback_errors;
+    executing += o.executing;
+    max_tick_lag_ns = max_tick_lag_ns > o.max_tick_lag_ns ? max_tick_lag_ns : o.max_tick_lag_ns;
+    return *this;
+  }
+};
+
+struct ShardStats : StatCounters {
+  int bound_cpu = -1;   // OS index of the PU the worker is bound to, -1 if not bound
   std::string binding;  // "bound to PU n", "not pinned (pin_workers = false)", or why binding failed
 };
 
-struct EngineStats {
-  std::uint64_t scheduled = 0, fired = 0, cancelled = 0, rearmed = 0, skipped = 0, rejected = 0, pending = 0,
-                queue_depth = 0, transfer_cap_hits = 0, passes = 0, wakeups = 0, callback_errors = 0,
-                executing = 0;
-  std::int64_t max_tick_lag_ns = 0;
+// The shards' counters summed (StatCounters::operator+=), and each shard's.
+struct EngineStats : StatCounters {
   std::vector<ShardStats> shards;
 };
 
