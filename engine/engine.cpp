@@ -55,8 +55,8 @@ Nanos Engine::tick() const noexcept { return core_->tick(); }
 
 bool Timer::cancel() noexcept {
   if (node_ == nullptr) return false;
-  const std::uint32_t cancelled = gen_ - detail::kPending + detail::kCancelled;
-  const std::uint32_t running = gen_ - detail::kPending + detail::kRunning;  // periodic only
+  const std::uint32_t cancelled = detail::in_state(gen_, detail::kCancelled);
+  const std::uint32_t running = detail::in_state(gen_, detail::kRunning);  // periodic only
   std::uint32_t expected = gen_;
   for (;;) {
     // acq_rel: pairs with the worker's claim (Wheel::claim) and, for a periodic timer, its re-arm
@@ -77,12 +77,12 @@ bool Timer::cancel() noexcept {
 bool Timer::cancelled() const noexcept {
   // Acquire: pairs with the winning compare-and-swap.
   return node_ != nullptr &&
-         node_->gen.load(std::memory_order_acquire) == gen_ - detail::kPending + detail::kCancelled;
+         node_->gen.load(std::memory_order_acquire) == detail::in_state(gen_, detail::kCancelled);
 }
 
 bool Timer::expired() const noexcept {
   return node_ != nullptr &&
-         node_->gen.load(std::memory_order_acquire) == gen_ - detail::kPending + detail::kFired;
+         node_->gen.load(std::memory_order_acquire) == detail::in_state(gen_, detail::kFired);
 }
 
 std::size_t Timer::shard() const noexcept { return shard_ != nullptr ? shard_->index() : 0; }

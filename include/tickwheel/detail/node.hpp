@@ -87,6 +87,14 @@ inline constexpr std::uint32_t kFired = 2;
 inline constexpr std::uint32_t kCancelled = 3;
 inline constexpr std::uint32_t kRunning = 4;
 constexpr std::uint32_t next_lifetime(std::uint32_t gen) noexcept { return ((gen + 3) & ~3U) + kPending; }
+// The value, in `state` (kPending, kFired, kCancelled or kRunning), of the lifetime whose pending
+// value is `pending`: the one spelling of the state arithmetic, wherever a generation word is read.
+constexpr std::uint32_t in_state(std::uint32_t pending, std::uint32_t state) noexcept {
+  return pending - kPending + state;
+}
+// The pending value of the lifetime a running value belongs to.
+constexpr std::uint32_t pending_of_running(std::uint32_t running) noexcept { return running - kRunning + kPending; }
+static_assert(in_state(5, kCancelled) == 7 && in_state(5, kRunning) == 8 && pending_of_running(8) == 5);
 static_assert(next_lifetime(0) == 1 && next_lifetime(2) == 5 && next_lifetime(3) == 5 &&
               next_lifetime(4) == 5);
 static_assert(next_lifetime(0xFFFFFFFFU) == 1, "the last lifetime's cancelled state wraps to the first");
