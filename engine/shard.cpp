@@ -126,7 +126,9 @@ void Shard::wake_if_before(std::uint64_t due_ns) noexcept {
 
 void Shard::dispatch(void* self, Node* node) noexcept {
   auto* shard = static_cast<Shard*>(self);
-  // Relaxed: only this worker writes it, and stop() reads it after joining the worker.
+  // Relaxed: only the thread in the pass writes it (the worker, or the thread polling a
+  // caller-driven shard: polls never overlap, and polling_ orders one after another), and stop()
+  // reads it after joining the worker or waiting out the poll.
   shard->dispatched_.store(shard->dispatched_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   shard->executor_->execute(Task(shard, node));
 }

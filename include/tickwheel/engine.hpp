@@ -33,8 +33,10 @@
 //     every callback that started has finished, and its effects are visible to the thread that
 //     called stop().
 //
-// Threads: every member of Engine and Timer may be called from any thread, except that stop() is
-// refused from inside a timer callback (it would join the thread it runs on, or wait for itself).
+// Threads: every member of Engine and Timer may be called from any thread, with two exceptions:
+// stop() is refused from inside a timer callback (it would join the thread it runs on, or wait for
+// itself), and in caller-driven mode a shard's poll() and next_deadline() are for the thread that
+// polls it, one thread at a time.
 #pragma once
 
 #include <chrono>
