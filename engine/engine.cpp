@@ -46,6 +46,13 @@ std::size_t Engine::poll(std::size_t shard, Nanos now, std::size_t limit) {
   return core_->poll(shard, now, limit);
 }
 std::optional<Nanos> Engine::next_deadline(std::size_t shard) const { return core_->next_deadline(shard); }
+bool Engine::prepare_wait(std::size_t shard, std::optional<Nanos> until) {
+  return core_->prepare_wait(shard, until);
+}
+void Engine::finish_wait(std::size_t shard) { core_->finish_wait(shard); }
+int Engine::wakeup_fd(std::size_t shard) const { return core_->wakeup_fd(shard); }
+void Engine::own_shard(std::size_t shard) { core_->own_shard(shard); }
+void Engine::release_shard(std::size_t shard) { core_->release_shard(shard); }
 std::uint64_t Engine::periodic_meta(Nanos period, const PeriodicOptions& opts) const noexcept {
   return detail::periodic_meta(period, opts, core_->tick());
 }

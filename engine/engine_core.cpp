@@ -230,6 +230,10 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
     shard.count_orphan_cancel();
   }
   if (!linked) return;  // a periodic run cancelled: its re-arm, refused, recycles the node
+  if (shard.owned_here_outside_pass()) {
+    shard.retire_direct(node, cancelled_gen);  // the owner's wheel: unlinked now, no queue
+    return;
+  }
   // From a callback of this engine's own pass the worker is still alive, and stop() (holding the
   // mutex while it joins this thread) drains the queue after the join: post as usual. So does a
   // cancel from stop()'s own hand-back visitor, which runs under the mutex while it walks the
@@ -316,15 +320,15 @@ std::size_t EngineCore::shut_down(const HandBack* back) {
   return handed;
 }
 
-Shard& EngineCore::polled_shard(std::size_t index) const {
+Shard& EngineCore::polled_shard(std::size_t index, const char* call) const {
   if (opts_.threads != Threads::manual) {
-    throw std::logic_error(
-        "tickwheel::Engine::poll: the engine has worker threads; poll() is for "
-        "EngineOptions::threads = Threads::manual");
+    throw std::logic_error(std::string("tickwheel::Engine::") + call +
+                           ": the engine has worker threads; this is for EngineOptions::threads = "
+                           "Threads::manual");
   }
   if (index >= shards_.size()) {
-    throw std::out_of_range("tickwheel::Engine::poll: shard " + std::to_string(index) + " of " +
-                            std::to_string(shards_.size()));
+    throw std::out_of_range(std::string("tickwheel::Engine::") + call + ": shard " + std::to_string(index) +
+                            " of " + std::to_string(shards_.size()));
   }
   return *shards_[index];
 }
@@ -336,7 +340,7 @@ std::size_t EngineCore::poll(std::size_t index, Nanos now, std::size_t limit) {
 }
 
 std::optional<Nanos> EngineCore::next_deadline(std::size_t index) const {
-  const Shard& shard = polled_shard(index);
+  const Shard& shard = polled_shard(index, "next_deadline");
   // Once stop() has begun nothing runs here any more, so a loop that sleeps until the answer is
   // told there is nothing to wait for. Relaxed: only the flag's own value is used.
   if (stopped_.load(std::memory_order_relaxed)) return std::nullopt;
@@ -357,6 +361,43 @@ std::uint64_t EngineCore::pending(const Shard& shard) const {
   producers_.for_each(
       [&](const ProducerState& p) { started += p.shards[i].scheduled.load(std::memory_order_relaxed); });
   return started - std::min(started, ended);
+}
+
+int EngineCore::wakeup_fd(std::size_t index) const {
+  const Shard& shard = polled_shard(index, "wakeup_fd");
+  if (opts_.wake_loop) {
+    throw std::logic_error(
+        "tickwheel::Engine::wakeup_fd: EngineOptions::wake_loop is set, so producers call it instead of "
+        "writing an eventfd; there is none");
+  }
+  return shard.wakeup_fd();
+}
+
+bool EngineCore::prepare_wait(std::size_t index, std::optional<Nanos> until) {
+  Shard& shard = polled_shard(index, "prepare_wait");
+  if (stopped_.load(std::memory_order_relaxed)) return false;  // nothing to wait for: poll, let go
+  return shard.prepare_wait(until);
+}
+
+void EngineCore::finish_wait(std::size_t index) { polled_shard(index, "finish_wait").finish_wait(); }
+
+void EngineCore::own_shard(std::size_t index) {
+  Shard& shard = polled_shard(index, "own_shard");
+  if (Shard* other = owned_shard(); other != nullptr && other != &shard && &other->host() == this) {
+    throw std::logic_error("tickwheel::Engine::own_shard: this thread owns shard " +
+                           std::to_string(other->index()) + " already; a thread owns one shard at a time");
+  }
+  if (!started_.load(std::memory_order_acquire) && !stopped_.load(std::memory_order_relaxed)) start();
+  shard.own();
+}
+
+void EngineCore::release_shard(std::size_t index) {
+  Shard& shard = polled_shard(index, "release_shard");
+  if (owned_shard() != &shard) {
+    throw std::logic_error("tickwheel::Engine::release_shard: shard " + std::to_string(index) +
+                           " is not owned by this thread");
+  }
+  shard.disown();
 }
 
 EngineStats EngineCore::stats() const {

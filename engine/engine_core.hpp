@@ -74,6 +74,11 @@ class EngineCore final : public ShardHost {
   std::size_t shut_down(const HandBack* back);
   std::size_t poll(std::size_t index, Nanos now, std::size_t limit);
   std::optional<Nanos> next_deadline(std::size_t index) const;
+  int wakeup_fd(std::size_t index) const;
+  bool prepare_wait(std::size_t index, std::optional<Nanos> until);
+  void finish_wait(std::size_t index);
+  void own_shard(std::size_t index);
+  void release_shard(std::size_t index);
 
   EngineStats stats() const;
   std::size_t shard_count() const noexcept { return shards_.size(); }
@@ -87,8 +92,11 @@ class EngineCore final : public ShardHost {
   }
   // The shard whose pass the calling thread is in (a worker, or a thread inside poll()) if it is
   // one of this engine's: a callback running inline.
+  // Or the shard the calling thread owns (Engine::own_shard), if it is one of this engine's: its
+  // schedules and cancels go straight into the wheel, as a callback's do.
   Shard* own_pass() const noexcept {
     Shard* own = current_shard();
+    if (own == nullptr) own = owned_shard();
     return own != nullptr && &own->host() == this ? own : nullptr;
   }
   // A hand-off that found stopped_ set once it was in the queue: it stands if stop() drained it,
@@ -96,7 +104,8 @@ class EngineCore final : public ShardHost {
   Timer settle_late(const Reservation& r, std::uint32_t gen) noexcept;
   // Undoes a schedule that handed nothing over: destroys the callable, keeps the node, counts it.
   static Timer fail(const Reservation& r, Status why) noexcept;
-  Shard& polled_shard(std::size_t index) const;  // checks poll()'s preconditions
+  // Checks the preconditions of poll() and the other caller-driven calls (named by `call`).
+  Shard& polled_shard(std::size_t index, const char* call = "poll") const;
   // The shard's timers scheduled and not yet claimed to run nor cancelled (ShardStats::pending).
   std::uint64_t pending(const Shard& shard) const;
 

@@ -17,6 +17,8 @@ namespace tickwheel {
 
 void Task::run() noexcept { shard_->run_task(node_, shard_->host().returned_token(shard_->index())); }
 
+std::size_t Task::shard() const noexcept { return shard_ != nullptr ? shard_->index() : 0; }
+
 namespace {
 constexpr std::size_t kMaxPoolThreads = 1024;
 }  // namespace

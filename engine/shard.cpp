@@ -26,6 +26,20 @@ namespace {
 
 thread_local Shard* t_current_shard = nullptr;
 thread_local const ShardHost* t_task_engine = nullptr;
+// The shard the calling thread owns (Shard::own()), let go when the thread exits: an owner that
+// ends without release_shard() must not leave stop() waiting for it forever.
+struct OwnedShard {
+  Shard* shard = nullptr;
+  OwnedShard() = default;
+  OwnedShard(const OwnedShard&) = delete;
+  OwnedShard& operator=(const OwnedShard&) = delete;
+  OwnedShard(OwnedShard&&) = delete;
+  OwnedShard& operator=(OwnedShard&&) = delete;
+  ~OwnedShard() {
+    if (shard != nullptr) shard->disown();
+  }
+};
+thread_local OwnedShard t_owned;
 
 // The reserve of free nodes a worker keeps for producers: refilled to its target whenever a pass
 // finds it below half of it. The target starts at 16 Ki nodes (1 MiB of node memory per shard) and
@@ -45,31 +59,20 @@ constexpr std::size_t kBulk = 1024;
 // allocation: a start without the room fails cleanly, on the creating thread.
 constexpr std::size_t kAllocatorHeadroom = std::size_t{4} << 20;
 
-void futex_wake(std::atomic<std::uint32_t>* word) noexcept {
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-}
-
-// Blocks while *word == expected, until an absolute CLOCK_MONOTONIC time (or forever).
-void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
-                const std::optional<Nanos>& until) noexcept {
-  timespec ts{};
-  if (until) {
-    ts.tv_sec = static_cast<time_t>(until->count() / 1'000'000'000);
-    ts.tv_nsec = static_cast<long>(until->count() % 1'000'000'000);
-  }
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT_BITSET_PRIVATE, expected,
-            until ? &ts : nullptr, nullptr, FUTEX_BITSET_MATCH_ANY);
-}
-
 inline void cpu_relax() noexcept { __builtin_ia32_pause(); }
 
 }  // namespace
 
-static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t),
-              "the futex word is used through its address");
-
 Shard* current_shard() noexcept { return t_current_shard; }
 const ShardHost* current_task_engine() noexcept { return t_task_engine; }
+Shard* owned_shard() noexcept { return t_owned.shard; }
+
+namespace {
+Wakeup::Kind wakeup_kind(const EngineOptions& opts) noexcept {
+  if (opts.threads == Threads::workers) return Wakeup::Kind::futex;
+  return opts.wake_loop ? Wakeup::Kind::callback : Wakeup::Kind::eventfd;
+}
+}  // namespace
 
 Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptions& opts, Nanos start)
     : host_(host),
@@ -85,7 +88,8 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
       executor_(dynamic_cast<InlineExecutor*>(opts.executor.get()) != nullptr ? nullptr
                                                                               : opts.executor.get()),
       wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0}),
-      reserve_target_(kReserveStart) {
+      reserve_target_(kReserveStart),
+      wake_(wakeup_kind(opts), index, &opts.wake_loop) {
   wheel_.share(&claimed_);
   wheel_.pool_.use_arena(arena_.id);
   if (executor_ != nullptr) wheel_.set_dispatch(&Shard::dispatch, this);
@@ -107,21 +111,8 @@ bool Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
   if (!transfers_.enqueue(token, node)) return false;
   // The caller's load of stopped_ relies on the fence in here too (EngineCore::commit): one fence
   // per hand-off serves both pairings.
-  wake_if_before(due);
+  wake_.wake_if_before(due);
   return true;
-}
-
-void Shard::wake_if_before(std::uint64_t due_ns) noexcept {
-  // Dekker with sleep_until(): this fence orders the caller's enqueue before the load of the
-  // worker's plan, the worker's fence orders its plan before its look at the queues. So either the
-  // worker sees the node before it sleeps, or this load sees the plan and wakes it if the node is
-  // due earlier.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (due_ns < planned_wake_ns_.load(std::memory_order_relaxed)) {
-    // Release: pairs with the worker's acquire load of the futex word before it plans a sleep.
-    futex_.fetch_add(1, std::memory_order_release);
-    futex_wake(&futex_);
-  }
 }
 
 void Shard::dispatch(void* self, Node* node) noexcept {
@@ -164,7 +155,7 @@ void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noex
     returned_token = nullptr;
     std::this_thread::yield();
   }
-  if (meta != 0) wake_if_before(next_ns);
+  if (meta != 0) wake_.wake_if_before(next_ns);
   completed_.fetch_add(1, std::memory_order_release);  // see completed_
 }
 
@@ -176,6 +167,7 @@ void Shard::callback_threw() noexcept {
 void Shard::wait_for_tasks() const noexcept {
   // Acquire: pairs with run_task()'s release increment, so the returned nodes are all visible.
   while (completed_.load(std::memory_order_acquire) != dispatched_.load(std::memory_order_relaxed)) {
+    executor_->run_while_stopping();  // tasks only this thread would run (see Executor)
     std::this_thread::yield();
   }
 }
@@ -203,12 +195,7 @@ void Shard::post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint3
   cancels_.enqueue(token, CancelRecord{node, cancelled_gen});
 }
 
-void Shard::nudge() noexcept {
-  // Relaxed: a hint. A worker that is awake (0) drains the queues before it plans its next sleep.
-  if (planned_wake_ns_.load(std::memory_order_relaxed) == 0) return;
-  futex_.fetch_add(1, std::memory_order_release);  // as in wake_if_before()
-  futex_wake(&futex_);
-}
+void Shard::nudge() noexcept { wake_.nudge(); }
 
 std::size_t Shard::take_nodes(Node** out, std::size_t n) noexcept {
   return free_nodes_.try_dequeue_bulk(out, n);
@@ -265,6 +252,10 @@ void Shard::start_worker() {
     ::munmap(headroom, kAllocatorHeadroom);
     throw;
   }
+  // Until the thread has made its first allocation in the room given back, this thread maps
+  // nothing (the next worker's stack would take that room: measured, a crash in one start of
+  // ~100 under a tight limit).
+  while (!warmed_.load(std::memory_order_acquire)) std::this_thread::yield();
 }
 
 void Shard::make_reserve_token() {
@@ -282,12 +273,11 @@ void Shard::request_stop() noexcept {
   // stopping_, so either it sees stopping_ and runs nothing, or this loop sees it polling and
   // waits for it to end. (For a worker, any order would do: it reads stopping_ each pass.)
   stopping_.store(true, std::memory_order_seq_cst);
+  wake_.signal();  // a worker, or an owner's loop asleep in its wait: its next poll() lets go
   if (manual_) {
+    if (t_owned.shard == this) disown();  // stop() on the owner's own thread
     while (polling_.load(std::memory_order_seq_cst)) std::this_thread::yield();
-    return;
   }
-  futex_.fetch_add(1, std::memory_order_release);
-  futex_wake(&futex_);
 }
 
 void Shard::join() {
@@ -329,6 +319,7 @@ void Shard::run(void* headroom) {
     // kAllocatorHeadroom). Nothrow: if even this fails, the allocations that follow fail cleanly.
     const std::unique_ptr<char> first(new (std::nothrow) char);
   }
+  warmed_.store(true, std::memory_order_release);  // see start_worker()
   t_current_shard = this;
   describe_binding();
   // The kernel's timer slack (50 us by default) would make every timed wake that much late.
@@ -354,9 +345,11 @@ void Shard::start_manual() {
 }
 
 std::size_t Shard::poll(Nanos now, std::size_t limit) {
-  if (polling_.exchange(true, std::memory_order_seq_cst)) {
+  const bool owner = t_owned.shard == this;  // holds polling_ already, from own() until it lets go
+  if (t_current_shard == this || (!owner && polling_.exchange(true, std::memory_order_seq_cst))) {
     throw std::logic_error("tickwheel::Engine::poll: shard " + std::to_string(index_) +
-                           " is being polled by another thread; each shard must have one polling thread");
+                           " is being polled by another thread, owned by one, or polled from one of its own "
+                           "callbacks; each shard must have one polling thread at a time");
   }
   std::size_t ran = 0;
   if (!stopping_.load(std::memory_order_seq_cst)) {  // see request_stop()
@@ -368,8 +361,12 @@ std::size_t Shard::poll(Nanos now, std::size_t limit) {
     t_current_shard = outer;
     planned_ns_ = wheel_.next_deadline();  // the tick lag of the next poll is measured against it
   }
-  // Release: the next poll, from whichever thread, sees this one's wheel.
-  polling_.store(false, std::memory_order_release);
+  if (!owner) {
+    // Release: the next poll, from whichever thread, sees this one's wheel.
+    polling_.store(false, std::memory_order_release);
+  } else if (stopping_.load(std::memory_order_seq_cst)) {
+    disown();  // stop() waits for the owner to let go (it woke the owner's loop to get here)
+  }
   return ran;
 }
 
@@ -484,19 +481,63 @@ void Shard::wait() {
 void Shard::sleep_until(std::optional<Nanos> deadline) {
   planned_ns_ = deadline;
   if (deadline && *deadline <= monotonic_now()) return;
-  const std::uint32_t seq = futex_.load(std::memory_order_acquire);
-  const std::uint64_t plan =
-      deadline ? static_cast<std::uint64_t>(deadline->count()) : std::numeric_limits<std::uint64_t>::max();
-  planned_wake_ns_.store(plan, std::memory_order_relaxed);
-  // Dekker with wake_if_before(): see the fence there. Nodes back from the executor count as
-  // work too: a periodic one is not in the wheel's plan until it is re-armed.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (transfers_.size_approx() == 0 && returned_.size_approx() == 0 &&
-      !stopping_.load(std::memory_order_acquire)) {
-    futex_wait(&futex_, seq, deadline);
+  const std::uint32_t seq = wake_.prepare(plan_of(deadline));
+  if (nothing_waits()) {
+    wake_.wait(seq, deadline);
     wakeups_.fetch_add(1, std::memory_order_relaxed);
   }
-  planned_wake_ns_.store(0, std::memory_order_relaxed);
+  wake_.finish();
+}
+
+std::uint64_t Shard::plan_of(const std::optional<Nanos>& until) noexcept {
+  return until ? static_cast<std::uint64_t>(std::max<Nanos::rep>(until->count(), 0)) : Wakeup::kUntilWoken;
+}
+
+bool Shard::nothing_waits() const noexcept {
+  // Nodes back from the executor count as work too: a periodic one is not in the wheel's plan
+  // until it is re-armed.
+  return transfers_.size_approx() == 0 && returned_.size_approx() == 0 &&
+         !stopping_.load(std::memory_order_acquire);
+}
+
+bool Shard::prepare_wait(std::optional<Nanos> until) noexcept {
+  (void)wake_.prepare(plan_of(until));
+  if (nothing_waits()) return true;
+  wake_.finish();
+  return false;
+}
+
+void Shard::finish_wait() noexcept {
+  wake_.finish();
+  wakeups_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Shard::own() {
+  if (t_owned.shard == this) return;
+  if (t_owned.shard != nullptr) {
+    throw std::logic_error("tickwheel::Engine::own_shard: this thread owns shard " +
+                           std::to_string(t_owned.shard->index_) +
+                           " already; a thread owns one shard at a time");
+  }
+  if (polling_.exchange(true, std::memory_order_seq_cst)) {  // as poll() takes it
+    throw std::logic_error("tickwheel::Engine::own_shard: shard " + std::to_string(index_) +
+                           " is owned or being polled by another thread");
+  }
+  if (stopping_.load(std::memory_order_seq_cst)) {
+    polling_.store(false, std::memory_order_release);
+    throw std::logic_error("tickwheel::Engine::own_shard: the engine is stopped");
+  }
+  t_owned.shard = this;
+}
+
+bool Shard::owned_here_outside_pass() const noexcept {
+  return t_owned.shard == this && t_current_shard != this;
+}
+
+void Shard::disown() noexcept {
+  t_owned.shard = nullptr;
+  // Release: whoever polls or stops next sees everything this owner did to the wheel.
+  polling_.store(false, std::memory_order_release);
 }
 
 }  // namespace tickwheel::detail

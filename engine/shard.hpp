@@ -34,6 +34,7 @@
 #include "tickwheel/detail/memory.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/wheel.hpp"
+#include "wakeup.hpp"
 
 namespace tickwheel::detail {
 
@@ -112,6 +113,22 @@ class Shard {
   void join();
 
   // ---- Caller-driven mode (EngineOptions::threads == Threads::manual). ----
+  // The polling loop's side of the wake-up protocol (Engine::prepare_wait, finish_wait; see
+  // wakeup.hpp): false, with no plan left published, when work already waits.
+  bool prepare_wait(std::optional<Nanos> until) noexcept;
+  void finish_wait() noexcept;
+  int wakeup_fd() const noexcept { return wake_.fd(); }
+  // The calling thread becomes the shard's owner (Engine::own_shard): it holds the shard as a poll
+  // does, from now until disown(), its exit, or its first poll() after stop() began. Throws
+  // std::logic_error if another thread polls or owns it, this thread owns another shard, or the
+  // engine is stopping.
+  void own();
+  void disown() noexcept;  // by the owner
+  // Whether the calling thread owns this shard and is outside a pass of it: its wheel is this
+  // thread's to change directly, as a callback's schedules change it.
+  bool owned_here_outside_pass() const noexcept;
+  // A cancel by the owner, outside a pass: unlinks and recycles at once.
+  void retire_direct(Node* node, std::uint32_t cancelled_gen) noexcept { wheel_.retire(node, cancelled_gen); }
   // Fills the reserve on the calling thread, binds nothing. Throws std::bad_alloc, with nothing
   // changed, if the reserve's queue token cannot be had.
   void start_manual();
@@ -168,13 +185,14 @@ class Shard {
   std::size_t transfer(std::size_t cap) noexcept;
   void refill() noexcept;
   // Wakes the worker if it sleeps, or is about to, past due_ns. Called after an enqueue.
-  void wake_if_before(std::uint64_t due_ns) noexcept;
   static void dispatch(void* self, Node* node) noexcept;  // the wheel's executor hook
   static Nanos run_clock(const void* core) noexcept;      // the wheel's clock for fixed-delay runs
   void callback_threw() noexcept;                         // inside a catch block, any thread
   void top_up(std::size_t want) noexcept;                 // moves up to `want` free nodes into the reserve
   void wait();
   void sleep_until(std::optional<Nanos> deadline);
+  static std::uint64_t plan_of(const std::optional<Nanos>& until) noexcept;  // a plan for Wakeup
+  bool nothing_waits() const noexcept;  // no hand-off, no returned node, no stop: a sleep may begin
   void publish_stats() noexcept;
 
   ShardHost& host_;
@@ -226,6 +244,7 @@ class Shard {
   std::atomic<std::int64_t> max_lag_ns_{0};
   std::atomic<int> bound_cpu_{-1};
   std::atomic<bool> ready_{false};
+  std::atomic<bool> warmed_{false};  // the worker has made its first allocation (start_worker())
   // How the worker is bound, as text formatted in place: a worker must not allocate before it runs.
   // Written by the worker before ready_ (release), read after it (acquire).
   std::array<char, 160> binding_{};
@@ -242,15 +261,13 @@ class Shard {
   // returned node in the queue.
   alignas(kCacheLine) std::atomic<std::uint64_t> completed_{0};
 
-  // The wake protocol. planned_wake_ns_: 0 while the worker is awake (it will look at the queue
-  // before it sleeps), else the deadline in nanoseconds it will wake at (UINT64_MAX: not before it
-  // is woken). Read by every producer on every hand-off, written by the worker around a sleep.
-  alignas(kCacheLine) std::atomic<std::uint64_t> planned_wake_ns_{0};
-  // The futex word: bumped by a producer that wakes the worker, waited on by the worker.
-  alignas(kCacheLine) std::atomic<std::uint32_t> futex_{0};
-  std::atomic<bool> stopping_{false};
-  // Caller-driven mode: set while a poll runs, so that two threads never drive one wheel and
-  // stop() can wait for a poll to end (see poll() and request_stop() for the pairing).
+  // The wake-up protocol with producers: the worker's futex, or the polling loop's eventfd or
+  // callback (wakeup.hpp). Its plan and signal words are on lines of their own.
+  Wakeup wake_;
+  alignas(kCacheLine) std::atomic<bool> stopping_{false};
+  // Caller-driven mode: set while a poll runs, or while a thread owns the shard, so that two threads
+  // never drive one wheel and stop() can wait for a poll (or an owner) to end (see poll() and
+  // request_stop() for the pairing).
   std::atomic<bool> polling_{false};
 
   moodycamel::ConcurrentQueue<Node*> transfers_;
@@ -267,5 +284,7 @@ class Shard {
 Shard* current_shard() noexcept;
 // The engine whose task the calling thread is running (inside Task::run), or nullptr.
 const ShardHost* current_task_engine() noexcept;
+// The shard the calling thread owns (Engine::own_shard), or nullptr.
+Shard* owned_shard() noexcept;
 
 }  // namespace tickwheel::detail

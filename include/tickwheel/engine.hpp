@@ -118,6 +118,13 @@ struct EngineOptions {
   // CLOCK_MONOTONIC (std::chrono::steady_clock). Workers sleep on CLOCK_MONOTONIC, so a clock of
   // one's own with Threads::workers is refused.
   Nanos (*clock)() noexcept = nullptr;
+  // Caller-driven mode only: how a producer wakes a shard's polling loop that waits (see
+  // prepare_wait()) past the deadline of a timer it hands over. Null: the engine writes the shard's
+  // eventfd (wakeup_fd()), for a loop that waits in epoll or poll. Set: called instead, with the
+  // shard's index, on the producer's thread, only when the loop must wake (never while it is
+  // awake); for loops that wait on something else (io_uring, a condition variable). It must be
+  // short and must not call the engine; what it throws is dropped.
+  std::function<void(std::size_t shard)> wake_loop{};
   // Each engine costs a thread per shard: when more than this many engines are alive at once, the
   // log says so, once per process (a sign of an engine per connection or per request). 0: never.
   std::size_t warn_engines_above = 64;
@@ -259,6 +266,12 @@ class Engine {
   [[nodiscard]] Timer schedule_at(std::chrono::steady_clock::time_point deadline, F&& fn) noexcept {
     return submit(any_shard, deadline.time_since_epoch(), /*relative=*/false, std::forward<F>(fn));
   }
+  // As schedule_at, on the given shard (Status::no_such_shard if there is none).
+  template <class F>
+  [[nodiscard]] Timer schedule_at_on(std::size_t shard, std::chrono::steady_clock::time_point deadline,
+                                     F&& fn) noexcept {
+    return submit(shard, deadline.time_since_epoch(), /*relative=*/false, std::forward<F>(fn));
+  }
   // As schedule_after, on the given shard; shard >= shard_count() fails with Status::no_such_shard.
   template <class F>
   [[nodiscard]] Timer schedule_on(std::size_t shard, Nanos delay, F&& fn) noexcept {
@@ -354,9 +367,50 @@ class Engine {
   // Caller-driven mode: when poll(shard) next has work: the shard's earliest deadline (a lower
   // bound for timers more than 512 ticks away, as Wheel::next_deadline), `now` if hand-offs are
   // waiting, nullopt if nothing is pending or once stop() has begun (nothing will run any more). A
-  // loop may sleep until then; a hand-off that arrives meanwhile is not signalled. The thread that
-  // polls the shard only. Throws as poll().
+  // loop may sleep until then; to be woken by a hand-off due earlier, wait between prepare_wait()
+  // and finish_wait(). The thread that polls the shard only. Throws as poll().
   std::optional<Nanos> next_deadline(std::size_t shard) const;
+
+  // Caller-driven mode: the polling loop's side of the wake-up protocol the workers use. Before the
+  // loop waits, prepare_wait(shard, until) announces how long it means to: `until` in the engine's
+  // clock (normally next_deadline(shard); nullopt: until woken). It returns false when hand-offs
+  // already wait (poll at once instead of waiting); otherwise, until finish_wait(shard), a producer
+  // whose hand-off is due before `until` wakes the loop: it writes the shard's wakeup_fd(), or calls
+  // EngineOptions::wake_loop. Cancels never wake it, but a thread that has posted 4096 hand-offs and
+  // cancels to the shard since its last nudge wakes it whatever its plan, so a loop asleep until a
+  // far deadline cannot let them pile up. stop() wakes it too. A producer pays a system call only
+  // when it wakes the loop, never while the loop is awake. The polling thread only; one wait at a
+  // time. Cost: a store and a fence; finish_wait() a read of the eventfd. Throws as poll().
+  //   for (;;) {
+  //     engine.poll(shard);
+  //     const std::optional<Nanos> until = engine.next_deadline(shard);
+  //     if (engine.prepare_wait(shard, until)) {
+  //       epoll_wait(...);  // the shard's wakeup_fd() is in the set; wait at most until `until`
+  //       engine.finish_wait(shard);
+  //     }
+  //     ... the loop's own events ...
+  //   }
+  bool prepare_wait(std::size_t shard, std::optional<Nanos> until);
+  void finish_wait(std::size_t shard);
+  // The shard's eventfd (non-blocking, close-on-exec, owned by the engine until it is destroyed):
+  // readable once a producer wakes the loop (see prepare_wait()). Add it to the loop's epoll set;
+  // finish_wait() drains it. Throws as poll(), and std::logic_error when EngineOptions::wake_loop
+  // is set (there is no eventfd then). Any thread.
+  int wakeup_fd(std::size_t shard) const;
+
+  // Caller-driven mode: makes the calling thread the owner of `shard`, the shard it polls. From now
+  // on its schedule_after()/schedule_at() without a shard go to that shard, and its schedules and
+  // cancels on it go straight into the shard's wheel, as a callback's do: no queue, no fence, no
+  // wake-up, so next_deadline() is exact right after them. Only the owner polls the shard. The
+  // ownership ends with release_shard(), with the thread's exit, or at the owner's first poll()
+  // after stop() began: stop() from another thread wakes the owner's loop (as a producer would)
+  // and waits for that poll. A thread owns at most one shard. Starts the engine if need be.
+  // Throws std::logic_error with worker threads, for a shard that another thread owns or is
+  // polling, when this thread owns another shard, or once stop() has begun; std::out_of_range for
+  // shard >= shard_count(). No cost on any other thread.
+  void own_shard(std::size_t shard);
+  // Ends the calling thread's ownership of `shard` (std::logic_error if it does not own it).
+  void release_shard(std::size_t shard);
 
   EngineStats stats() const;  // totals and per shard; any thread; reads relaxed counters
   std::size_t shard_count() const noexcept;

@@ -46,6 +46,9 @@ class Task {
   // forever). Any thread. Cost: the callback, plus one lock-free enqueue.
   void run() noexcept;
   explicit operator bool() const noexcept { return node_ != nullptr; }
+  // The shard the timer belongs to (0 for a default Task): where an executor that serves shards
+  // from their own loops routes it (LoopExecutor). Any thread; two loads.
+  std::size_t shard() const noexcept;
 
  private:
   friend class detail::Shard;
@@ -64,6 +67,11 @@ class Executor {
  public:
   virtual ~Executor() = default;
   virtual void execute(Task task) noexcept = 0;
+  // Called by Engine::stop() on the stopping thread, again and again while it waits for the tasks
+  // it handed out to return. An executor whose tasks would run on that very thread (an event loop
+  // that calls stop() from inside itself) runs them here, or stop() would wait forever; it may run
+  // only tasks that thread would have run. Must not block. Default: nothing.
+  virtual void run_while_stopping() noexcept {}
 };
 
 // Runs the task at once, on the calling thread. Equivalent to no executor, which is what an engine
@@ -107,6 +115,52 @@ class ThreadPoolExecutor final : public Executor {
   // For each pool thread, the OS index of the processing unit it is bound to, or -1. Any thread;
   // complete once the constructor has returned.
   std::vector<int> bound_cpus() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// An executor for event loops: one queue and one eventfd per lane, a lane per loop. A fired
+// timer's task goes to lane task.shard() % lanes; the loop serving that lane adds fd(lane) to its
+// epoll set and, when it is readable, runs the lane's tasks with drain(lane), on its own thread. So
+// with one lane per shard and one loop per shard (caller-driven, the loop owning its shard; or
+// worker threads timing, loops running the callbacks) every callback runs on the loop that owns
+// its shard, never on another thread. Engine::stop() called from one of those loops runs that
+// loop's queued tasks itself (run_while_stopping), so it cannot wait forever on its own queue.
+//
+// Costs: execute() is a lock-free enqueue plus, when the lane was drained since its last signal,
+// one eventfd write (so a burst of fires costs one system call, not one each); drain() one eventfd
+// read, then a dequeue per task. A lane's queue allocates only while it grows to its peak depth;
+// the tasks waiting are counted in Engine::stats().executing, and queued(lane) per lane. If a queue
+// cannot grow (out of memory) execute() runs the task on the calling thread: nothing is dropped.
+class LoopExecutor final : public Executor {
+ public:
+  // Throws std::invalid_argument for lanes == 0 or more than 4096, naming the value, and
+  // std::system_error if an eventfd cannot be made.
+  explicit LoopExecutor(std::size_t lanes);
+  // Runs nothing: tasks still queued are lost, so destroy it only after the engine (whose stop()
+  // waits for every task it handed out), as an engine's shared_ptr to it ensures.
+  ~LoopExecutor() override;
+  LoopExecutor(const LoopExecutor&) = delete;
+  LoopExecutor& operator=(const LoopExecutor&) = delete;
+
+  // Queues the task on its lane and makes the lane's fd readable. Any thread (a worker, or the
+  // thread in Engine::poll). Lock-free.
+  void execute(Task task) noexcept override;
+  // Runs up to `limit` of the lane's tasks on the calling thread, oldest first, and returns how
+  // many. Clears fd(lane) first; if it leaves tasks behind (the limit), makes it readable again.
+  // The lane's loop thread only, one thread at a time per lane; that thread is then the one
+  // run_while_stopping() runs the lane's tasks on. Throws std::out_of_range for a bad lane.
+  std::size_t drain(std::size_t lane, std::size_t limit = ~std::size_t{0});
+  // The lane's eventfd (non-blocking, close-on-exec; owned by the executor): readable while
+  // tasks wait that drain() has not yet been called for. Throws std::out_of_range for a bad lane.
+  int fd(std::size_t lane) const;
+  // Tasks waiting in the lane (approximate, a snapshot). Any thread.
+  std::size_t queued(std::size_t lane) const;
+  std::size_t lane_count() const noexcept;
+  // Runs the queued tasks of every lane the calling thread drained last (see drain()).
+  void run_while_stopping() noexcept override;
 
  private:
   struct Impl;

@@ -1,0 +1,396 @@
+// Tier 1 and 3 (engine, inside the user's event loop): what issue 16 asks of a caller-driven engine
+// embedded in a gateway's loop. A loop asleep until its next deadline is woken by a producer's
+// earlier hand-off (the shard's eventfd, or EngineOptions::wake_loop), and only then; a thread that
+// owns the shard it polls schedules and cancels straight into the wheel; fired work is routed back
+// to the loop that owns its shard (LoopExecutor), and stop() on that loop does not wait for itself.
+//
+// The protocol tests run on the injected clock and one thread, with wake_loop counting the
+// wake-ups, so what wakes and what does not is decided by the test alone. The epoll tests run a
+// real loop on a thread, waiting (bounded) for events: an hour-long sleep that a wake-up must cut
+// short, so a missing wake-up fails the bounded wait instead of passing late. No timing figure is
+// asserted.
+#include <gtest/gtest.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "manual_clock.hpp"
+#include "thread_support.hpp"
+#include "tickwheel/engine.hpp"
+#include "tickwheel/executor.hpp"
+
+namespace tickwheel::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// ---- The wake-up protocol, single-threaded ----
+
+struct WakeCount {
+  std::atomic<int> calls{0};
+  std::atomic<std::size_t> last_shard{99};
+};
+
+EngineOptions counted(WakeCount& w, std::size_t shards = 1) {
+  EngineOptions o = manual(shards);
+  o.wake_loop = [&w](std::size_t shard) {
+    w.last_shard.store(shard);
+    w.calls.fetch_add(1);
+  };
+  return o;
+}
+
+TEST(EngineLoop, AnEarlierHandOffWakesAWaitingLoopAndNothingElseDoes) {
+  WakeCount w;
+  Engine e(counted(w, 2));
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(e.schedule_on(1, 10ms, [] {}));
+  EXPECT_EQ(w.calls.load(), 0) << "a loop that announced no wait was woken";
+  EXPECT_FALSE(e.prepare_wait(1, fake_now() + 10ms)) << "hand-offs wait: the loop must poll, not wait";
+  EXPECT_EQ(e.poll(1), 0u);  // takes them in
+
+  ASSERT_TRUE(e.prepare_wait(1, fake_now() + 10ms));
+  ASSERT_TRUE(e.schedule_on(1, 1h, [] {}));
+  EXPECT_EQ(w.calls.load(), 0) << "a hand-off due after the loop's wait woke it";
+  Timer later = e.schedule_on(1, 20ms, [] {});
+  EXPECT_EQ(w.calls.load(), 0);
+  ASSERT_TRUE(later.cancel());
+  EXPECT_EQ(w.calls.load(), 0) << "a cancel woke the loop";
+  ASSERT_TRUE(e.schedule_on(1, 1ms, [] {}));
+  EXPECT_EQ(w.calls.load(), 1) << "a hand-off due before the loop's wait did not wake it";
+  EXPECT_EQ(w.last_shard.load(), 1u);
+  ASSERT_TRUE(e.schedule_on(0, 1ms, [] {}));
+  EXPECT_EQ(w.calls.load(), 1) << "a hand-off to another shard woke this one's loop";
+  e.finish_wait(1);
+  ASSERT_TRUE(e.schedule_on(1, 1ms, [] {}));
+  EXPECT_EQ(w.calls.load(), 1) << "a loop that finished its wait was woken";
+  EXPECT_EQ(e.stop().size(), 104u);
+}
+
+TEST(EngineLoop, CancelsPiledUpUnderAFarWaitNudgeTheLoopOncePer4096Posts) {
+  WakeCount w;
+  Engine e(counted(w));
+  ASSERT_TRUE(e.prepare_wait(0, fake_now() + 1h));
+  for (int i = 0; i < 2048; ++i) {  // 2048 hand-offs and 2048 cancels: 4096 posts
+    Timer t = e.schedule_after(2h, [] {});
+    ASSERT_TRUE(t.cancel());
+  }
+  EXPECT_EQ(w.calls.load(), 1) << "4096 posts to a shard whose loop waits must nudge it once";
+  e.finish_wait(0);
+  EXPECT_TRUE(e.stop().empty());
+}
+
+TEST(EngineLoop, StopWakesAWaitingLoopAndNothingIsWaitedForAfterIt) {
+  WakeCount w;
+  Engine e(counted(w));
+  ASSERT_TRUE(e.prepare_wait(0, std::nullopt));
+  EXPECT_TRUE(e.stop().empty());
+  EXPECT_GE(w.calls.load(), 1) << "stop() did not wake the waiting loop";
+  e.finish_wait(0);
+  EXPECT_FALSE(e.prepare_wait(0, std::nullopt)) << "after stop() there is nothing to wait for";
+}
+
+TEST(EngineLoop, WakeupFdIsForCallerDrivenEnginesWithoutWakeLoop) {
+  WakeCount w;
+  Engine with_callback(counted(w));
+  EXPECT_THROW((void)with_callback.wakeup_fd(0), std::logic_error);
+  Engine plain(manual(2));
+  EXPECT_GE(plain.wakeup_fd(1), 0);
+  EXPECT_NE(plain.wakeup_fd(0), plain.wakeup_fd(1));
+  EXPECT_THROW((void)plain.wakeup_fd(2), std::out_of_range);
+  EngineOptions o;
+  o.shards = 1;
+  o.pin_workers = false;
+  Engine workers(o);
+  EXPECT_THROW((void)workers.wakeup_fd(0), std::logic_error);
+  EXPECT_THROW((void)workers.prepare_wait(0, std::nullopt), std::logic_error);
+  EXPECT_THROW(workers.own_shard(0), std::logic_error);
+}
+
+// ---- A real epoll loop ----
+
+// A caller-driven loop on its own thread: poll, then wait in epoll on the shard's wakeup_fd() (and
+// the LoopExecutor's fd, if any) until the next deadline, capped at a minute.
+class EpollLoop {
+ public:
+  EpollLoop(Engine& e, std::size_t shard, bool own, LoopExecutor* tasks = nullptr)
+      : e_(e), shard_(shard), own_(own), tasks_(tasks) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~EpollLoop() { finish(); }
+  EpollLoop(const EpollLoop&) = delete;
+  EpollLoop& operator=(const EpollLoop&) = delete;
+
+  void finish() {
+    done_.store(true);
+    if (thread_.joinable()) {
+      wake_.store(true);
+      const std::uint64_t one = 1;
+      (void)::write(e_.wakeup_fd(shard_), &one, sizeof one);  // out of its epoll_wait
+      thread_.join();
+    }
+  }
+  bool wait_asleep(int times = 1) {
+    return eventually([&] { return waits_.load() >= times; });
+  }
+  std::thread::id id() const { return id_.load(); }
+  std::atomic<int> errors{0};
+
+  // Runs fn on the loop's thread, between two turns, and waits for it.
+  template <class Fn>
+  void on_loop(Fn fn) {
+    std::atomic<bool> ran{false};
+    std::function<void()> job = [&] {
+      fn();
+      ran.store(true);
+    };
+    job_.store(&job);
+    e_.schedule_on(shard_, 0ns, [] {}).cancel();  // a hand-off wakes the loop; cancelled, it runs nothing
+    ASSERT_TRUE(eventually([&] { return ran.load(); }));
+  }
+
+ private:
+  void run() {
+    id_.store(std::this_thread::get_id());
+    const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+    add(ep, e_.wakeup_fd(shard_));
+    if (tasks_ != nullptr) add(ep, tasks_->fd(shard_));
+    if (own_) e_.own_shard(shard_);
+    while (!done_.load()) {
+      if (std::function<void()>* job = job_.exchange(nullptr)) (*job)();
+      try {
+        (void)e_.poll(shard_);
+      } catch (const std::exception&) {
+        errors.fetch_add(1);
+      }
+      if (tasks_ != nullptr) (void)tasks_->drain(shard_);
+      const std::optional<Nanos> until = e_.next_deadline(shard_);
+      if (e_.prepare_wait(shard_, until)) {
+        waits_.fetch_add(1);
+        std::array<epoll_event, 2> events{};
+        (void)::epoll_wait(ep, events.data(), static_cast<int>(events.size()), timeout_ms(until));
+        e_.finish_wait(shard_);
+      } else if (done_.load() || wake_.load()) {
+        break;
+      }
+    }
+    ::close(ep);
+  }
+  static void add(int ep, int fd) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    (void)::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+  }
+  static int timeout_ms(const std::optional<Nanos>& until) {
+    if (!until) return 60'000;
+    const auto left =
+        *until - std::chrono::duration_cast<Nanos>(std::chrono::steady_clock::now().time_since_epoch());
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(std::max(left, Nanos(0))).count();
+    return static_cast<int>(std::min<long long>(ms, 60'000));
+  }
+
+  Engine& e_;
+  const std::size_t shard_;
+  const bool own_;
+  LoopExecutor* const tasks_;
+  std::atomic<bool> done_{false}, wake_{false};
+  std::atomic<int> waits_{0};
+  std::atomic<std::thread::id> id_{};
+  std::atomic<std::function<void()>*> job_{nullptr};
+  std::thread thread_;
+};
+
+EngineOptions real_manual(std::size_t shards = 1) {
+  EngineOptions o;
+  o.shards = shards;
+  o.threads = Threads::manual;
+  return o;
+}
+
+TEST(EngineLoop, AnEpollLoopAsleepForAnHourWakesForATwoMillisecondTimer) {
+  Engine e(real_manual());
+  ASSERT_TRUE(e.schedule_after(1h, [] {}));
+  EpollLoop loop(e, 0, /*own=*/false);
+  ASSERT_TRUE(loop.wait_asleep());
+  std::atomic<int> ran{0};
+  std::this_thread::sleep_for(1ms);  // the loop is in epoll_wait, an hour from its deadline
+  ASSERT_TRUE(e.schedule_after(2ms, [&ran] { ran.fetch_add(1); }));
+  EXPECT_TRUE(eventually([&] { return ran.load() == 1; }, 30s)) << "the loop slept through an earlier timer";
+  loop.finish();
+  EXPECT_EQ(e.stop().size(), 1u);
+}
+
+// ---- Shard ownership ----
+
+TEST(EngineLoop, AnOwnerSchedulesAndCancelsStraightIntoItsWheel) {
+  Engine e(manual(2));
+  std::thread::id ran_on;
+  std::thread owner([&] {
+    e.own_shard(1);
+    Timer t = e.schedule_after(5ms, [] {});
+    EXPECT_EQ(t.shard(), 1u) << "an owner's schedule without a shard goes to its shard";
+    // Exact at once: no hand-off waits to make it say "now".
+    EXPECT_EQ(e.next_deadline(1), std::optional<Nanos>(fake_now() + 5ms));
+    EXPECT_EQ(e.stats().shards[1].queue_depth, 0u);
+    EXPECT_TRUE(t.cancel());
+    EXPECT_EQ(e.next_deadline(1), std::nullopt) << "the owner's cancel did not unlink at once";
+    EXPECT_EQ(e.stats().shards[1].pending, 0u);
+    Timer u = e.schedule_after(1ms, [&ran_on] { ran_on = std::this_thread::get_id(); });
+    ASSERT_TRUE(u);
+    advance_clock(1ms);
+    EXPECT_EQ(e.poll(1), 1u);
+    EXPECT_EQ(ran_on, std::this_thread::get_id());
+    EXPECT_THROW(e.own_shard(0), std::logic_error) << "a thread owns one shard at a time";
+    e.release_shard(1);
+  });
+  owner.join();
+  EXPECT_NO_THROW((void)e.poll(1)) << "a released shard can be polled by another thread";
+  EXPECT_TRUE(e.stop().empty());
+}
+
+TEST(EngineLoop, OwnershipMisuseIsRefused) {
+  Engine e(manual(2));
+  std::atomic<bool> owned{false}, leave{false};
+  std::thread owner([&] {
+    e.own_shard(0);
+    owned.store(true);
+    while (!leave.load()) std::this_thread::sleep_for(100us);
+  });
+  ASSERT_TRUE(eventually([&] { return owned.load(); }));
+  EXPECT_THROW((void)e.poll(0), std::logic_error) << "a shard another thread owns was polled";
+  EXPECT_THROW(e.own_shard(0), std::logic_error) << "two owners";
+  EXPECT_THROW(e.release_shard(0), std::logic_error) << "released by a thread that does not own it";
+  EXPECT_NO_THROW((void)e.poll(1));
+  Timer t = e.schedule_on(0, 1h, [] {});  // from another thread: the queue, as always
+  EXPECT_TRUE(t);
+  EXPECT_EQ(e.stats().shards[0].queue_depth, 1u);
+  leave.store(true);
+  owner.join();  // its exit lets go of the shard
+  EXPECT_NO_THROW((void)e.poll(0));
+  EXPECT_EQ(e.stop().size(), 1u);
+}
+
+TEST(EngineLoop, StopFromAnotherThreadWakesTheOwnersLoopAndWaitsForItToLetGo) {
+  Engine e(real_manual());
+  EpollLoop loop(e, 0, /*own=*/true);
+  ASSERT_TRUE(loop.wait_asleep());
+  loop.on_loop([&] { ASSERT_TRUE(e.schedule_after(1h, [] {})); });
+  ASSERT_TRUE(loop.wait_asleep(2));
+  EXPECT_EQ(e.stop().size(), 1u) << "stop() must return the owner's timer once the owner let go";
+  loop.finish();
+  EXPECT_EQ(loop.errors.load(), 0);
+}
+
+TEST(EngineLoop, ScheduleAtOnTakesAShard) {
+  Engine e(manual(2));
+  const auto when = std::chrono::steady_clock::time_point(fake_now() + 3ms);
+  Timer t = e.schedule_at_on(1, when, [] {});
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t.shard(), 1u);
+  EXPECT_EQ(e.schedule_at_on(2, when, [] {}).status(), Status::no_such_shard);
+  EXPECT_EQ(e.stop().size(), 1u);
+}
+
+// ---- LoopExecutor ----
+
+TEST(EngineLoop, ALoopExecutorRunsEachShardsCallbacksOnTheLoopThatOwnsIt) {
+  constexpr int kPerShard = 200;
+  auto tasks = std::make_shared<LoopExecutor>(2);
+  EngineOptions o;
+  o.shards = 2;
+  o.pin_workers = false;
+  o.executor = tasks;
+  Engine e(o);
+  struct Seen {
+    std::array<std::atomic<int>, 2> ran{};
+    std::atomic<int> wrong_thread{0};
+    std::array<std::atomic<std::thread::id>, 2> loop_ids{};
+  } seen;
+  auto& ran = seen.ran;
+  auto& wrong_thread = seen.wrong_thread;
+  auto& loop_ids = seen.loop_ids;
+  std::atomic<bool> done{false};
+  std::vector<std::thread> loops;
+  for (std::size_t lane = 0; lane < 2; ++lane) {
+    loops.emplace_back([&, lane] {
+      loop_ids[lane].store(std::this_thread::get_id());
+      const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      (void)::epoll_ctl(ep, EPOLL_CTL_ADD, tasks->fd(lane), &ev);
+      while (!done.load()) {
+        (void)tasks->drain(lane);
+        (void)::epoll_wait(ep, &ev, 1, 10);
+      }
+      (void)tasks->drain(lane);
+      ::close(ep);
+    });
+  }
+  for (std::size_t shard = 0; shard < 2; ++shard) {
+    for (int i = 0; i < kPerShard; ++i) {
+      ASSERT_TRUE(e.schedule_on(shard, Nanos(i * 10'000), [s = &seen, shard] {
+        if (std::this_thread::get_id() != s->loop_ids[shard].load()) s->wrong_thread.fetch_add(1);
+        s->ran[shard].fetch_add(1);
+      }));
+    }
+  }
+  EXPECT_TRUE(eventually([&] { return ran[0].load() == kPerShard && ran[1].load() == kPerShard; }));
+  EXPECT_EQ(wrong_thread.load(), 0) << "callbacks ran on another thread than their shard's loop";
+  EXPECT_EQ(e.stats().executing, 0u);
+  done.store(true);
+  for (auto& t : loops) t.join();
+  EXPECT_TRUE(e.stop().empty());
+}
+
+TEST(EngineLoop, StopOnTheLoopThatRunsTheTasksRunsThemInsteadOfWaitingForItself) {
+  constexpr int kTimers = 100;
+  auto tasks = std::make_shared<LoopExecutor>(1);
+  EngineOptions o;
+  o.shards = 1;
+  o.pin_workers = false;
+  o.executor = tasks;
+  Engine e(o);
+  std::atomic<int> ran{0}, elsewhere{0};
+  std::vector<Timer> returned;
+  std::thread loop([&] {
+    EXPECT_EQ(tasks->drain(0), 0u);  // this thread is the lane's loop
+    for (int i = 0; i < kTimers; ++i) {
+      ASSERT_TRUE(e.schedule_after(0ns, [&, me = std::this_thread::get_id()] {
+        if (std::this_thread::get_id() != me) elsewhere.fetch_add(1);
+        ran.fetch_add(1);
+      }));
+    }
+    ASSERT_TRUE(eventually([&] { return tasks->queued(0) == static_cast<std::size_t>(kTimers); }));
+    returned = e.stop();  // before this change: waits forever for tasks only this thread runs
+  });
+  loop.join();
+  EXPECT_EQ(ran.load(), kTimers);
+  EXPECT_EQ(elsewhere.load(), 0);
+  EXPECT_TRUE(returned.empty());
+}
+
+TEST(EngineLoop, ATaskTellsItsShardAndBadLanesAreRefused) {
+  EXPECT_THROW(LoopExecutor(0), std::invalid_argument);
+  EXPECT_THROW(LoopExecutor(5000), std::invalid_argument);
+  LoopExecutor tasks(2);
+  EXPECT_THROW((void)tasks.fd(2), std::out_of_range);
+  EXPECT_THROW((void)tasks.drain(2), std::out_of_range);
+  EXPECT_EQ(Task().shard(), 0u);
+  EXPECT_EQ(tasks.lane_count(), 2u);
+}
+
+}  // namespace
+}  // namespace tickwheel::test
