@@ -58,7 +58,13 @@ struct ProducerState {
 
 class EngineCore {
  public:
-  enum class Notice : unsigned { binding_refused, callback_threw, more_shards_than_cores, count };
+  enum class Notice : unsigned {
+    binding_refused,
+    callback_threw,
+    more_shards_than_cores,
+    reserve_refused,
+    count
+  };
 
   explicit EngineCore(EngineOptions opts);
   // Stops as stop() does. Inside one of this engine's callbacks, which ~Engine's contract forbids,

@@ -4,8 +4,10 @@
 
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 
@@ -75,5 +77,13 @@ void unmap_memory(void* address, std::size_t bytes, [[maybe_unused]] unsigned ar
 #endif
   ::munmap(address, bytes);
 }
+
+int commit_memory(void* address, std::size_t bytes, bool lock) noexcept {
+  std::memset(address, 0, bytes);
+  if (lock && ::mlock(address, bytes) != 0) return errno;
+  return 0;
+}
+
+void unlock_memory(void* address, std::size_t bytes) noexcept { ::munlock(address, bytes); }
 
 }  // namespace tickwheel::detail

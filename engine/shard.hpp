@@ -126,6 +126,7 @@ class Shard {
  private:
   void run();
   void prepare() noexcept;
+  void reserve_memory() noexcept;  // EngineOptions::reserve_per_shard, on the thread that prepares
   std::size_t pass(Nanos now, std::size_t limit) noexcept;
   std::size_t transfer(std::size_t cap) noexcept;
   void refill() noexcept;
@@ -144,6 +145,8 @@ class Shard {
   const WaitStrategy wait_strategy_;
   const std::size_t transfer_cap_;
   const std::size_t max_pending_;
+  const std::size_t reserve_;  // EngineOptions::reserve_per_shard
+  const bool lock_memory_;
   const Nanos hybrid_spin_;
   const bool pin_;
   const bool manual_;
