@@ -20,8 +20,10 @@
 //   cancel             a random half of the N, in random order (the rest stay for the next phase);
 //   advance            W3's stepping: 60,000 advance() calls, 1 ms apart, which fire the other half.
 // Deadlines are uniform over [1 ms, 60 s], the same for all four queues, from fixed seeds. Each
-// percentile printed is the median over the runs of that percentile within a run; the faults
-// column is the median count of minor page faults (getrusage, this thread) the timed phase took.
+// percentile printed is the median over the runs of that percentile within a run; the last two
+// columns are the median counts of minor page faults and of involuntary context switches
+// (getrusage, this thread) during the timed phase: a phase that was preempted has its max, and
+// perhaps its p99.99, set by the scheduler, not by the queue.
 #include "tails.hpp"
 
 #include <sys/resource.h>
@@ -90,16 +92,28 @@ std::uint64_t tsc_step() {
   return static_cast<std::uint64_t>(std::max_element(seen.begin(), seen.end()) - seen.begin());
 }
 
-std::uint64_t minor_faults() {
-  rusage usage{};
-  ::getrusage(RUSAGE_THREAD, &usage);
-  return static_cast<std::uint64_t>(usage.ru_minflt);
-}
+// What the kernel did to this thread so far: minor page faults, and involuntary context switches
+// (preemptions: on a shared machine, what its worst samples are usually made of).
+struct Kernel {
+  std::uint64_t faults = 0;
+  std::uint64_t preempted = 0;
+  static Kernel now() {
+    rusage usage{};
+    ::getrusage(RUSAGE_THREAD, &usage);
+    return {static_cast<std::uint64_t>(usage.ru_minflt), static_cast<std::uint64_t>(usage.ru_nivcsw)};
+  }
+  Kernel operator-(const Kernel& o) const { return {faults - o.faults, preempted - o.preempted}; }
+  Kernel& operator+=(const Kernel& o) {
+    faults += o.faults;
+    preempted += o.preempted;
+    return *this;
+  }
+};
 
 // What one phase of one run measured, in ns (overhead subtracted).
 struct Tail {
   double p50 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0;
-  double faults = 0;
+  double faults = 0, preempted = 0;
   std::size_t samples = 0;
 };
 
@@ -122,7 +136,7 @@ struct Stopwatch {
   }
 
   // Nearest-rank percentiles of the first `count` samples, less the overhead, in ns.
-  Tail summarise(std::size_t count, std::uint64_t faults) {
+  Tail summarise(std::size_t count, Kernel kernel) {
     const auto first = ticks.begin();
     const auto last = first + static_cast<std::ptrdiff_t>(count);
     std::sort(first, last);
@@ -131,7 +145,14 @@ struct Stopwatch {
       const std::uint64_t t = ticks[std::min(count, std::max<std::size_t>(rank, 1)) - 1];
       return static_cast<double>(t > overhead ? t - overhead : 0) / ticks_per_ns;
     };
-    return Tail{at(0.50), at(0.99), at(0.999), at(0.9999), at(1.0), static_cast<double>(faults), count};
+    return Tail{at(0.50),
+                at(0.99),
+                at(0.999),
+                at(0.9999),
+                at(1.0),
+                static_cast<double>(kernel.faults),
+                static_cast<double>(kernel.preempted),
+                count};
   }
 };
 
@@ -165,9 +186,9 @@ bool run_once(const Workload& w, bool reserve, Stopwatch& sw, Tails& out) {
   std::vector<IdOf<Q>> block(kSteadyBlock);
   std::size_t failed = 0;
 
-  std::uint64_t f0 = minor_faults();
+  Kernel k0 = Kernel::now();
   sw.time_each(w.n, [&](std::size_t i) { ids[i] = q->schedule_at(w.deadlines[i], Bump{&fired}); });
-  out[kFresh] = sw.summarise(w.n, minor_faults() - f0);
+  out[kFresh] = sw.summarise(w.n, Kernel::now() - k0);
   for (const auto& id : ids) failed += id ? 0 : 1;
 
   // Steady: one block untimed (the pool grows to its peak), then timed blocks, each cancelled
@@ -176,31 +197,31 @@ bool run_once(const Workload& w, bool reserve, Stopwatch& sw, Tails& out) {
   for (std::size_t i = 0; i < kSteadyBlock; ++i) block[i] = q->schedule_at(extra[i], Bump{&fired});
   for (const auto& id : block) failed += q->cancel(id) ? 0 : 1;
   extra += kSteadyBlock;
-  std::uint64_t steady_faults = 0;
+  Kernel steady_kernel;
   for (std::size_t b = 0; b < kSteadySamples / kSteadyBlock; ++b) {
-    f0 = minor_faults();
+    k0 = Kernel::now();
     sw.time_each(
         kSteadyBlock, [&](std::size_t i) { block[i] = q->schedule_at(extra[i], Bump{&fired}); },
         b * kSteadyBlock);
-    steady_faults += minor_faults() - f0;
+    steady_kernel += Kernel::now() - k0;
     for (const auto& id : block) failed += q->cancel(id) ? 0 : 1;
     extra += kSteadyBlock;
   }
-  out[kSteady] = sw.summarise(kSteadySamples, steady_faults);
+  out[kSteady] = sw.summarise(kSteadySamples, steady_kernel);
 
   std::size_t cancelled = 0;
-  f0 = minor_faults();
+  k0 = Kernel::now();
   sw.time_each(w.victims.size(), [&](std::size_t i) { cancelled += q->cancel(ids[w.victims[i]]) ? 1 : 0; });
-  out[kCancel] = sw.summarise(w.victims.size(), minor_faults() - f0);
+  out[kCancel] = sw.summarise(w.victims.size(), Kernel::now() - k0);
   failed += w.victims.size() - cancelled;
 
   Nanos now{0};
-  f0 = minor_faults();
+  k0 = Kernel::now();
   sw.time_each(static_cast<std::size_t>(kSteps), [&](std::size_t) {
     now += kTick;
     q->advance(now);
   });
-  out[kAdvance] = sw.summarise(static_cast<std::size_t>(kSteps), minor_faults() - f0);
+  out[kAdvance] = sw.summarise(static_cast<std::size_t>(kSteps), Kernel::now() - k0);
   if (fired != w.n - w.victims.size() || q->pending() != 0) ++failed;
   return failed == 0;
 }
@@ -275,8 +296,9 @@ int run_tails(int runs, bool thp_off) {
       runs, sw.ticks_per_ns, resolution, static_cast<double>(sw.overhead) / sw.ticks_per_ns, overhead_p99,
       thp_off ? "off for this process" : "as the system sets it", load[0]);
   std::printf(
-      "| operation | N | queue | reserve | calls | p50 | p99 | p99.9 | p99.99 | max | minor faults |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "| operation | N | queue | reserve | calls | p50 | p99 | p99.9 | p99.99 | max | minor faults | "
+      "preempted |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (std::size_t p = 0; p < kPhases; ++p) {
     for (std::size_t s = 0; s < kTailSizes.size(); ++s) {
       for (std::size_t c = 0; c < kConfigs.size(); ++c) {
@@ -286,11 +308,12 @@ int run_tails(int runs, bool thp_off) {
           for (const Tail& t : v) xs.push_back(t.*field);
           return median(xs);
         };
-        std::printf("| %s | %zu | %s | %s | %zu | %s | %s | %s | %s | %s | %.0f |\n", kPhaseNames[p].data(),
-                    kTailSizes[s], kConfigs[c].queue.data(), kConfigs[c].reserve ? "N" : "none",
-                    v.front().samples, fmt(med(&Tail::p50)).c_str(), fmt(med(&Tail::p99)).c_str(),
-                    fmt(med(&Tail::p999)).c_str(), fmt(med(&Tail::p9999)).c_str(),
-                    fmt(med(&Tail::max)).c_str(), med(&Tail::faults));
+        std::printf("| %s | %zu | %s | %s | %zu | %s | %s | %s | %s | %s | %.0f | %.0f |\n",
+                    kPhaseNames[p].data(), kTailSizes[s], kConfigs[c].queue.data(),
+                    kConfigs[c].reserve ? "N" : "none", v.front().samples, fmt(med(&Tail::p50)).c_str(),
+                    fmt(med(&Tail::p99)).c_str(), fmt(med(&Tail::p999)).c_str(),
+                    fmt(med(&Tail::p9999)).c_str(), fmt(med(&Tail::max)).c_str(), med(&Tail::faults),
+                    med(&Tail::preempted));
       }
     }
   }
