@@ -221,7 +221,7 @@ class Wheel {
   // that is set, or lock_memory is asked without a reserve; the message names the value. Allocates
   // the slot arrays (about 238 KiB) and nothing per timer. The pool maps its first segment lazily,
   // unless opts.reserve asks for node memory now: that costs a mapping per pool segment and a write
-  // of 64 bytes per reserved timer (about 30 ms per million on the project's VM), and throws
+  // of 64 bytes per reserved timer (3.4 to 110 ms per million on the project's VM), and throws
   // std::system_error if the memory cannot be mapped (ENOMEM) or, with lock_memory, if mlock is
   // refused (EPERM, ENOMEM or EAGAIN; the message names the bytes and RLIMIT_MEMLOCK).
   explicit Wheel(WheelOptions opts = {});

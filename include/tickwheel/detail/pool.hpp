@@ -25,11 +25,12 @@
 // so it costs the same whatever the segment's size) and each page faulted in by its first node,
 // never a commit of a whole segment, let alone of the whole pool, in one call.
 //
-// Huge-page advice stays on by default: measured on the project's 2-core VM (README, "Node memory
-// and pre-sizing"), it makes steady-state cancel and churn at 1M and 10M pending markedly cheaper
-// (TLB misses), and it costs a fresh pool fewer, larger faults than 4 KiB pages do; the tail of those
-// faults is what a reserve takes off the hot path. A process that wants none turns THP off for
-// itself with prctl(PR_SET_THP_DISABLE) (tickwheel-bench --tickwheel_thp=off measures that).
+// Huge-page advice stays on by default. Measured on the project's 2-core VM (README, "Node memory:
+// a reserve, huge pages, jemalloc"; medians of 3), it makes a fresh pool's schedules 1.9-2.8x
+// cheaper at 100k-10M (542 faults for a million nodes instead of 15,625) and cancel, churn and fire at
+// 1M and 10M pending 7-11% cheaper (TLB misses); what it costs is fewer, larger faults (2 MiB
+// zeroed each), the tail a reserve takes off the hot path. A process that wants none turns THP off
+// for itself with prctl(PR_SET_THP_DISABLE) (tickwheel-bench --tickwheel_thp=off measures that).
 #pragma once
 
 #include <algorithm>
@@ -71,8 +72,9 @@ class NodePool {
   // that memory (mlock) until the pool is destroyed. Before the first acquire() only: it
   // overwrites the memory it touches. Returns 0; ENOMEM if a segment cannot be mapped (what was
   // mapped stays, for later growth); or the errno of a refused lock, with the memory touched but
-  // not locked. Costs a mapping per segment and a write of every byte reserved (about 30 ms per
-  // million nodes, 64 MiB, on the project's VM): construction and start-up only.
+  // not locked. Costs a mapping per segment and a write of every byte reserved (on the project's
+  // VM, 3.4 ms per million nodes, 64 MiB, of memory it had used before; about 110 ms per million
+  // where the VM's host must back the memory first): construction and start-up only.
   [[nodiscard]] int reserve(std::uint64_t nodes, bool lock) noexcept;
   // What a failed reserve(nodes, ...) that returned `error` means, in words, for an exception or a
   // notice: the size asked for and, for a refused lock, the RLIMIT_MEMLOCK in force and the way out.
