@@ -8,7 +8,6 @@
 // stop, next_deadline(), every misuse poll() refuses, and a shard's reserve (no page fault within
 // it, counted with getrusage). Also the process-wide notice when too many engines are alive.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "manual_clock.hpp"
+#include "support.hpp"
 #include "tickwheel/engine.hpp"
 
 namespace tickwheel::test {
@@ -264,13 +264,6 @@ TEST(EngineManual, MisuseIsRefusedWithAClearError) {
   ASSERT_TRUE(manual_engine.schedule_on(0, 0ns, PollFromAnotherThread{&manual_engine, &refused}));
   EXPECT_EQ(manual_engine.poll(0), 1u);
   EXPECT_TRUE(refused);
-}
-
-// Minor page faults of the calling thread so far (getrusage; a first touch of memory is one).
-std::uint64_t minor_faults() {
-  rusage usage{};
-  EXPECT_EQ(::getrusage(RUSAGE_THREAD, &usage), 0);
-  return static_cast<std::uint64_t>(usage.ru_minflt);
 }
 
 // Schedules kTimers timers from this thread into a caller-driven engine of one shard, polling every

@@ -13,7 +13,6 @@
 //     and faults again, one segment further, past it; the same loop without a reserve faults.
 // Counters only; nothing here depends on time.
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "support.hpp"
 #include "tickwheel/wheel.hpp"
 
 // ---- counting global allocation functions -------------------------------------------------------
@@ -259,14 +259,6 @@ TEST(WheelAlloc, AMillionPendingCostOneNodeEachPlusTheSlotArrays) {
   EXPECT_GE(s.bytes, kPending * sizeof(detail::Node)) << "stats().bytes must count every node";
   EXPECT_GE(s.pool_capacity, kPending);
   EXPECT_EQ(s.pool_nodes, kPending);
-}
-
-// Minor page faults of the calling thread so far (a first touch of anonymous memory is one; a
-// reserve's purpose is to take them all before the hot path).
-std::uint64_t minor_faults() {
-  rusage usage{};
-  EXPECT_EQ(::getrusage(RUSAGE_THREAD, &usage), 0);
-  return static_cast<std::uint64_t>(usage.ru_minflt);
 }
 
 // A million schedules into a fresh wheel, into an id array touched beforehand: what faults is the
