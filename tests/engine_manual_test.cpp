@@ -294,19 +294,25 @@ std::uint64_t faults_scheduling(Engine& e, std::vector<Timer>& timers) {
 
 // EngineOptions::reserve_per_shard: a shard that reserved node memory at start takes no page fault
 // on it while it holds no more timers than that; without a reserve the same loop faults (the
-// control that shows the counter can see them).
+// control that shows the counter can see them). Under ThreadSanitizer the count is not the engine's:
+// the tool's own bookkeeping of the hand-off's synchronising accesses faults as new nodes come into
+// use (about 1,900 faults here, against 34,000 without a reserve), so the zero is not asserted there.
 TEST(EngineManual, AReservedShardTakesNoPageFaultWithinItsReserve) {
   constexpr std::size_t kTimers = 250'000;
   std::vector<Timer> timers(kTimers);
   EngineOptions reserved = manual();
   reserved.reserve_per_shard = kTimers;
   Engine a(reserved);
-  EXPECT_EQ(faults_scheduling(a, timers), 0u) << "a schedule within the shard's reserve took a page fault";
+  const std::uint64_t with_reserve = faults_scheduling(a, timers);
+  if (!kThreadSanitizer) {
+    EXPECT_EQ(with_reserve, 0u) << "a schedule within the shard's reserve took a page fault";
+  }
   Engine b(manual());
   const std::uint64_t lazy = faults_scheduling(b, timers);
   EXPECT_GT(lazy, 0u) << "the fault counter saw nothing: the test could not fail";
-  std::printf("[ faults   ] 250k schedules into a fresh shard: 0 minor faults with a reserve, %llu without\n",
-              static_cast<unsigned long long>(lazy));
+  std::printf(
+      "[ faults   ] 250k schedules into a fresh shard: %llu minor faults with a reserve, %llu without\n",
+      static_cast<unsigned long long>(with_reserve), static_cast<unsigned long long>(lazy));
 }
 
 // The notice is once per process, so this is the only test that may trigger it.

@@ -21,6 +21,16 @@ namespace tickwheel::test {
 
 using namespace std::chrono_literals;
 
+// Whether this build runs under ThreadSanitizer, whose own bookkeeping of synchronising accesses
+// takes page faults that a fault count cannot tell from the program's.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+inline constexpr bool kThreadSanitizer = __has_feature(thread_sanitizer);
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+
 // Minor page faults of the calling thread so far (getrusage): a first touch of anonymous memory is
 // one, and a reserve's purpose is to take them all before the hot path.
 inline std::uint64_t minor_faults() {
