@@ -295,8 +295,9 @@ std::uint64_t faults_scheduling(Engine& e, std::vector<Timer>& timers) {
 // EngineOptions::reserve_per_shard: a shard that reserved node memory at start takes no page fault
 // on it while it holds no more timers than that; without a reserve the same loop faults (the
 // control that shows the counter can see them). Under ThreadSanitizer the count is not the engine's:
-// the tool's own bookkeeping of the hand-off's synchronising accesses faults as new nodes come into
-// use (about 1,900 faults here, against 34,000 without a reserve), so the zero is not asserted there.
+// the runtime's own shadow and synchronisation metadata fault as new nodes come into use (perf puts
+// the faults in __tsan_write8, MemoryAccessRange and MetaMap::GetSync; about 1,900 here, against
+// 34,000 without a reserve), so the zero is not asserted there.
 TEST(EngineManual, AReservedShardTakesNoPageFaultWithinItsReserve) {
   constexpr std::size_t kTimers = 250'000;
   std::vector<Timer> timers(kTimers);

@@ -21,8 +21,8 @@ namespace tickwheel::test {
 
 using namespace std::chrono_literals;
 
-// Whether this build runs under ThreadSanitizer, whose own bookkeeping of synchronising accesses
-// takes page faults that a fault count cannot tell from the program's.
+// Whether this build runs under ThreadSanitizer, whose shadow and synchronisation metadata take
+// page faults of their own that a fault count cannot tell from the program's.
 #if defined(__SANITIZE_THREAD__)
 inline constexpr bool kThreadSanitizer = true;
 #elif defined(__has_feature)
