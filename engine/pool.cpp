@@ -60,7 +60,9 @@ int NodePool::reserve(std::uint64_t nodes, bool lock) noexcept {
 std::string NodePool::describe_refusal(std::uint64_t nodes, int error) const {
   const std::string what = "a reserve of " + std::to_string(nodes) + " timers (" +
                            std::to_string(nodes * sizeof(Node)) + " bytes of node memory)";
-  if (reserved_ < nodes) return what + " could not be mapped: " + std::generic_category().message(error);
+  if (reserved_ < std::min<std::uint64_t>(nodes, kMaxNodes - 1)) {  // reserve() clamps as much
+    return what + " could not be mapped: " + std::generic_category().message(error);
+  }
   rlimit limit{};
   const std::string allowed = ::getrlimit(RLIMIT_MEMLOCK, &limit) != 0 ? "unknown"
                               : limit.rlim_cur == RLIM_INFINITY        ? "unlimited"
