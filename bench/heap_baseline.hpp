@@ -19,6 +19,8 @@
 //   - Arrays of 2 MiB and more are mapped huge-page aligned and advised for transparent huge pages,
 //     as the wheel's pool is, so a difference in the results is the data structure, not the TLB.
 //   - Handles carry a generation, so a stale cancel is a false return, as with TimerId.
+//   - reserve(n) pre-sizes and first-touches the pool and the heap array, as WheelOptions::reserve
+//     does the wheel's pool, so a fresh queue can be compared with and without one on both sides.
 //
 // Costs: schedule O(log n) worst case, O(1) expected for random deadlines (a new leaf rises about
 // 1.6 levels on average); cancel O(log n); advance O(k log n) for k fired, and each level of a
@@ -26,6 +28,7 @@
 // Not thread safe; benchmark use only.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <chrono>
@@ -149,11 +152,29 @@ class HeapTimerQueue {
     return ran;
   }
 
+  // Makes room for n timers now, as WheelOptions::reserve does for the wheel: maps the pool's
+  // segments and the heap array for n and first-touches them (commit_memory), so that the first n
+  // schedules neither fault nor grow anything, the heap array's copy on growth included. Before the
+  // first schedule only.
+  void reserve(std::size_t n) {
+    while (mapped_ < n) add_segment();
+    for (unsigned seg = 0; seg < segments_ && segment_start(seg) < n; ++seg) {
+      const std::size_t count = std::min(segment_timers(seg), n - segment_start(seg));
+      tickwheel::detail::commit_memory(segment_[seg], count * sizeof(Timer), false);
+    }
+    reserved_ = std::max(reserved_, n);
+    std::size_t cap = kFirstHeapCapacity;
+    while (cap < n) cap *= 2;
+    if (cap > capacity_) resize_heap(cap);
+    tickwheel::detail::commit_memory(heap_, capacity_ * sizeof(Entry), false);
+  }
+
   std::size_t pending() const noexcept { return size_; }
 
-  // Memory held for timers: every pooled timer ever handed out plus the heap array's capacity.
+  // Memory held for timers: every pooled timer ever handed out (or reserved) plus the heap array's
+  // capacity.
   std::size_t bytes() const noexcept {
-    return std::size_t{touched_} * sizeof(Timer) + capacity_ * sizeof(Entry);
+    return std::max<std::size_t>(touched_, reserved_) * sizeof(Timer) + capacity_ * sizeof(Entry);
   }
 
  private:
@@ -177,6 +198,7 @@ class HeapTimerQueue {
   static constexpr unsigned kFirstSegmentBits = 12;  // segment 0 holds 4096 timers
   static constexpr unsigned kMaxSegments = 21;       // 2^32 timers in all
   static constexpr std::uint32_t kNoFree = 0xFFFFFFFFu;
+  static constexpr std::size_t kFirstHeapCapacity = 1024;  // entries; the array doubles from there
 
   template <class Fn>
   static void thunk_for(void* storage, bool invoke) {
@@ -210,13 +232,7 @@ class HeapTimerQueue {
       free_ = t->heap_pos;
       return t;
     }
-    if (touched_ == mapped_) {
-      const unsigned seg = segments_;
-      const std::size_t bytes = segment_timers(seg) * sizeof(Timer);
-      segment_[seg] = static_cast<Timer*>(HugePageMemory::allocate(bytes));
-      mapped_ += static_cast<std::uint32_t>(segment_timers(seg));
-      ++segments_;
-    }
+    if (touched_ == mapped_) add_segment();
     Timer* t = at(touched_);
     t->gen = 0;
     t->index = touched_++;
@@ -232,8 +248,17 @@ class HeapTimerQueue {
     free_ = t->index;
   }
 
-  void grow_heap() {
-    const std::size_t cap = capacity_ == 0 ? 1024 : capacity_ * 2;
+  void add_segment() {
+    const unsigned seg = segments_;
+    const std::size_t bytes = segment_timers(seg) * sizeof(Timer);
+    segment_[seg] = static_cast<Timer*>(HugePageMemory::allocate(bytes));
+    mapped_ += static_cast<std::uint32_t>(segment_timers(seg));
+    ++segments_;
+  }
+
+  void grow_heap() { resize_heap(capacity_ == 0 ? kFirstHeapCapacity : capacity_ * 2); }
+
+  void resize_heap(std::size_t cap) {
     auto* fresh = static_cast<Entry*>(HugePageMemory::allocate(cap * sizeof(Entry)));
     for (std::size_t i = 0; i < size_; ++i) fresh[i] = heap_[i];
     HugePageMemory::deallocate(heap_, capacity_ * sizeof(Entry));
@@ -287,6 +312,7 @@ class HeapTimerQueue {
   std::uint32_t free_ = kNoFree;  // head of the free list (a pool index)
   std::uint32_t touched_ = 0;     // timers ever handed out
   std::uint32_t mapped_ = 0;      // timers in allocated segments
+  std::size_t reserved_ = 0;      // timers whose memory reserve() touched
   unsigned segments_ = 0;
   std::array<Timer*, kMaxSegments> segment_{};
 };

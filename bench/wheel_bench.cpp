@@ -20,18 +20,24 @@
 // periodic adds the wheel's two as well (there a fire is a run, and the moves include re-armed
 // timers' moves down).
 //
-// Keeping the optimiser honest: every id a timed schedule returns is stored and later cancelled,
-// every cancel's result is summed and checked, and every callback increments a counter that is
+// Keeping the optimiser honest: every id a timed schedule returns is stored and later checked or
+// cancelled, every cancel's result is summed and checked, and every callback increments a counter that is
 // checked, so no queue work can be dropped; a mismatch fails the benchmark (SkipWithError) rather
 // than report a figure for work that did not happen. benchmark::DoNotOptimize is not applied to
 // stored ids: with GCC 12 and Google Benchmark 1.7.1 its read-write "+m,r" form on a vector
 // element lost the stored id (every later cancel failed), so it is used on rvalues only.
 //
-// Extra flag, read before Google Benchmark's own: --tickwheel_cpu=K pins the process to CPU K.
+// Extra flags, read before Google Benchmark's own: --tickwheel_cpu=K pins the process to CPU K;
+// --tickwheel_thp=off turns transparent huge pages off for the process (prctl PR_SET_THP_DISABLE),
+// for the with/without comparison of the library's huge-page advice; --tickwheel_tails[=R] runs
+// the per-call tail mode of tails.cpp (R runs, 3 by default) instead of Google Benchmark, whose
+// model (time per iteration, averaged) has no place for the worst single call.
 #include <benchmark/benchmark.h>
 #include <sched.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -40,114 +46,39 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "common.hpp"
-#include "heap_baseline.hpp"
+#include "queues.hpp"
+#include "tails.hpp"
 #include "tickwheel/wheel.hpp"
 
 namespace {
 
 using Nanos = std::chrono::nanoseconds;
+using tickwheel_bench::Bump;
 using tickwheel_bench::HeapTimerQueue;
+using tickwheel_bench::IdOf;
 using tickwheel_bench::kMaxDelay;
 using tickwheel_bench::kMinDelay;
+using tickwheel_bench::kSeed;
+using tickwheel_bench::kTick;
+using tickwheel_bench::PeriodicRun;
+using tickwheel_bench::populate;
+using tickwheel_bench::Queue;
 using tickwheel_bench::Rng;
+using tickwheel_bench::shuffle;
 
-constexpr Nanos kTick = std::chrono::milliseconds(1);
-constexpr std::size_t kBlock = 4096;                 // timed operations between two pauses
-constexpr std::uint64_t kSeed = 0x7469636b77686565;  // "tickwhee"
-constexpr std::int64_t kSizes[] = {10'000, 1'000'000, 10'000'000};
-
-// The callback every timer carries: 8 bytes, a side effect the optimiser must keep.
-struct Bump {
-  std::uint64_t* counter;
-  void operator()() const noexcept { ++*counter; }
-};
-
-// What the callbacks of the periodic case share: the queue (the heap's callbacks schedule their
-// next period on it) and the run counter.
-template <class Q>
-struct PeriodicRun {
-  Q* q;
-  std::uint64_t* fired;
-};
-
-// The heap's periodic timer, as a careful user writes it: the callback counts its run, schedules
-// the next period as a new timer at a fixed rate (one period after this run's deadline, not after
-// now, so it never drifts) and stores the new handle where the old one was, so that the timer
-// stays cancellable, as a wheel's periodic id does. 24 bytes; times are in ticks.
-struct Rearm {
-  const PeriodicRun<HeapTimerQueue>* run;
-  HeapTimerQueue::Handle* slot;
-  std::uint32_t due;     // this run's tick
-  std::uint32_t period;  // in ticks
-  void operator()() const {
-    ++*run->fired;
-    const std::uint32_t next = due + period;
-    *slot = run->q->schedule_at(kTick * next, Rearm{run, slot, next, period});
-  }
-};
-
-// What differs between the two queues, and nothing else.
-template <class Q>
-struct Queue;
-
-template <>
-struct Queue<tickwheel::Wheel> {
-  static constexpr std::string_view kName = "wheel";
-  static std::unique_ptr<tickwheel::Wheel> make() {
-    return std::make_unique<tickwheel::Wheel>(tickwheel::WheelOptions{.tick = kTick});
-  }
-  static std::uint64_t bytes(const tickwheel::Wheel& q) { return q.stats().bytes; }
-  // A periodic timer first due at tick `first`, then every `period` ticks: the wheel re-arms it
-  // in its own node.
-  static tickwheel::TimerId every(const PeriodicRun<tickwheel::Wheel>& run, tickwheel::TimerId*,
-                                  std::uint32_t first, std::uint32_t period) {
-    return run.q->schedule_every(kTick * period, Bump{run.fired},
-                                 {.initial_delay = kTick * first - run.q->now()});
-  }
-  static void fire_counters(benchmark::State& state, const tickwheel::Wheel& q) {
-    const tickwheel::WheelStats s = q.stats();
-    state.counters["max_pass_work"] = static_cast<double>(s.max_pass_work);
-    state.counters["moves_per_fire"] = static_cast<double>(s.moved) / static_cast<double>(s.fired);
-  }
-};
-
-template <>
-struct Queue<HeapTimerQueue> {
-  static constexpr std::string_view kName = "heap";
-  static std::unique_ptr<HeapTimerQueue> make() { return std::make_unique<HeapTimerQueue>(); }
-  static std::uint64_t bytes(const HeapTimerQueue& q) { return q.bytes(); }
-  // The same timer as a chain of one-shot timers, each run scheduling the next (see Rearm); `slot`
-  // is where the chain keeps its current handle.
-  static HeapTimerQueue::Handle every(const PeriodicRun<HeapTimerQueue>& run, HeapTimerQueue::Handle* slot,
-                                      std::uint32_t first, std::uint32_t period) {
-    return run.q->schedule_at(kTick * first, Rearm{&run, slot, first, period});
-  }
-  static void fire_counters(benchmark::State&, const HeapTimerQueue&) {}
-};
-
-template <class Q>
-using IdOf = decltype(std::declval<Q&>().schedule_at(Nanos{}, Bump{}));
+constexpr std::size_t kBlock = 4096;  // timed operations between two pauses
+// The populations of the table: every case runs at each (periodic at three of them).
+constexpr std::array<std::int64_t, 5> kSizes = {1'000, 10'000, 100'000, 1'000'000, 10'000'000};
+constexpr std::array<std::int64_t, 3> kPeriodicSizes = {10'000, 1'000'000, 10'000'000};
 
 std::size_t pending_of(benchmark::State& state) { return static_cast<std::size_t>(state.range(0)); }
-
-// Untimed setup shared by all cases: n timers due uniformly over the next minute from `base`.
-template <class Q>
-std::vector<IdOf<Q>> populate(Q& q, std::size_t n, Rng& rng, Nanos base, std::uint64_t* counter) {
-  std::vector<IdOf<Q>> ids(n);
-  for (auto& id : ids) id = q.schedule_at(base + rng.delay(), Bump{counter});
-  return ids;
-}
-
-template <class T>
-void shuffle(std::vector<T>& v, Rng& rng) {  // Fisher-Yates, the same permutation on every platform
-  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
-}
 
 // Counters every case reports; `per_iter` operations make one iteration (on average, where
 // iterations differ, as periodic's do).
@@ -195,6 +126,40 @@ void BM_Schedule(benchmark::State& state) {
     state.SkipWithError("schedule: a timer went missing (cancel of a fresh timer failed)");
   }
   report<Q>(state, bpt, 1);
+}
+
+// fresh: schedule N timers into a fresh queue (the W1); one iteration is the N schedules,
+// from the queue's construction to the last one. Everything that first fills a queue is in the time:
+// mapping and faulting in its memory (CPU time counts the kernel's share), the heap's array copies as
+// it doubles. kReserve: the queue is built with a reserve of N first (WheelOptions::reserve, or
+// HeapTimerQueue::reserve), untimed, as a process does at start-up, so the schedules find their
+// memory mapped and touched. The deadlines are drawn, and the previous queue destroyed, untimed.
+template <class Q, bool kReserve>
+void BM_Fresh(benchmark::State& state) {
+  const std::size_t n = pending_of(state);
+  std::uint64_t fired = 0;
+  Rng rng(kSeed ^ n);
+  std::vector<Nanos> deadlines(n);
+  for (auto& d : deadlines) d = rng.delay();
+  std::vector<IdOf<Q>> ids(n);
+  std::unique_ptr<Q> q;
+  double bpt = 0;
+  std::size_t scheduled = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    q.reset();
+    q = Queue<Q>::make(kReserve ? n : 0);
+    state.ResumeTiming();
+    for (std::size_t i = 0; i < n; ++i) ids[i] = q->schedule_at(deadlines[i], Bump{&fired});
+    state.PauseTiming();
+    for (const auto& id : ids) scheduled += id ? 1 : 0;
+    bpt = bytes_per_timer(*q);
+    state.ResumeTiming();
+  }
+  if (scheduled != static_cast<std::size_t>(state.iterations()) * n || q->pending() != n) {
+    state.SkipWithError("fresh: a schedule into a fresh queue failed");
+  }
+  report<Q>(state, bpt, static_cast<double>(n));
 }
 
 // cancel: cancel one timer, in random order, from a population of N. When half the population
@@ -314,18 +279,33 @@ void BM_HotPair(benchmark::State& state) {
   report<Q>(state, bpt, 1);
 }
 
-// Runs advance() in tick steps from `t` until nothing is pending; returns the final time.
+// W3's stepping: kMaxDelay / kTick steps of one tick from `t`, which reach every deadline a timer
+// scheduled at `t` can have; returns the final time.
+constexpr std::int64_t kFireSteps = kMaxDelay / kTick;
 template <class Q>
-Nanos drain(Q& q, Nanos t) {
-  while (q.pending() != 0) {
+Nanos step_through(Q& q, Nanos t) {
+  for (std::int64_t i = 0; i < kFireSteps; ++i) {
     t += kTick;
     q.advance(t);
   }
   return t;
 }
 
-// What the instrumented drain checks: every timer runs exactly once, never before its deadline
-// and less than one tick after it (the drain steps the clock one tick at a time).
+// W3's population: n timers with deadlines uniform over [t + 1 ms, t + 60 s], made by
+// make(deadline), then a random half of them cancelled. Untimed setup.
+template <class Q, class Make>
+void schedule_and_cancel_half(Q& q, std::size_t n, Rng& rng, Nanos t, Make make) {
+  std::vector<IdOf<Q>> ids(n);
+  for (auto& id : ids) {
+    const Nanos deadline = t + rng.delay();
+    id = q.schedule_at(deadline, make(deadline));
+  }
+  shuffle(ids, rng);
+  for (std::size_t i = 0; i < n / 2; ++i) benchmark::DoNotOptimize(q.cancel(ids[i]));
+}
+
+// What the instrumented run checks: every timer runs exactly once, never before its deadline
+// and less than one tick after it (the clock steps one tick at a time).
 struct Lateness {
   Nanos now{0};  // the time passed to the advance() in progress
   Nanos max{0};  // the largest now - deadline seen
@@ -333,7 +313,7 @@ struct Lateness {
   std::uint64_t ran = 0;
 };
 
-// The instrumented drain's callback: 16 bytes, records its own lateness.
+// The instrumented run's callback: 16 bytes, records its own lateness.
 struct Check {
   Lateness* l;
   Nanos deadline;
@@ -345,17 +325,15 @@ struct Check {
   }
 };
 
-// The same drain, timing each advance() with steady_clock, over n timers scheduled with the
-// Check callback. Returns the final time; fills the duration of every advance() call.
+// The same stepping, timing each advance() with steady_clock, over W3's population of n timers
+// with the Check callback. Returns the final time; fills the duration of every advance() call.
 template <class Q>
-Nanos drain_timed(Q& q, std::size_t n, Rng& rng, Nanos t, Lateness& lateness, std::vector<Nanos>& durations) {
+Nanos step_through_timed(Q& q, std::size_t n, Rng& rng, Nanos t, Lateness& lateness,
+                         std::vector<Nanos>& durations) {
   using Clock = std::chrono::steady_clock;
-  for (std::size_t i = 0; i < n; ++i) {
-    const Nanos deadline = t + rng.delay();
-    benchmark::DoNotOptimize(q.schedule_at(deadline, Check{&lateness, deadline}));
-  }
+  schedule_and_cancel_half(q, n, rng, t, [&lateness](Nanos deadline) { return Check{&lateness, deadline}; });
   durations.clear();
-  while (q.pending() != 0) {
+  for (std::int64_t i = 0; i < kFireSteps; ++i) {
     t += kTick;
     lateness.now = t;
     const auto start = Clock::now();
@@ -365,13 +343,15 @@ Nanos drain_timed(Q& q, std::size_t n, Rng& rng, Nanos t, Lateness& lateness, st
   return t;
 }
 
-// fire: N pending, drained by advance() in 1 ms steps until all have fired; time per fired timer.
-// The timed drains read no clock. One more drain after them, untimed, times each advance() with
-// steady_clock: worst_advance_us is the slowest call, p999_advance_us the 99.9th percentile (the
-// worst is exposed to preemption and interrupts; the percentile much less). That drain also checks
-// that every timer ran once, none early, none a tick or more late (max_late_us); a failure fails
-// the benchmark. For the wheel, max_pass_work is the most fires + moves one advance() did over all
-// the drains.
+// fire: the W3. N timers with deadlines uniform over [1 ms, 60 s], a random half cancelled
+// (untimed), then the clock stepped 1 ms at a time through 60 s, 60,000 advance() calls, which run
+// the other half; time per fired timer, the steps that run nothing included (at small N they are
+// most of it). The timed runs read no clock. One more run after them, untimed, times each
+// advance() with steady_clock: worst_advance_us is the slowest call, p999_advance_us the 99.9th
+// percentile (the worst is exposed to preemption and interrupts; the percentile much less). That
+// run also checks that every timer left ran once, none early, none a tick or more late
+// (max_late_us); a failure fails the benchmark. For the wheel, max_pass_work is the most fires +
+// moves one advance() did over all the runs.
 template <class Q>
 void BM_Fire(benchmark::State& state) {
   const std::size_t n = pending_of(state);
@@ -381,18 +361,20 @@ void BM_Fire(benchmark::State& state) {
   Nanos now{0};
   double bpt = 0;
   std::vector<Nanos> durations;
-  durations.reserve(static_cast<std::size_t>((kMaxDelay / kTick) + 2));
+  durations.reserve(static_cast<std::size_t>(kFireSteps));
   for (auto _ : state) {
     state.PauseTiming();
-    benchmark::DoNotOptimize(populate(*q, n, rng, now, &fired));
-    bpt = bytes_per_timer(*q);
+    schedule_and_cancel_half(*q, n, rng, now, [&fired](Nanos) { return Bump{&fired}; });
+    bpt = static_cast<double>(Queue<Q>::bytes(*q)) / static_cast<double>(n);  // per timer scheduled
     state.ResumeTiming();
-    now = drain(*q, now);
+    now = step_through(*q, now);
   }
   Lateness lateness;
-  now = drain_timed(*q, n, rng, now, lateness, durations);
-  if (fired != static_cast<std::size_t>(state.iterations()) * n || lateness.ran != n) {
-    state.SkipWithError("fire: the number of callbacks run is not the number of timers scheduled");
+  now = step_through_timed(*q, n, rng, now, lateness, durations);
+  const std::size_t left = n - n / 2;
+  if (fired != static_cast<std::size_t>(state.iterations()) * left || lateness.ran != left ||
+      q->pending() != 0) {
+    state.SkipWithError("fire: the number of callbacks run is not the number of timers left pending");
     return;
   }
   if (lateness.early != 0 || lateness.max >= kTick) {
@@ -401,7 +383,7 @@ void BM_Fire(benchmark::State& state) {
   }
   std::sort(durations.begin(), durations.end());
   const auto us = [](Nanos d) { return std::chrono::duration<double, std::micro>(d).count(); };
-  report<Q>(state, bpt, static_cast<double>(n));
+  report<Q>(state, bpt, static_cast<double>(left));
   state.counters["worst_advance_us"] = us(durations.back());
   state.counters["p999_advance_us"] = us(durations[durations.size() * 999 / 1000]);
   state.counters["max_late_us"] = us(lateness.max);
@@ -467,10 +449,14 @@ void BM_Periodic(benchmark::State& state) {
 }
 
 // Iterations are fixed per case and size so that a run's length is predictable and the costly
-// setup of a large population is done once per run, not once per Google Benchmark probe.
+// setup of a large population is done once per run, not once per Google Benchmark probe; they keep
+// the whole table (3 repetitions) within about ten minutes on a 2-core machine.
 benchmark::IterationCount ops_iterations(std::int64_t) { return std::int64_t{1} << 21; }
-benchmark::IterationCount fire_iterations(std::int64_t n) {
+benchmark::IterationCount per_timer_iterations(std::int64_t n) {  // an iteration handles n timers
   return std::max<std::int64_t>(1, (std::int64_t{1} << 21) / n);
+}
+benchmark::IterationCount fire_iterations(std::int64_t n) {  // an iteration: n timers, 60,000 steps
+  return std::max<std::int64_t>(1, (std::int64_t{1} << 22) / (n + 2 * kFireSteps));
 }
 
 struct Case {
@@ -479,14 +465,24 @@ struct Case {
   void (*wheel)(benchmark::State&);
   void (*heap)(benchmark::State&);
   benchmark::IterationCount (*iterations)(std::int64_t pending);
+  std::span<const std::int64_t> sizes;
 };
 
 template <template <class> class Fn>
 constexpr Case make_case(std::string_view name, std::string_view description,
-                         benchmark::IterationCount (*iterations)(std::int64_t)) {
-  return Case{name, description, &Fn<tickwheel::Wheel>::run, &Fn<HeapTimerQueue>::run, iterations};
+                         benchmark::IterationCount (*iterations)(std::int64_t),
+                         std::span<const std::int64_t> sizes = kSizes) {
+  return Case{name, description, &Fn<tickwheel::Wheel>::run, &Fn<HeapTimerQueue>::run, iterations, sizes};
 }
 
+template <class Q>
+struct Fresh {
+  static void run(benchmark::State& s) { BM_Fresh<Q, false>(s); }
+};
+template <class Q>
+struct FreshReserved {
+  static void run(benchmark::State& s) { BM_Fresh<Q, true>(s); }
+};
 template <class Q>
 struct Schedule {
   static void run(benchmark::State& s) { BM_Schedule<Q>(s); }
@@ -513,12 +509,20 @@ struct Periodic {
 };
 
 // The one table of scenarios: registration, names and the README's descriptions all come from it.
-const Case kCases[] = {
+const std::array kCases = {
+    make_case<Fresh>(
+        "fresh", "schedule N timers into a fresh queue (W1): its memory mapped and faulted in as it fills",
+        per_timer_iterations),
+    make_case<FreshReserved>("fresh_reserved",
+                             "schedule N timers into a fresh queue built with a reserve of N (untimed)",
+                             per_timer_iterations),
     make_case<Schedule>("schedule", "one schedule into a queue already holding N pending timers",
                         ops_iterations),
     make_case<Cancel>("cancel", "one cancel, in random order, from N pending (refilled when half are gone)",
                       ops_iterations),
-    make_case<Fire>("fire", "N pending drained by advance() in 1 ms steps; cost per fired timer",
+    make_case<Fire>("fire",
+                    "N scheduled over [1 ms, 60 s], half cancelled, then 1 ms steps through 60 s (W3); "
+                    "cost per fired timer",
                     fire_iterations),
     make_case<Churn>("churn", "cancel a random pending timer and schedule a new one (idle-timeout reset)",
                      ops_iterations),
@@ -527,7 +531,7 @@ const Case kCases[] = {
     make_case<Periodic>("periodic",
                         "N periodic timers (periods: see workload) advanced in 1-tick steps; "
                         "cost per run (wheel: schedule_every; heap: each run schedules the next)",
-                        fire_iterations),
+                        per_timer_iterations, kPeriodicSizes),
 };
 
 void register_all() {
@@ -537,7 +541,7 @@ void register_all() {
     names += c.name;
     for (const auto& [queue, fn] : {std::pair{Queue<tickwheel::Wheel>::kName, c.wheel},
                                     std::pair{Queue<HeapTimerQueue>::kName, c.heap}}) {
-      for (const std::int64_t n : kSizes) {
+      for (const std::int64_t n : c.sizes) {
         benchmark::RegisterBenchmark((std::string(c.name) + "/" + std::string(queue)).c_str(), fn)
             ->Arg(n)
             ->Iterations(c.iterations(n))
@@ -561,34 +565,74 @@ void register_all() {
 #endif
 }
 
-// Consumes --tickwheel_cpu=K (pins the process to CPU K) before Google Benchmark sees argv.
-bool pin_from_args(int& argc, char** argv) {
-  constexpr std::string_view kFlag = "--tickwheel_cpu=";
+// This binary's own flags, taken out of argv before Google Benchmark sees it.
+struct Flags {
+  int cpu = -1;          // --tickwheel_cpu=K: pin the process to CPU K
+  bool thp_off = false;  // --tickwheel_thp=off: no transparent huge pages for this process
+  int tails_runs = 0;    // --tickwheel_tails[=R]: the per-call tail mode instead, R runs (3)
+};
+
+bool parse_flags(int& argc, char** argv, Flags& flags) {
+  constexpr std::string_view kCpu = "--tickwheel_cpu=";
+  constexpr std::string_view kThp = "--tickwheel_thp=";
+  constexpr std::string_view kTails = "--tickwheel_tails";
   int out = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (arg.substr(0, kFlag.size()) != kFlag) {
+    if (arg.starts_with(kCpu)) {
+      flags.cpu = std::atoi(argv[i] + kCpu.size());
+    } else if (arg.starts_with(kThp)) {
+      const std::string_view value = arg.substr(kThp.size());
+      if (value != "on" && value != "off") {
+        std::fprintf(stderr, "tickwheel-bench: --tickwheel_thp takes on or off, got %s\n",
+                     argv[i] + kThp.size());
+        return false;
+      }
+      flags.thp_off = value == "off";
+    } else if (arg == kTails) {
+      flags.tails_runs = 3;
+    } else if (arg.starts_with(kTails) && arg[kTails.size()] == '=') {
+      flags.tails_runs = std::atoi(argv[i] + kTails.size() + 1);
+      if (flags.tails_runs < 1) {
+        std::fprintf(stderr, "tickwheel-bench: --tickwheel_tails=R needs R >= 1, got %s\n", argv[i]);
+        return false;
+      }
+    } else {
       argv[out++] = argv[i];
-      continue;
     }
-    const int cpu = std::atoi(argv[i] + kFlag.size());
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
-      std::fprintf(stderr, "tickwheel-bench: cannot pin to CPU %d: %s\n", cpu, std::strerror(errno));
-      return false;
-    }
-    benchmark::AddCustomContext("pinned_cpu", std::to_string(cpu));
   }
   argc = out;
+  return true;
+}
+
+// Applies --tickwheel_cpu and --tickwheel_thp to this process.
+bool apply(const Flags& flags) {
+  if (flags.cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(flags.cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+      std::fprintf(stderr, "tickwheel-bench: cannot pin to CPU %d: %s\n", flags.cpu, std::strerror(errno));
+      return false;
+    }
+    benchmark::AddCustomContext("pinned_cpu", std::to_string(flags.cpu));
+  }
+  // The library advises its large blocks for transparent huge pages; turning THP off for the
+  // process is how a deployment opts out, and how the README's with/without figures were taken.
+  if (flags.thp_off && ::prctl(PR_SET_THP_DISABLE, 1UL, 0UL, 0UL, 0UL) != 0) {
+    std::fprintf(stderr, "tickwheel-bench: PR_SET_THP_DISABLE refused: %s\n", std::strerror(errno));
+    return false;
+  }
+  benchmark::AddCustomContext("thp", flags.thp_off ? "off (PR_SET_THP_DISABLE)" : "as the system sets it");
   return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!pin_from_args(argc, argv)) return 1;
+  Flags flags;
+  if (!parse_flags(argc, argv, flags) || !apply(flags)) return 1;
+  if (flags.tails_runs != 0) return tickwheel_bench::run_tails(flags.tails_runs, flags.thp_off);
   register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

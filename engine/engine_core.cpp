@@ -14,6 +14,7 @@ namespace tickwheel::detail {
 namespace {
 
 constexpr std::size_t kMaxShards = 4096;
+constexpr std::size_t kMaxReserve = NodePool::kMaxNodes - 1;  // a shard's pool holds no more
 
 std::atomic<std::uint64_t> g_next_engine_uid{1};
 // Engines alive now, and whether the too-many-engines notice was given (once per process).
@@ -33,6 +34,20 @@ EngineOptions validated(EngineOptions opts) {
   if (opts.shards > kMaxShards) {
     throw std::invalid_argument("tickwheel::Engine: shards must be at most " + std::to_string(kMaxShards) +
                                 ", got " + std::to_string(opts.shards));
+  }
+  if (opts.reserve_per_shard > kMaxReserve) {
+    throw std::invalid_argument("tickwheel::Engine: reserve_per_shard must be at most 2^32 - 1 (" +
+                                std::to_string(kMaxReserve) + "), got " +
+                                std::to_string(opts.reserve_per_shard));
+  }
+  if (opts.max_pending_per_shard != 0 && opts.reserve_per_shard > opts.max_pending_per_shard) {
+    throw std::invalid_argument(
+        "tickwheel::Engine: reserve_per_shard must not exceed max_pending_per_shard (" +
+        std::to_string(opts.max_pending_per_shard) + "), got " + std::to_string(opts.reserve_per_shard));
+  }
+  if (opts.lock_memory && opts.reserve_per_shard == 0) {
+    throw std::invalid_argument(
+        "tickwheel::Engine: lock_memory needs reserve_per_shard (it locks the reserve), got 0");
   }
   if (opts.hybrid_spin.count() < 0) {
     throw std::invalid_argument("tickwheel::Engine: hybrid_spin must not be negative, got " +

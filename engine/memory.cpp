@@ -3,11 +3,15 @@
 #include "tickwheel/detail/memory.hpp"
 
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <span>
 
 #if TICKWHEEL_HAVE_JEMALLOC
@@ -78,5 +82,16 @@ void unmap_memory(void* address, std::size_t bytes, [[maybe_unused]] unsigned ar
 #endif
   ::munmap(address, bytes);
 }
+
+// mlock and munlock by system call, not through the C library's wrappers: AddressSanitizer
+// intercepts those and makes them succeed without locking anything, which would turn a refused
+// lock into a silent no-op in exactly the builds that test the refusal.
+int commit_memory(void* address, std::size_t bytes, bool lock) noexcept {
+  std::memset(address, 0, bytes);
+  if (lock && ::syscall(SYS_mlock, address, bytes) != 0) return errno;
+  return 0;
+}
+
+void unlock_memory(void* address, std::size_t bytes) noexcept { ::syscall(SYS_munlock, address, bytes); }
 
 }  // namespace tickwheel::detail

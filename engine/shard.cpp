@@ -80,6 +80,8 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
       wait_strategy_(opts.wait),
       transfer_cap_(opts.transfer_cap),
       max_pending_(opts.max_pending_per_shard),
+      reserve_(opts.reserve_per_shard),
+      lock_memory_(opts.lock_memory),
       hybrid_spin_(opts.hybrid_spin),
       pin_(opts.pin_workers),
       manual_(opts.threads == Threads::manual),
@@ -334,8 +336,21 @@ void Shard::run(void* headroom) {
 }
 
 void Shard::prepare() noexcept {
+  if (reserve_ != 0) reserve_memory();
   top_up(reserve_target_);
   ready_.store(true, std::memory_order_release);
+}
+
+// The timers asked for plus the hand-out reserve that prepare() fills from the same pool next.
+void Shard::reserve_memory() noexcept {
+  const std::uint64_t nodes = std::uint64_t{reserve_} + reserve_target_;
+  const int err = wheel_.pool_.reserve(nodes, lock_memory_);
+  if (err == 0) return;
+  try {
+    host_.note_once(ShardHost::Notice::reserve_refused, "tickwheel: shard " + std::to_string(index_) + ": " +
+                                                            wheel_.pool_.describe_refusal(nodes, err));
+  } catch (...) {  // NOLINT(bugprone-empty-catch): no memory for the line, or the log hook threw
+  }
 }
 
 void Shard::start_manual() {

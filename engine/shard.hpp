@@ -181,6 +181,7 @@ class Shard {
   void make_reserve_token();  // throws std::bad_alloc
   void prepare() noexcept;
   void describe_binding() noexcept;
+  void reserve_memory() noexcept;  // EngineOptions::reserve_per_shard, on the thread that prepares
   std::size_t pass(Nanos now, std::size_t limit) noexcept;
   std::size_t transfer(std::size_t cap) noexcept;
   void refill() noexcept;
@@ -200,6 +201,8 @@ class Shard {
   const WaitStrategy wait_strategy_;
   const std::size_t transfer_cap_;
   const std::size_t max_pending_;
+  const std::size_t reserve_;  // EngineOptions::reserve_per_shard
+  const bool lock_memory_;
   const Nanos hybrid_spin_;
   const bool pin_;
   const bool manual_;

@@ -24,7 +24,13 @@ struct Node;
 class ShardHost {
  public:
   // The notices an engine gives at most once each (through EngineOptions::log).
-  enum class Notice : unsigned { binding_refused, callback_threw, more_shards_than_cores, count };
+  enum class Notice : unsigned {
+    binding_refused,
+    callback_threw,
+    more_shards_than_cores,
+    reserve_refused,
+    count
+  };
 
   // The engine's clock (EngineOptions::clock, or CLOCK_MONOTONIC). Any thread.
   virtual Nanos now() const noexcept = 0;

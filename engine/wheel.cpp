@@ -27,6 +27,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace tickwheel {
 namespace {
@@ -79,6 +80,18 @@ Wheel::Wheel(WheelOptions opts) : tick_(opts.tick), now_(opts.start), max_pendin
     throw std::invalid_argument("tickwheel::Wheel: max_pending must be at most 2^32 - 1 (" +
                                 std::to_string(kPoolLimit) + "), got " + std::to_string(opts.max_pending));
   }
+  if (opts.reserve > kPoolLimit) {
+    throw std::invalid_argument("tickwheel::Wheel: reserve must be at most 2^32 - 1 (" +
+                                std::to_string(kPoolLimit) + "), got " + std::to_string(opts.reserve));
+  }
+  if (opts.max_pending != 0 && opts.reserve > opts.max_pending) {
+    throw std::invalid_argument("tickwheel::Wheel: reserve must not exceed max_pending (" +
+                                std::to_string(opts.max_pending) + "), got " + std::to_string(opts.reserve));
+  }
+  if (opts.lock_memory && opts.reserve == 0) {
+    throw std::invalid_argument(
+        "tickwheel::Wheel: lock_memory needs a reserve (it locks the reserve), got 0");
+  }
   if (max_pending_ == 0) max_pending_ = kPoolLimit;
   const auto tick = static_cast<std::uint64_t>(tick_.count());
   max_tick_ = static_cast<std::uint64_t>(Nanos::max().count()) / tick;
@@ -86,6 +99,12 @@ Wheel::Wheel(WheelOptions opts) : tick_(opts.tick), now_(opts.start), max_pendin
   target_ = cur_;
   slots_ = std::make_unique<std::array<Slot, kAllSlots>>();  // value-initialised: every head null
   count_ = std::make_unique<std::array<std::uint32_t, kAllSlots>>();
+  if (opts.reserve != 0) {
+    if (const int err = pool_.reserve(opts.reserve, opts.lock_memory); err != 0) {
+      throw std::system_error(err, std::generic_category(),
+                              "tickwheel::Wheel: " + pool_.describe_refusal(opts.reserve, err));
+    }
+  }
 }
 
 Wheel::~Wheel() {

@@ -10,8 +10,13 @@
 // that what a pass runs is decided by the test alone; the rows about worker threads use them, on
 // the real clock, waiting (bounded) for events and never asserting a timing figure.
 #include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -25,6 +30,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -253,6 +259,135 @@ TEST(BadInput, WheelMaxPendingBeyondThePoolIsRejectedNamingTheValue) {
   expect_invalid([] { Wheel w({.max_pending = std::size_t{1} << 32}); }, {"max_pending", "got 4294967296"});
   Wheel w({.max_pending = (std::size_t{1} << 32) - 1});
   EXPECT_EQ(w.pending(), 0u);
+}
+
+// A reserve is node memory for that many timers, in the same 32-bit-indexed pool: above 2^32 - 1 it
+// can never be honoured.
+TEST(BadInput, ReserveBeyondThePoolIsRejectedNamingTheValue) {
+  expect_invalid([] { Wheel w({.reserve = std::size_t{1} << 32}); }, {"reserve", "got 4294967296"});
+  expect_invalid(
+      [] {
+        EngineOptions o = manual();
+        o.reserve_per_shard = std::size_t{1} << 32;
+        Engine e(o);
+      },
+      {"reserve_per_shard", "got 4294967296"});
+}
+
+// A reserve above max_pending would hold memory no timer may ever use: a mistake, said at once. Equal
+// is legal.
+TEST(BadInput, ReserveAboveMaxPendingIsRejectedNamingTheValue) {
+  expect_invalid([] { Wheel w({.max_pending = 100, .reserve = 101}); },
+                 {"reserve", "max_pending (100)", "got 101"});
+  Wheel w({.max_pending = 100, .reserve = 100});
+  EXPECT_GE(w.stats().pool_capacity, 100u);
+  expect_invalid(
+      [] {
+        EngineOptions o = manual();
+        o.max_pending_per_shard = 100;
+        o.reserve_per_shard = 101;
+        Engine e(o);
+      },
+      {"reserve_per_shard", "max_pending_per_shard (100)", "got 101"});
+  EngineOptions o = manual();
+  o.max_pending_per_shard = 100;
+  o.reserve_per_shard = 100;
+  Engine e(o);
+  e.start();
+  EXPECT_EQ(e.poll(0), 0u);
+}
+
+// lock_memory locks the reserve; without one there is nothing to lock, and silently locking
+// nothing would hide the mistake.
+TEST(BadInput, LockMemoryWithoutAReserveIsRejected) {
+  expect_invalid([] { Wheel w({.lock_memory = true}); }, {"lock_memory", "reserve", "got 0"});
+  expect_invalid(
+      [] {
+        EngineOptions o = manual();
+        o.lock_memory = true;
+        Engine e(o);
+      },
+      {"lock_memory", "reserve_per_shard", "got 0"});
+}
+
+// While it lives, mlock is refused to this thread (and to threads it creates): CAP_IPC_LOCK is
+// dropped from the thread's effective capabilities (kept in its permitted set, so it can be raised
+// again) and the process's soft RLIMIT_MEMLOCK is 0. Both are put back on destruction.
+class MemlockRefused {
+ public:
+  MemlockRefused() {
+    EXPECT_EQ(::getrlimit(RLIMIT_MEMLOCK, &saved_limit_), 0);
+    rlimit none = saved_limit_;
+    none.rlim_cur = 0;
+    EXPECT_EQ(::setrlimit(RLIMIT_MEMLOCK, &none), 0);
+    EXPECT_EQ(::syscall(SYS_capget, &header_, caps_.data()), 0);
+    saved_effective_ = caps_[0].effective;
+    caps_[0].effective &= ~(1U << CAP_IPC_LOCK);
+    EXPECT_EQ(::syscall(SYS_capset, &header_, caps_.data()), 0);
+  }
+  ~MemlockRefused() {
+    caps_[0].effective = saved_effective_;
+    EXPECT_EQ(::syscall(SYS_capset, &header_, caps_.data()), 0);
+    EXPECT_EQ(::setrlimit(RLIMIT_MEMLOCK, &saved_limit_), 0);
+  }
+  MemlockRefused(const MemlockRefused&) = delete;
+  MemlockRefused& operator=(const MemlockRefused&) = delete;
+
+ private:
+  static_assert(CAP_IPC_LOCK < 32, "CAP_IPC_LOCK is in the first capability word");
+  rlimit saved_limit_{};
+  __user_cap_header_struct header_{_LINUX_CAPABILITY_VERSION_3, 0};
+  std::array<__user_cap_data_struct, _LINUX_CAPABILITY_U32S_3> caps_{};
+  std::uint32_t saved_effective_ = 0;
+};
+
+// lock_memory where mlock is not permitted. The Wheel's constructor throws std::system_error naming
+// the bytes and the limit; the Engine's shards lock on their own threads at start, where nothing can
+// throw to the caller, so each runs with its reserve touched but not locked and the log hook says so,
+// once per engine. Where it is permitted, the same options work (the control).
+TEST(BadInput, RefusedMemoryLockThrowsOnTheWheelAndIsReportedByTheEngine) {
+  {
+    const MemlockRefused refused;
+    try {
+      Wheel w({.reserve = 1000, .lock_memory = true});
+      ADD_FAILURE() << "lock_memory was refused, yet the Wheel was built";
+    } catch (const std::system_error& err) {
+      const std::string what = err.what();
+      for (const char* word :
+           {"reserve of 1000 timers", "64000 bytes", "mlock refused", "RLIMIT_MEMLOCK is 0 bytes"})
+        EXPECT_NE(what.find(word), std::string::npos) << "\"" << word << "\" not in: " << what;
+    }
+    for (const Threads threads : {Threads::manual, Threads::workers}) {
+      auto sink = std::make_shared<LogSink>();
+      Hits h(1);
+      EngineOptions o = threads == Threads::manual ? manual(2) : workers(2);
+      o.reserve_per_shard = 1000;
+      o.lock_memory = true;
+      o.log = log_into(sink);
+      Engine e(o);
+      e.start();  // the shards reserve (caller-driven: here; else on their workers, before ready)
+      const std::vector<std::string> said = sink->containing("not locked: mlock refused");
+      ASSERT_EQ(said.size(), 1u) << "expected one notice for the two shards";
+      EXPECT_NE(said[0].find("RLIMIT_MEMLOCK is 0 bytes"), std::string::npos) << said[0];
+      ASSERT_TRUE(e.schedule_on(1, 0ns, Hit(&h, 0)));  // and the engine works
+      if (threads == Threads::manual) {
+        EXPECT_EQ(e.poll(1), 1u);
+      }
+      ASSERT_TRUE(eventually([&] { return h.runs.load(std::memory_order_acquire) == 1; }));
+    }
+  }
+  // One page for the Wheel; 1 MiB for the shard (its 16 Ki-node hand-out reserve too): within the
+  // usual 8 MiB RLIMIT_MEMLOCK even without CAP_IPC_LOCK.
+  Wheel w({.reserve = 64, .lock_memory = true});
+  EXPECT_GE(w.stats().pool_capacity, 64u);
+  auto sink = std::make_shared<LogSink>();
+  EngineOptions o = manual();
+  o.reserve_per_shard = 64;
+  o.lock_memory = true;
+  o.log = log_into(sink);
+  Engine e(o);
+  e.start();
+  EXPECT_TRUE(sink->containing("mlock").empty());
 }
 
 // The physical cores this process may run on, counted without hwloc: distinct (package, core)

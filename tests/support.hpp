@@ -1,7 +1,10 @@
 // tests/support.hpp — helpers shared by the test files: a counting test type that catches a
-// callable destroyed twice or never, tick arithmetic done the slow obvious way, and the seed
-// plumbing of the randomized tiers.
+// callable destroyed twice or never, tick arithmetic done the slow obvious way, the seed plumbing
+// of the randomized tiers, and the minor-fault count of the reserve tests.
 #pragma once
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +20,24 @@
 namespace tickwheel::test {
 
 using namespace std::chrono_literals;
+
+// Whether this build runs under ThreadSanitizer, whose shadow and synchronisation metadata take
+// page faults of their own that a fault count cannot tell from the program's.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+inline constexpr bool kThreadSanitizer = __has_feature(thread_sanitizer);
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
+
+// Minor page faults of the calling thread so far (getrusage): a first touch of anonymous memory is
+// one, and a reserve's purpose is to take them all before the hot path.
+inline std::uint64_t minor_faults() {
+  rusage usage{};
+  EXPECT_EQ(::getrusage(RUSAGE_THREAD, &usage), 0);
+  return static_cast<std::uint64_t>(usage.ru_minflt);
+}
 
 // Counts the live copies of a callable's capture. Every constructor adds one and the destructor
 // takes one away, so `live` is the number of objects not yet destroyed: it must come back to

@@ -99,6 +99,16 @@ struct EngineOptions {
   // counted at once, on the thread that does them; so the limit is never exceeded, and is reached
   // early only by schedules other threads have in progress (admitted, not yet handed over).
   std::size_t max_pending_per_shard = 0;
+  // Timers per shard to make room for at start: each worker, once bound to its core (caller-driven:
+  // the thread that starts the engine), maps and first-touches node memory for this many timers
+  // plus its 16 Ki-node hand-out reserve before the engine is ready, so that no node a timer takes
+  // costs a page fault on a hot path until a shard holds more than that. 0 = none (memory is mapped
+  // and touched as the shard grows). At most 2^32 - 1, and at most max_pending_per_shard when set.
+  std::size_t reserve_per_shard = 0;
+  // Also lock each shard's reserve in memory (mlock). Needs reserve_per_shard. Where mlock is
+  // refused (no CAP_IPC_LOCK and RLIMIT_MEMLOCK too low) the shard runs with its reserve touched but
+  // not locked, and the log hook says so, once per engine.
+  bool lock_memory = false;
   WaitStrategy wait = WaitStrategy::sleep;
   bool pin_workers = true;  // bind each worker to its core (hwloc)
   // Processing units (OS indexes) for the workers, shard i on cpus[i % size]; empty = the first

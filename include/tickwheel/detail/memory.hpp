@@ -7,6 +7,7 @@
 
 namespace tickwheel::detail {
 
+inline constexpr std::size_t kPage = std::size_t{4} << 10;  // the base page: what a fault maps
 inline constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
 // Where memory comes from: kNoArena for anonymous mappings of its own, else a jemalloc arena made
@@ -28,5 +29,20 @@ void* map_memory(std::size_t bytes, unsigned arena = kNoArena) noexcept;
 
 // Returns a block from map_memory(bytes, arena).
 void unmap_memory(void* address, std::size_t bytes, unsigned arena = kNoArena) noexcept;
+
+// Commits `bytes` of a block from map_memory() now, from `address` on, by writing zeros to every
+// byte: each page is faulted in here, on the calling thread (so on its NUMA node under the first-
+// touch policy), and later accesses to the range take no page fault. With `lock`, the range is then
+// locked in memory (mlock(2)), so that it is never paged out either. Returns 0, or the errno of a
+// refused lock (EPERM, or ENOMEM / EAGAIN past RLIMIT_MEMLOCK without CAP_IPC_LOCK): the range is
+// then committed but not locked. Overwrites the range, so only for memory that holds nothing yet.
+// Costs a write of every byte (the kernel zeroes each page as well) and a system call: construction
+// and start-up paths only.
+int commit_memory(void* address, std::size_t bytes, bool lock) noexcept;
+
+// Undoes commit_memory(..., lock = true) for the range; harmless on memory that is not locked. A
+// block going back to a jemalloc arena needs it (the arena keeps the pages mapped); munmap alone
+// drops the lock.
+void unlock_memory(void* address, std::size_t bytes) noexcept;
 
 }  // namespace tickwheel::detail
