@@ -52,6 +52,7 @@ bool Engine::prepare_wait(std::size_t shard, std::optional<Nanos> until) {
 void Engine::finish_wait(std::size_t shard) { core_->finish_wait(shard); }
 int Engine::wakeup_fd(std::size_t shard) const { return core_->wakeup_fd(shard); }
 void Engine::own_shard(std::size_t shard) { core_->own_shard(shard); }
+void Engine::clock_moved() noexcept { core_->clock_moved(); }
 void Engine::release_shard(std::size_t shard) { core_->release_shard(shard); }
 std::uint64_t Engine::periodic_meta(Nanos period, const PeriodicOptions& opts) const noexcept {
   return detail::periodic_meta(period, opts, core_->tick());

@@ -53,11 +53,6 @@ EngineOptions validated(EngineOptions opts) {
     throw std::invalid_argument("tickwheel::Engine: hybrid_spin must not be negative, got " +
                                 std::to_string(opts.hybrid_spin.count()) + "ns");
   }
-  if (opts.clock != nullptr && opts.threads == Threads::workers) {
-    throw std::invalid_argument(
-        "tickwheel::Engine: a clock of one's own needs threads = Threads::manual (workers sleep on "
-        "CLOCK_MONOTONIC)");
-  }
   if (!opts.log) opts.log = &log_to_stderr;
   return opts;
 }
@@ -413,6 +408,10 @@ void EngineCore::release_shard(std::size_t index) {
                            " is not owned by this thread");
   }
   shard.disown();
+}
+
+void EngineCore::clock_moved() noexcept {
+  for (auto& shard : shards_) shard->clock_moved();
 }
 
 EngineStats EngineCore::stats() const {

@@ -78,6 +78,7 @@ class EngineCore final : public ShardHost {
   bool prepare_wait(std::size_t index, std::optional<Nanos> until);
   void finish_wait(std::size_t index);
   void own_shard(std::size_t index);
+  void clock_moved() noexcept;
   void release_shard(std::size_t index);
 
   EngineStats stats() const;

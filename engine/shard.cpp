@@ -85,6 +85,7 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
       hybrid_spin_(opts.hybrid_spin),
       pin_(opts.pin_workers),
       manual_(opts.threads == Threads::manual),
+      own_clock_(opts.clock != nullptr),
       cpu_(cpu),
       tick_ns_(static_cast<std::uint64_t>(opts.tick.count())),
       executor_(dynamic_cast<InlineExecutor*>(opts.executor.get()) != nullptr ? nullptr
@@ -329,7 +330,7 @@ void Shard::run(void* headroom) {
   prepare();  // first touch of the node memory happens here, on the pinned worker
 
   while (!stopping_.load(std::memory_order_acquire)) {
-    pass(monotonic_now(), std::numeric_limits<std::size_t>::max());
+    pass(clock_now(), std::numeric_limits<std::size_t>::max());
     if (!cap_hit_) wait();
   }
   t_current_shard = nullptr;
@@ -474,16 +475,16 @@ void Shard::wait() {
       cpu_relax();
       return;
     case WaitStrategy::hybrid: {
+      // The spin is real time; what is due is the engine's clock's.
       const Nanos spin_end = saturating_add(monotonic_now(), hybrid_spin_);  // any spin is valid
       const std::optional<Nanos> next = wheel_.next_deadline();
       planned_ns_ = next;  // as for spin; sleep_until() sets it again if the spin runs out
       for (;;) {
-        const Nanos now = monotonic_now();
-        if ((next && now >= *next) || transfers_.size_approx() != 0 || returned_.size_approx() != 0 ||
+        if ((next && clock_now() >= *next) || transfers_.size_approx() != 0 || returned_.size_approx() != 0 ||
             stopping_.load(std::memory_order_acquire)) {
           return;
         }
-        if (now >= spin_end) break;
+        if (monotonic_now() >= spin_end) break;
         cpu_relax();
       }
       sleep_until(next);
@@ -495,10 +496,15 @@ void Shard::wait() {
 
 void Shard::sleep_until(std::optional<Nanos> deadline) {
   planned_ns_ = deadline;
-  if (deadline && *deadline <= monotonic_now()) return;
+  if (deadline && *deadline <= clock_now()) return;
   const std::uint32_t seq = wake_.prepare(plan_of(deadline));
-  if (nothing_waits()) {
-    wake_.wait(seq, deadline);
+  // The deadline again, after prepare(): a clock_moved() whose signal that load did not see comes
+  // after it, so makes the futex wait return at once; one it did see moved the clock before, so
+  // this read sees the deadline reached. (With CLOCK_MONOTONIC this only skips a needless wait.)
+  if (nothing_waits() && !(deadline && *deadline <= clock_now())) {
+    // The futex times out on CLOCK_MONOTONIC: with a clock of the user's the worker sleeps until
+    // woken, by a producer, or by Engine::clock_moved() from whoever moves that clock.
+    wake_.wait(seq, own_clock_ ? std::nullopt : deadline);
     wakeups_.fetch_add(1, std::memory_order_relaxed);
   }
   wake_.finish();

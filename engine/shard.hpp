@@ -30,6 +30,7 @@
 #include <string>
 #include <thread>
 
+#include "clock.hpp"
 #include "shard_host.hpp"
 #include "tickwheel/detail/memory.hpp"
 #include "tickwheel/engine.hpp"
@@ -61,6 +62,9 @@ class Shard {
   // False, with nothing handed over, if the queue could not allocate room.
   [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node) noexcept;
   void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
+  // Wakes the sleeper whatever its plan (Engine::clock_moved(): an engine on a clock of the user's,
+  // whose workers sleep until woken).
+  void clock_moved() noexcept { wake_.signal(); }
   // Wakes the worker if it sleeps, whatever its plan: a producer calls it once per
   // ProducerState::kNudgeEvery items it posted, so that a worker asleep until a far deadline does
   // not let cancelled timers (and their callables) pile up in its queues without bound.
@@ -192,6 +196,8 @@ class Shard {
   void top_up(std::size_t want) noexcept;                 // moves up to `want` free nodes into the reserve
   void wait();
   void sleep_until(std::optional<Nanos> deadline);
+  // The engine's clock: CLOCK_MONOTONIC, or EngineOptions::clock through the host.
+  Nanos clock_now() const noexcept { return own_clock_ ? host_.now() : monotonic_now(); }
   static std::uint64_t plan_of(const std::optional<Nanos>& until) noexcept;  // a plan for Wakeup
   bool nothing_waits() const noexcept;  // no hand-off, no returned node, no stop: a sleep may begin
   void publish_stats() noexcept;
@@ -206,6 +212,7 @@ class Shard {
   const Nanos hybrid_spin_;
   const bool pin_;
   const bool manual_;
+  const bool own_clock_;  // EngineOptions::clock is set: passes read it (host_.now())
   const unsigned cpu_;
   const std::uint64_t tick_ns_;
   Executor* const executor_;  // null: callbacks run inline; else owned by the engine's options

@@ -242,10 +242,6 @@ TEST(EngineManual, MisuseIsRefusedWithAClearError) {
   Engine threaded(workers);
   EXPECT_THROW((void)threaded.poll(0), std::logic_error);
 
-  EngineOptions own_clock_with_workers = workers;
-  own_clock_with_workers.clock = &fake_now;
-  EXPECT_THROW(Engine{own_clock_with_workers}, std::invalid_argument);
-
   // Two threads polling one shard: the second is refused while the first is inside its pass.
   bool refused = false;
   struct PollFromAnotherThread {

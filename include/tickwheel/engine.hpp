@@ -122,11 +122,13 @@ struct EngineOptions {
   // path. Default: standard error.
   std::function<void(std::string_view)> log{};
   Threads threads = Threads::workers;
-  // Caller-driven mode only: the clock that schedule_after() and poll(shard) read, in the time
-  // base that poll(shard, now) is given; any thread may call it, it must never go back, and it
-  // must not be negative (the constructor reads it once and refuses a negative time). Null:
-  // CLOCK_MONOTONIC (std::chrono::steady_clock). Workers sleep on CLOCK_MONOTONIC, so a clock of
-  // one's own with Threads::workers is refused.
+  // The engine's clock, for tests and simulations that drive time themselves: what
+  // schedule_after() counts from, poll(shard) reads, and, with Threads::workers, what each pass
+  // reads. Any thread may call it; it must never go back and must not be negative (the
+  // constructor reads it once and refuses a negative time). Null: CLOCK_MONOTONIC
+  // (std::chrono::steady_clock). A worker cannot time a sleep on a clock of the user's: with one,
+  // a `sleep` or `hybrid` worker sleeps until woken, so whoever moves the clock calls
+  // Engine::clock_moved() (or use WaitStrategy::spin).
   Nanos (*clock)() noexcept = nullptr;
   // Caller-driven mode only: how a producer wakes a shard's polling loop that waits (see
   // prepare_wait()) past the deadline of a timer it hands over. Null: the engine writes the shard's
@@ -421,6 +423,12 @@ class Engine {
   void own_shard(std::size_t shard);
   // Ends the calling thread's ownership of `shard` (std::logic_error if it does not own it).
   void release_shard(std::size_t shard);
+
+  // With EngineOptions::clock: tells the engine that its clock moved, so that every worker asleep
+  // (it cannot time its sleep on that clock) wakes and runs what is now due; a caller-driven loop
+  // waiting in prepare_wait() is woken too. Any thread; a system call per sleeping shard. Without
+  // a clock of one's own it only wakes sleepers early, which is harmless.
+  void clock_moved() noexcept;
 
   EngineStats stats() const;  // totals and per shard; any thread; reads relaxed counters
   std::size_t shard_count() const noexcept;
