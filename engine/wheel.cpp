@@ -1,4 +1,5 @@
-// engine/wheel.cpp — the hierarchical timing wheel: cancel, advance, cascading, next_deadline.
+// engine/wheel.cpp — the hierarchical timing wheel: cancel, reschedule, the queries, clear, advance,
+// cascading, next_deadline.
 //
 // Invariants (checked by assertions in debug builds and by tests/wheel_model_test.cpp outside):
 //   I1  cur_ is the tick being processed. Every timer due before cur_ has run; the ones due at cur_
@@ -9,9 +10,10 @@
 //       and due % S == i. A node in level L >= 1 has (due >> bL) - (cur_ >> bL) in [1, S - 1], in
 //       the slot of that unit % S. So level L's slot for the current unit cur_ >> bL is empty: it
 //       was moved down at the boundary that started the unit.
-//   I3  The due slot holds timers scheduled at or before cur_ (outside advance(), or by callbacks,
-//       which must not run in the pass that scheduled them), and periodic timers re-armed at a tick
-//       at or before target_ (behind by a period: they run one period per call). The next
+//   I3  The due slot holds timers scheduled (or rescheduled) at or before cur_ (outside advance(),
+//       or by callbacks, which must not run in the pass that scheduled them), and periodic timers
+//       re-armed (or rescheduled) at a tick at or before target_ (behind by a period: they run one
+//       period per call). The next
 //       advance() merges them into the late slot and runs the late slot first, then the batch.
 //       Nothing enters the late slot while it runs, so no call runs a timer twice.
 //   I4  occupied_ bit s is set iff slot s has a node; count_[s] >= the number of nodes in slot s.
@@ -161,6 +163,7 @@ Wheel::Node* Wheel::pop_head(unsigned slot, unsigned way) noexcept {
 }
 
 bool Wheel::cancel(TimerId id) noexcept {
+  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   Node* node = pool_.find(id.index_);
   // Only a pending generation matches (I5), so a failed id (gen 0) or a free node never does.
   if (node == nullptr || (id.gen_ & 3) != detail::kPending) return false;
@@ -193,6 +196,125 @@ bool Wheel::cancel(TimerId id) noexcept {
     unlink_queue_[unlink_queued_++] = node;
   }
   return true;
+}
+
+// The node of a pending timer (linked, I5), or nullptr for any other id: only a pending
+// generation matches, so a failed id (gen 0), a free node, a fired, cancelled or running timer and
+// another lifetime's timer never do.
+Wheel::Node* Wheel::pending_node(TimerId id) const noexcept {
+  Node* node = pool_.find(id.index_);
+  if (node == nullptr || (id.gen_ & 3) != detail::kPending) return nullptr;
+  return node->gen.load(std::memory_order_relaxed) == id.gen_ ? node : nullptr;
+}
+
+// Whether a node linked for `old_due` may stay where it is for `due`: the kernel's same-slot
+// shortcut, in a form that needs no record of the slot. The node sits at level wheel_level(old_due)
+// or above (the level a link picks only falls as cur_ moves on, and moves down go to the level of
+// that moment), in the slot of old_due's unit there. If due has the same unit as old_due at the
+// lowest level the node can be in, it has the same unit at the node's own level too, so the slot
+// is one that holds due (I2, with the same difference of units), and the moves down that reach it
+// later place it by its new due. At level 0 a unit is one tick, so only due == old_due qualifies.
+// Only while the wheel is caught up (cur_ == target_): then every node due after cur_ is in a
+// wheel slot; when it lags, the due slot can hold periodic timers due after cur_.
+bool Wheel::in_place(std::uint64_t old_due, std::uint64_t due) const noexcept {
+  if (cur_ != target_ || old_due <= cur_) return false;
+  const unsigned shift = kLevelBits * wheel_level(old_due);
+  return (due >> shift) == (old_due >> shift);
+}
+
+bool Wheel::reschedule(TimerId id, Nanos deadline) noexcept {
+  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
+  assert(!shared_ && "an Engine's wheel is rescheduled by its shard only");
+  Node* node = pending_node(id);
+  if (node == nullptr) return false;
+  const std::uint64_t due = due_tick(deadline);
+  ++stats_.rescheduled;
+  if (in_place(node->due, due)) {
+    assert(due > cur_);
+    node->due = due;
+    ++stats_.rescheduled_in_place;
+    return true;
+  }
+  // Moved: unlinked at once, not queued as a cancel's unlink may be, since the node is linked
+  // again right away. It leaves its old slot's count_ an over-estimate, as a cancel does (I4).
+  unlink(node);
+  node->due = due;
+  // Where a schedule links a timer (commit), except that a periodic timer is linked as its re-arm
+  // is: due by this call's now means the next call, so it never runs twice in one call (I3). The
+  // two differ only while cur_ lags behind target_ (inside advance(), or after a pass cut short).
+  std::uint64_t due_by = cur_;
+  if (cur_ != target_ && node->thunk(node->storage.data(), detail::Op::meta) != 0) due_by = target_;
+  link(node, due <= due_by ? kDueSlot : wheel_slot(due));
+  // As in cancel(): if this took the last timer the wheel waited at after a pass cut short, it
+  // catches up now, without firing.
+  if (cur_ != target_ && !in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
+      !occupied(kDueSlot)) {
+    step(target_, 0);
+  }
+  return true;
+}
+
+bool Wheel::is_pending(TimerId id) const noexcept {
+  const Node* node = pool_.find(id.index_);
+  if (node == nullptr || (id.gen_ & 3) != detail::kPending) return false;
+  const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+  // Pending, or (a periodic timer) running: the one state, besides pending, that a cancel stops.
+  return gen == id.gen_ || gen == id.gen_ - detail::kPending + detail::kRunning;
+}
+
+std::optional<Nanos> Wheel::deadline(TimerId id) const noexcept {
+  const Node* node = pending_node(id);
+  if (node == nullptr) return std::nullopt;
+  // No overflow: due <= max_tick_, the last tick a Nanos can hold.
+  return Nanos(static_cast<Nanos::rep>(node->due) * tick_.count());
+}
+
+std::optional<Nanos> Wheel::remaining(TimerId id) const noexcept {
+  const std::optional<Nanos> at = deadline(id);
+  if (!at) return std::nullopt;
+  return std::max(*at - now_, Nanos(0));  // both in [0, Nanos::max()]: no overflow
+}
+
+std::size_t Wheel::clear() noexcept {
+  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
+  assert(!shared_ && "an Engine's wheel is drained by its shard only");
+  if (in_advance_) return 0;
+  flush_unlinks();  // queued nodes are cancelled already: unlinked and recycled first
+  std::size_t cleared = 0;
+  for (unsigned w = 0; w < kBitmapWords; ++w) {
+    for (std::uint64_t bits = occupied_[w]; bits != 0; bits &= bits - 1) {
+      const unsigned s = w * 64 + static_cast<unsigned>(std::countr_zero(bits));
+      // The sub-lists are walked together, a node of each in turn with its successor prefetched, so
+      // that up to kWays misses are in flight instead of one chain's.
+      std::array<Node*, kWays> cursor = (*slots_)[s].head;
+      (*slots_)[s].head.fill(nullptr);
+      (*count_)[s] = 0;
+      for (bool any = true; any;) {
+        any = false;
+        for (Node*& node : cursor) {
+          if (node == nullptr) continue;
+          Node* next = node->next;
+          if (next != nullptr) prefetch_node(next);
+          // Every linked node is pending here (I5: the queue is flushed, no callback is running).
+          const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+          assert((gen & 3) == detail::kPending);
+          node->gen.store(gen - detail::kPending + detail::kCancelled, std::memory_order_relaxed);
+          detail::destroy_callable(node);
+          pool_.release(node);
+          ++cleared;
+          node = next;
+          any = true;
+        }
+      }
+    }
+    occupied_[w] = 0;
+  }
+  // Outside advance() no periodic callback is running, so every pending timer was linked.
+  assert(cleared == pending_);
+  pending_ = 0;
+  stats_.cancelled += cleared;
+  cur_ = target_;  // nothing is left to wait at after a pass cut short by its limit
+  return cleared;
 }
 
 // Takes a due node whose generation the caller loaded as `gen` from pending to `state`: kFired
@@ -608,6 +730,7 @@ std::size_t Wheel::step(std::uint64_t target, std::size_t budget) {
 }
 
 std::size_t Wheel::advance(Nanos now, std::size_t limit) {
+  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   if (in_advance_) return 0;
   struct InAdvance {
     bool& flag;
@@ -647,12 +770,16 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
   return ran;
 }
 
-std::optional<Nanos> Wheel::next_deadline() const noexcept {
-  // Queued unlinks leave slots marked occupied by dead nodes; finish them so the answer is exact.
-  // Logically const: it changes no observable state. Nodes are queued only by cancel(), a
-  // non-const call, so a wheel with a non-empty queue was not defined const and the cast is sound.
+// Logically const: it changes no observable state. Nodes are queued only by cancel(), a non-const
+// call, so a wheel with a non-empty queue was not defined const and the cast is sound.
+void Wheel::finish_unlinks() const noexcept {
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): sound, as said above
   if (unlink_queued_ != 0) const_cast<Wheel*>(this)->flush_unlinks();
+}
+
+std::optional<Nanos> Wheel::next_deadline() const noexcept {
+  // Queued unlinks leave slots marked occupied by dead nodes; finish them so the answer is exact.
+  finish_unlinks();
   if (pending_ == 0) return std::nullopt;
   if (occupied(kDueSlot) || occupied(kLateSlot) || occupied(kBatchSlot)) return now_;
   const std::uint64_t t = next_event_tick(top_level());
