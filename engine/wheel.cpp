@@ -22,6 +22,12 @@
 //       cancelled by Wheel::cancel() waiting in unlink_queue_ (callable gone; the queue is flushed
 //       before anything walks the lists), and, in an Engine, a node another thread cancelled
 //       (state kCancelled, callable alive) until its shard retires it or a walk meets it.
+//   I6  A node whose due has the kMoving bit is pending, in move_queue_ and still in the slot of
+//       its deadline before the reschedule() that queued it, not of its due: I2 holds for it only
+//       once flush_moves() has moved it, which every walk, advance() and next_deadline() does
+//       first. Moves are queued only while cur_ == target_ outside a pass, and nothing changes
+//       cur_ or target_ before the queue is flushed. A standalone wheel only (the Engine's shard
+//       never reschedules).
 #include "tickwheel/wheel.hpp"
 
 #include <algorithm>
@@ -229,14 +235,30 @@ bool Wheel::reschedule(TimerId id, Nanos deadline) noexcept {
   if (node == nullptr) return false;
   const std::uint64_t due = due_tick(deadline);
   ++stats_.rescheduled;
+  if ((node->due & kMoving) != 0) {
+    // Already queued to move (I6): it moves once, to its latest deadline, when the queue is flushed.
+    node->due = due | kMoving;
+    return true;
+  }
   if (in_place(node->due, due)) {
     assert(due > cur_);
     node->due = due;
     ++stats_.rescheduled_in_place;
     return true;
   }
-  // Moved: unlinked at once, not queued as a cancel's unlink may be, since the node is linked
-  // again right away. It leaves its old slot's count_ an over-estimate, as a cancel does (I4).
+  if (cur_ == target_ && !in_advance_) {
+    // Outside a pass, with the wheel caught up: the move is queued, like a cancel's unlink, so that
+    // the neighbours of a batch are prefetched together (flush_moves()); the node stays where it
+    // is, flagged, until then (I6). Its new due is set now, for deadline().
+    node->due = due | kMoving;
+    if (moves_queued_ == kUnlinkBatch) flush_moves();
+    move_queue_[moves_queued_] = node;
+    move_gen_[moves_queued_++] = id.gen_;
+    return true;
+  }
+  // Inside a pass (the lists must be exact when the callback returns), or while the wheel lags
+  // behind after a pass cut short: moved at once. It leaves its old slot's count_ an
+  // over-estimate, as a cancel does (I4).
   unlink(node);
   node->due = due;
   // Where a schedule links a timer (commit), except that a periodic timer is linked as its re-arm
@@ -266,7 +288,7 @@ std::optional<Nanos> Wheel::deadline(TimerId id) const noexcept {
   const Node* node = pending_node(id);
   if (node == nullptr) return std::nullopt;
   // No overflow: due <= max_tick_, the last tick a Nanos can hold.
-  return Nanos(static_cast<Nanos::rep>(node->due) * tick_.count());
+  return Nanos(static_cast<Nanos::rep>(node->due & ~kMoving) * tick_.count());
 }
 
 std::optional<Nanos> Wheel::remaining(TimerId id) const noexcept {
@@ -368,10 +390,12 @@ void Wheel::rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcep
   link(node, next <= target_ ? kDueSlot : wheel_slot(next));
 }
 
-// Unlinks and frees the cancelled nodes queued by cancel(). Their neighbours are cold, so all of
-// them are prefetched first and the misses overlap; then the unlinks run. Adjacent queued nodes
-// are fine: each unlink reads the links as the previous one left them.
+// Finishes what cancel() and reschedule() queued: the moves, then the unlinks of cancelled nodes,
+// which it also frees. Their neighbours are cold, so all of them are prefetched first and the
+// misses overlap; then the unlinks run. Adjacent queued nodes are fine: each unlink reads the
+// links as the previous one left them.
 void Wheel::flush_unlinks() noexcept {
+  if (moves_queued_ != 0) flush_moves();
   for (unsigned i = 0; i < unlink_queued_; ++i) {
     const Node* node = unlink_queue_[i];
     prefetch_node(node->pprev);
@@ -382,6 +406,30 @@ void Wheel::flush_unlinks() noexcept {
     pool_.release(unlink_queue_[i]);
   }
   unlink_queued_ = 0;
+}
+
+// Moves the nodes reschedule() queued to the slots of their new deadlines (I6). An entry whose
+// node is no longer that pending lifetime (cancelled since; perhaps recycled for another timer) is
+// skipped: a cancel unlinks it from where it still is. Runs only while the wheel is caught up
+// (cur_ == target_; outside a pass, or at the start of advance() before anything moves), as when
+// the moves were queued, so a one-shot and a periodic timer are placed alike.
+void Wheel::flush_moves() noexcept {
+  assert(cur_ == target_);
+  for (unsigned i = 0; i < moves_queued_; ++i) {
+    const Node* node = move_queue_[i];
+    if (node->gen.load(std::memory_order_relaxed) != move_gen_[i]) continue;
+    prefetch_node(node->pprev);
+    if (node->next != nullptr) prefetch_node(node->next);
+  }
+  for (unsigned i = 0; i < moves_queued_; ++i) {
+    Node* node = move_queue_[i];
+    if (node->gen.load(std::memory_order_relaxed) != move_gen_[i]) continue;
+    assert((node->due & kMoving) != 0 && node->pprev != nullptr);
+    unlink(node);
+    node->due &= ~kMoving;
+    link(node, node->due <= cur_ ? kDueSlot : wheel_slot(node->due));
+  }
+  moves_queued_ = 0;
 }
 
 // Moves up to `max_nodes` nodes of an upper-level slot to where they belong now, taking them
@@ -770,11 +818,12 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
   return ran;
 }
 
-// Logically const: it changes no observable state. Nodes are queued only by cancel(), a non-const
-// call, so a wheel with a non-empty queue was not defined const and the cast is sound.
+// Logically const: it changes no observable state. Nodes are queued only by cancel() and
+// reschedule(), non-const calls, so a wheel with a non-empty queue was not defined const and the
+// cast is sound.
 void Wheel::finish_unlinks() const noexcept {
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): sound, as said above
-  if (unlink_queued_ != 0) const_cast<Wheel*>(this)->flush_unlinks();
+  if (unlink_queued_ != 0 || moves_queued_ != 0) const_cast<Wheel*>(this)->flush_unlinks();
 }
 
 std::optional<Nanos> Wheel::next_deadline() const noexcept {

@@ -155,13 +155,18 @@ TEST(WheelReschedule, WithinTheSameUnitOfAnUpperLevelMovesNothing) {
   EXPECT_EQ(s.rescheduled, 100u);
   EXPECT_EQ(s.rescheduled_in_place, 100u);
   EXPECT_EQ(w.deadline(id), 30100ms);
-  // Across the unit boundary (30,208 = 118 * 256): moved.
+  // Across the unit boundary (30,208 = 118 * 256): moved, the move queued until a flush (here
+  // next_deadline()); a move queued already just takes the latest deadline.
   ASSERT_TRUE(w.reschedule(id, 30210ms));
+  ASSERT_TRUE(w.reschedule(id, 30220ms));
+  EXPECT_EQ(w.deadline(id), 30220ms);
   s = w.stats();
-  EXPECT_EQ(s.rescheduled, 101u);
+  EXPECT_EQ(s.rescheduled, 102u);
   EXPECT_EQ(s.rescheduled_in_place, 100u);
+  EXPECT_EQ(w.next_deadline(), 30208ms) << "the start of its new slot: it has moved";
   ASSERT_TRUE(w.reschedule(id, 30200ms));  // back into the first unit: moved again
   EXPECT_EQ(w.stats().rescheduled_in_place, 100u);
+  EXPECT_EQ(w.next_deadline(), 29952ms);
   ASSERT_TRUE(w.reschedule(id, 30150ms));  // and within it: in place
   EXPECT_EQ(w.stats().rescheduled_in_place, 101u);
   tick_to(w, 30149ms);

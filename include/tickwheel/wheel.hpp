@@ -306,10 +306,12 @@ class Wheel {
   // sits in (for a timer between 512 ticks and 2 minutes out at a 1 ms tick, the same 256 ms; the
   // common idle timeout pushed back by a few ms), only its deadline changes: nothing is unlinked or
   // linked and no other cache line than the node's is touched (the kernel's same-slot shortcut;
-  // counted in WheelStats::rescheduled_in_place). Otherwise the node is unlinked at once (its two
-  // neighbours' lines touched, where a cancel may batch that) and linked at its new slot; still
-  // less than cancel + schedule, which also destroy and construct the callable, give back and take
-  // a pool node, and hand out a new id. Safe from inside callbacks: a timer moved by a callback runs
+  // counted in WheelStats::rescheduled_in_place). Otherwise the node moves to its new slot: as a
+  // cancel's unlink, the move is queued and done in a batch of 32 (or at the next advance(),
+  // next_deadline() or walk) with the neighbours of the whole batch prefetched together, so the
+  // call itself touches the node's line only; inside advance() it moves at once. Either way it
+  // saves what cancel + schedule add: destroying and constructing the callable, giving back and
+  // taking a pool node, and a new id to store. Safe from inside callbacks: a timer moved by a callback runs
   // when its new tick comes, in this pass if the pass has not reached that tick yet (as a timer a
   // callback schedules), except a periodic timer moved to a tick at or before this call's now,
   // which waits for the next call, so that no periodic timer runs twice in one call.
@@ -470,6 +472,9 @@ class Wheel {
   static constexpr unsigned kBatchSlot = kWheelSlots + 2;  // the timers of tick cur_ being run
   static constexpr unsigned kAllSlots = kWheelSlots + 3;
   static constexpr unsigned kUnlinkBatch = 32;
+  // Set in a node's due while a move reschedule() queued is pending (engine/wheel.cpp, I6). A due
+  // in ticks is below 2^54 (horizon() at the smallest tick), so the bit is free.
+  static constexpr std::uint64_t kMoving = std::uint64_t{1} << 63;
   static constexpr unsigned kWordsPerLevel = kSlots / 64;
   static constexpr unsigned kBitmapWords = (kAllSlots + 63) / 64;
   static_assert(kSlots % 64 == 0, "each level's occupancy is a whole number of bitmap words");
@@ -532,6 +537,7 @@ class Wheel {
   void splice(unsigned from, unsigned to) noexcept;
   void merge(unsigned from, unsigned to) noexcept;
   void flush_unlinks() noexcept;
+  void flush_moves() noexcept;
   std::size_t fire(unsigned slot, std::size_t budget);
   std::size_t fire_periodic(Node* node, std::uint64_t meta);
   std::uint64_t next_run(std::uint64_t meta, std::uint64_t due, Nanos ran_until) const noexcept;
@@ -576,6 +582,9 @@ class Wheel {
   WheelStats stats_;
   unsigned unlink_queued_ = 0;
   std::array<Node*, kUnlinkBatch> unlink_queue_{};  // cancelled nodes still linked, see flush_unlinks()
+  unsigned moves_queued_ = 0;
+  std::array<Node*, kUnlinkBatch> move_queue_{};        // rescheduled nodes to move, see flush_moves()
+  std::array<std::uint32_t, kUnlinkBatch> move_gen_{};  // the pending generation each was queued with
 };
 
 // ---- The hot path, inline so that a schedule compiles down to straight-line code. ----
