@@ -118,9 +118,9 @@ void BM_Move(benchmark::State& state) {
       victims[j] = cursor;
       cursor = (cursor + stride) % n;
       moving[j] = ids[victims[j]];
-      targets[j] = M == Move::near
-                       ? deadlines[victims[j]] + kNearMin + Nanos(static_cast<Nanos::rep>(rng.below(near_span)))
-                       : rng.delay();
+      targets[j] = M == Move::near ? deadlines[victims[j]] + kNearMin +
+                                         Nanos(static_cast<Nanos::rep>(rng.below(near_span)))
+                                   : rng.delay();
     }
   };
   const auto scatter = [&] {
@@ -176,8 +176,8 @@ const Case kCases[] = {
         "reschedule_near",
         "move a pending timer 1-4 ms past its deadline in place (idle timeout pushed back); "
         "heap: decrease/increase-key"),
-    make_case<Move::near, How::cancel_schedule>("cancel_schedule_near",
-                                                "the same moves as reschedule_near, done as cancel + schedule"),
+    make_case<Move::near, How::cancel_schedule>(
+        "cancel_schedule_near", "the same moves as reschedule_near, done as cancel + schedule"),
     make_case<Move::far, How::reschedule>(
         "reschedule_far",
         "move a pending timer in place to a new deadline uniform over [1 ms, 60 s]; heap: "

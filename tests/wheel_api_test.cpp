@@ -404,7 +404,8 @@ TEST(WheelRescheduleInPeriodic, FromInsideItsOwnCallbackGetsFalseAndKeepsItsGrid
   tick_to(w, 30ms);
   EXPECT_EQ(st.runs, (std::vector<Nanos>{10ms, 20ms, 30ms}));
   EXPECT_EQ(st.got, (std::vector<bool>{false, false, false}));
-  EXPECT_EQ(st.pending_inside, (std::vector<bool>{true, true, true})) << "a running periodic timer runs again";
+  EXPECT_EQ(st.pending_inside, (std::vector<bool>{true, true, true}))
+      << "a running periodic timer runs again";
   EXPECT_EQ(st.deadline_inside, (std::vector<bool>{false, false, false})) << "its next run is not known yet";
 }
 
@@ -559,7 +560,7 @@ TEST(WheelClear, DestroysEveryCallableWithoutRunningItAndEndsEveryId) {
                                    Fn{&runs, Counted(&lc)}));
   }
   ids.push_back(w.schedule_every(7ms, Periodic{&runs, Counted(&lc)}));
-  ids.push_back(w.schedule_after(-5ms, Fn{&runs, Counted(&lc)}));  // in the due slot
+  ids.push_back(w.schedule_after(-5ms, Fn{&runs, Counted(&lc)}));   // in the due slot
   for (int i = 0; i < 1000; i += 7) ASSERT_TRUE(w.cancel(ids[i]));  // some queued for a batched unlink
   const std::size_t pending = w.pending();
   const WheelStats before = w.stats();
@@ -645,9 +646,8 @@ TEST(WheelForEachPending, APeriodicTimerWhoseCallbackRunsIsNotVisited) {
   TimerId periodic;
   std::vector<std::uint64_t> inside;
   const TimerId other = w.schedule_after(1h, [] {});
-  periodic = w.schedule_every(5ms, [&] {
-    w.for_each_pending([&](TimerId id, Nanos) { inside.push_back(id.raw()); });
-  });
+  periodic = w.schedule_every(
+      5ms, [&] { w.for_each_pending([&](TimerId id, Nanos) { inside.push_back(id.raw()); }); });
   w.advance(5ms);
   EXPECT_EQ(inside, std::vector<std::uint64_t>{other.raw()});
   std::size_t after = 0;

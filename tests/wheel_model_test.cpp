@@ -2,8 +2,9 @@
 // scale from negative delays to past the horizon, cancel of live / fired / cancelled / stale /
 // garbage ids, reschedule of the same kinds of ids to deadlines at every scale, advance with jumps
 // from zero to many revolutions of the upper levels and to the horizon, random expiry limits, and
-// callbacks that themselves schedule, cancel, reschedule, try to advance and now and then throw) run against tickwheel::Wheel and against a plain reference model (std::set keyed by
-// effective tick + maps id -> state). After every step the wheel must agree with the model.
+// callbacks that themselves schedule, cancel, reschedule, try to advance and now and then throw) run against
+// tickwheel::Wheel and against a plain reference model (std::set keyed by effective tick + maps id -> state).
+// After every step the wheel must agree with the model.
 //
 // The seed comes from TICKWHEEL_SEED if set, else from std::random_device; it is printed with every
 // failure so the run can be replayed. TICKWHEEL_MODEL_OPS scales the operation count.
@@ -86,8 +87,9 @@ class ModelRun {
   std::string summary() const {
     std::ostringstream os;
     os << op_ << " ops, " << episode_ << " wheels, " << total_fired_ << " fired, " << total_cancelled_
-       << " cancelled, " << total_rescheduled_ << " rescheduled (" << total_in_place_ << " in place), " << total_rejected_ << " refused, " << total_limit_hits_ << " limit hits, "
-       << total_nested_ << " nested schedules, " << total_throws_ << " throws, " << total_moved_ << " moves ("
+       << " cancelled, " << total_rescheduled_ << " rescheduled (" << total_in_place_ << " in place), "
+       << total_rejected_ << " refused, " << total_limit_hits_ << " limit hits, " << total_nested_
+       << " nested schedules, " << total_throws_ << " throws, " << total_moved_ << " moves ("
        << total_moved_ahead_ << " ahead), " << horizon_wheels_ << " wheels ran to the horizon";
     return os.str();
   }
@@ -376,8 +378,8 @@ class ModelRun {
       deadline = saturating_add(recs_.at(*serial).deadline, Nanos(sat_mul(ticks, tick_.count())));
     }
     const bool got = after ? wheel_->reschedule_after(id, delay) : wheel_->reschedule(id, deadline);
-    trace(after ? "reschedule_after(raw " : "reschedule(raw ", id.raw(), ", ", after ? delay.count() : deadline.count(),
-          ") -> ", got, " expected ", serial.has_value());
+    trace(after ? "reschedule_after(raw " : "reschedule(raw ", id.raw(), ", ",
+          after ? delay.count() : deadline.count(), ") -> ", got, " expected ", serial.has_value());
     if (got != serial.has_value()) {
       fail("reschedule(raw " + std::to_string(id.raw()) + ") returned " + (got ? "true" : "false") +
            ", the model expected " + (serial ? "true (pending)" : "false (not pending)"));

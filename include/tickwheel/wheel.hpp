@@ -48,6 +48,10 @@
 //   fire        O(1) per callback: one indirect call asks the node's thunk whether it is periodic
 //               (a one-shot's answer is a constant), one more runs it; a periodic timer is then
 //               re-linked in place, as a schedule would link it.
+//   reschedule  O(1): one generation compare; within the slot's time span only the deadline is
+//               written, otherwise a move queued like a cancel's unlink (see reschedule()).
+//   queries     O(1): is_pending(), deadline(), remaining() read the node's generation and due.
+//   clear, for_each_pending  O(pending + kLevels * kSlots / 64): only occupied slots are walked.
 //   advance     O(timers fired + timers moved down + non-empty slots crossed); empty time is free.
 //   next_deadline  O(levels): two bit scans per level.
 // Each slot is one cache line holding 8 independent sub-lists, and every walk of a slot round-robins
@@ -192,15 +196,16 @@ struct WheelStats {
   std::uint64_t skipped = 0;        // periodic runs dropped by Misfire::skip
   std::uint64_t moved = 0;          // node moves from an upper level to a lower one
   std::uint64_t moved_ahead = 0;    // of those, moves done ahead of time by pacing
-  std::uint64_t rescheduled = 0;    // reschedules that returned true
-  std::uint64_t rescheduled_in_place = 0;  // of those, the ones that moved no node: only its
-                                           // deadline changed (see Wheel::reschedule())
   std::uint64_t passes = 0;         // advance() calls
   std::uint64_t max_pass_work = 0;  // most fires + moves done by one advance() call
   std::uint64_t pool_nodes = 0;     // nodes ever handed out by the pool (its high-water mark)
   std::uint64_t pool_capacity = 0;  // nodes in mapped pool segments
   std::uint64_t pool_segments = 0;  // pool growth steps (each one a mapping)
   std::uint64_t bytes = 0;          // pool bytes touched plus the wheel's own slot arrays
+  // Reschedules that returned true, and of those the ones that moved no node: only the deadline
+  // changed (see Wheel::reschedule()).
+  std::uint64_t rescheduled = 0;
+  std::uint64_t rescheduled_in_place = 0;
 };
 
 class Wheel {
@@ -364,7 +369,7 @@ class Wheel {
   // visit leaves the walk and the wheel as it is. Cost: O(pending) plus one test per 64 slots, no
   // allocation. Agrona: forEach().
   template <class Visit>
-    requires std::invocable<Visit&, TimerId, Nanos>
+  requires std::invocable<Visit&, TimerId, Nanos>
   void for_each_pending(Visit&& visit) const {
     finish_unlinks();  // so that no queued unlink can change a list under the walk
     const Visiting guard(visiting_);
@@ -440,10 +445,8 @@ class Wheel {
   // Calls fn(node) for every node that holds a pending timer (a periodic one between its runs).
   // O(pending) plus one test per 64 slots.
   template <class Fn>
-    requires std::invocable<Fn&, Node*>
-  void for_each_pending(Fn&& fn) const noexcept {
-    visit_pending(fn);
-  }
+  requires std::invocable<Fn&, Node*>
+  void for_each_pending(Fn&& fn) const noexcept { visit_pending(fn); }
   void release_node(Node* node) noexcept { pool_.release(node); }
   // With an executor: fire() hands each claimed node to dispatch(context, node) instead of running
   // it (counted as fired; a one-shot node no longer pending). The executor runs the callable and
@@ -567,12 +570,12 @@ class Wheel {
   std::size_t pending_ = 0;
   unsigned way_ = 0;  // next sub-list for an insertion, round robin
   bool in_advance_ = false;
-  mutable bool visiting_ = false;  // inside for_each_pending(): see Visiting
   bool shared_ = false;          // inside an Engine: fires claim nodes by compare-and-swap
   Dispatch dispatch_ = nullptr;  // inside an Engine with an executor: see set_dispatch()
   void* dispatch_context_ = nullptr;
   RunClock run_clock_ = nullptr;  // inside an Engine: see set_run_clock()
   const void* run_clock_context_ = nullptr;
+  mutable bool visiting_ = false;                       // inside for_each_pending(): see Visiting
   std::unique_ptr<std::array<Slot, kAllSlots>> slots_;  // the heads, one cache line per slot
   std::array<std::uint64_t, kBitmapWords> occupied_{};  // bit s set <=> slot s has a node
   // Nodes linked into each slot since it was empty, less those moved out: an upper bound that
