@@ -305,29 +305,7 @@ std::size_t Wheel::clear() noexcept {
   std::size_t cleared = 0;
   for (unsigned w = 0; w < kBitmapWords; ++w) {
     for (std::uint64_t bits = occupied_[w]; bits != 0; bits &= bits - 1) {
-      const unsigned s = w * 64 + static_cast<unsigned>(std::countr_zero(bits));
-      // The sub-lists are walked together, a node of each in turn with its successor prefetched, so
-      // that up to kWays misses are in flight instead of one chain's.
-      std::array<Node*, kWays> cursor = (*slots_)[s].head;
-      (*slots_)[s].head.fill(nullptr);
-      (*count_)[s] = 0;
-      for (bool any = true; any;) {
-        any = false;
-        for (Node*& node : cursor) {
-          if (node == nullptr) continue;
-          Node* next = node->next;
-          if (next != nullptr) prefetch_node(next);
-          // Every linked node is pending here (I5: the queue is flushed, no callback is running).
-          const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
-          assert((gen & 3) == detail::kPending);
-          node->gen.store(gen - detail::kPending + detail::kCancelled, std::memory_order_relaxed);
-          detail::destroy_callable(node);
-          pool_.release(node);
-          ++cleared;
-          node = next;
-          any = true;
-        }
-      }
+      cleared += clear_slot(w * 64 + static_cast<unsigned>(std::countr_zero(bits)));
     }
     occupied_[w] = 0;
   }
@@ -336,6 +314,34 @@ std::size_t Wheel::clear() noexcept {
   pending_ = 0;
   stats_.cancelled += cleared;
   cur_ = target_;  // nothing is left to wait at after a pass cut short by its limit
+  return cleared;
+}
+
+// Ends the lifetime of every node of a slot, as a cancel does, and empties it (its occupancy bit
+// is the caller's). The sub-lists are walked together, a node of each in turn with its successor
+// prefetched, so that up to kWays misses are in flight instead of one chain's. Returns how many.
+std::size_t Wheel::clear_slot(unsigned slot) noexcept {
+  std::array<Node*, kWays> cursor = (*slots_)[slot].head;
+  (*slots_)[slot].head.fill(nullptr);
+  (*count_)[slot] = 0;
+  std::size_t cleared = 0;
+  for (bool any = true; any;) {
+    any = false;
+    for (Node*& node : cursor) {
+      if (node == nullptr) continue;
+      Node* next = node->next;
+      if (next != nullptr) prefetch_node(next);
+      // Every linked node is pending here (I5: the queue is flushed, no callback is running).
+      const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+      assert((gen & 3) == detail::kPending);
+      node->gen.store(gen - detail::kPending + detail::kCancelled, std::memory_order_relaxed);
+      detail::destroy_callable(node);
+      pool_.release(node);
+      ++cleared;
+      node = next;
+      any = true;
+    }
+  }
   return cleared;
 }
 
@@ -780,13 +786,7 @@ std::size_t Wheel::step(std::uint64_t target, std::size_t budget) {
 std::size_t Wheel::advance(Nanos now, std::size_t limit) {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   if (in_advance_) return 0;
-  struct InAdvance {
-    bool& flag;
-    explicit InAdvance(bool& f) : flag(f) { f = true; }
-    InAdvance(const InAdvance&) = delete;
-    InAdvance& operator=(const InAdvance&) = delete;
-    ~InAdvance() { flag = false; }
-  } in_advance(in_advance_);
+  const ScopedFlag in_advance(in_advance_);
   ++stats_.passes;
   flush_unlinks();
   if (now > now_) now_ = now;

@@ -464,30 +464,42 @@ TEST(BadInput, ThrowingCallback) {
 // cancel() of an id or handle that names no pending timer returns false and touches nothing: a
 // default one, a failed schedule's, a fired timer's, a cancelled one's (the second cancel), a
 // stale one whose node now holds another timer, and (Wheel) an id forged from a raw integer.
+// The ids of a wheel (tick 1 ms, max_pending 3) that name no pending timer, each for its own
+// reason, with the two timers left pending: `kept`, and `reused`, which holds the fired timer's node.
+struct DeadIds {
+  TimerId kept, fired, cancelled, failed, reused;
+  // Ids the wheel never handed out: a lifetime of reused's node two ahead, an index no node had.
+  std::vector<TimerId> forged() const {
+    return {TimerId::from_raw(reused.raw() + (std::uint64_t{8} << 32)),
+            TimerId::from_raw((std::uint64_t{1} << 32) | 0xfffffff0u), TimerId::from_raw(~std::uint64_t{0})};
+  }
+};
+
+DeadIds dead_ids(Wheel& w, Hits& h) {
+  DeadIds d;
+  d.kept = w.schedule_after(1h, Hit(&h, 0));
+  d.fired = w.schedule_after(1ms, Hit(&h, 1));
+  d.cancelled = w.schedule_after(1h, Hit(&h, 2));
+  d.failed = w.schedule_after(1h, Hit(&h, 3));
+  EXPECT_TRUE(d.kept && !d.failed);
+  EXPECT_TRUE(w.cancel(d.cancelled));
+  EXPECT_EQ(w.advance(1ms), 1u);
+  d.reused = w.schedule_after(1h, Hit(&h, 4));  // takes the fired timer's node
+  EXPECT_TRUE(d.reused);
+  EXPECT_EQ(d.reused.raw() & 0xffffffffu, d.fired.raw() & 0xffffffffu) << "the test meant a reused node";
+  return d;
+}
+
 TEST(BadInput, CancelOfDefaultFailedStaleOrForgedHandlesIsFalse) {
   Hits h(8);
   Wheel w({.tick = 1ms, .max_pending = 3});
-  ASSERT_TRUE(w.schedule_after(1h, Hit(&h, 0)));
-  const TimerId fired = w.schedule_after(1ms, Hit(&h, 1));
-  const TimerId cancelled = w.schedule_after(1h, Hit(&h, 2));
-  const TimerId failed = w.schedule_after(1h, Hit(&h, 3));
-  ASSERT_FALSE(failed);
-  EXPECT_TRUE(w.cancel(cancelled));
-  EXPECT_EQ(w.advance(1ms), 1u);
-  const TimerId reused = w.schedule_after(1h, Hit(&h, 4));  // takes the fired timer's node
-  ASSERT_TRUE(reused);
-  ASSERT_EQ(reused.raw() & 0xffffffffu, fired.raw() & 0xffffffffu) << "the test meant a reused node";
+  const DeadIds d = dead_ids(w, h);
   const std::size_t pending = w.pending();
-  EXPECT_FALSE(w.cancel(TimerId{}));
-  EXPECT_FALSE(w.cancel(failed));
-  EXPECT_FALSE(w.cancel(fired));
-  EXPECT_FALSE(w.cancel(cancelled));
-  EXPECT_FALSE(w.cancel(TimerId::from_raw(reused.raw() + (std::uint64_t{4} << 32))));  // a later lifetime
-  EXPECT_FALSE(w.cancel(TimerId::from_raw((std::uint64_t{1} << 32) | 0xfffffff0u)));   // an index no node had
-  EXPECT_FALSE(w.cancel(TimerId::from_raw(~std::uint64_t{0})));
+  for (const TimerId id : {TimerId{}, d.failed, d.fired, d.cancelled}) EXPECT_FALSE(w.cancel(id));
+  for (const TimerId id : d.forged()) EXPECT_FALSE(w.cancel(id));
   EXPECT_EQ(w.pending(), pending);
   EXPECT_EQ(w.stats().cancelled, 1u);
-  EXPECT_TRUE(w.cancel(reused)) << "the node's current timer was touched";
+  EXPECT_TRUE(w.cancel(d.reused)) << "the node's current timer was touched";
 
   Engine e(manual());
   Timer none;
@@ -703,20 +715,14 @@ TEST(BadInput, TimeGoingBackIsTreatedAsNow) {
 TEST(BadInput, RescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
   Hits h(8);
   Wheel w({.tick = 1ms, .max_pending = 3});
-  const TimerId fired = w.schedule_after(1ms, Hit(&h, 0));
-  const TimerId cancelled = w.schedule_after(1h, Hit(&h, 1));
-  const TimerId cleared = w.schedule_after(1h, Hit(&h, 2));
-  const TimerId failed = w.schedule_after(1h, Hit(&h, 3));
-  ASSERT_FALSE(failed);
-  EXPECT_TRUE(w.cancel(cancelled));
-  EXPECT_EQ(w.advance(1ms), 1u);
-  EXPECT_EQ(w.clear(), 1u);
-  const TimerId reused = w.schedule_after(2h, Hit(&h, 4));  // takes one of the recycled nodes
-  ASSERT_TRUE(reused);
+  const DeadIds d = dead_ids(w, h);
+  EXPECT_EQ(w.clear(), 2u);                                  // kept and reused: cleared
+  const TimerId current = w.schedule_after(2h, Hit(&h, 5));  // takes a recycled node
+  ASSERT_TRUE(current);
   const WheelStats before = w.stats();
-  for (const TimerId id : {TimerId{}, failed, fired, cancelled, cleared, TimerId::from_raw(~std::uint64_t{0}),
-                           TimerId::from_raw(reused.raw() + (std::uint64_t{4} << 32)),
-                           TimerId::from_raw((std::uint64_t{1} << 32) | 0xfffffff0u)}) {
+  std::vector<TimerId> ids{TimerId{}, d.failed, d.fired, d.cancelled, d.kept, d.reused};
+  for (const TimerId id : d.forged()) ids.push_back(id);
+  for (const TimerId id : ids) {
     EXPECT_FALSE(w.reschedule(id, 5ms)) << id.raw();
     EXPECT_FALSE(w.reschedule_after(id, 5ms)) << id.raw();
     EXPECT_FALSE(w.is_pending(id)) << id.raw();
@@ -725,9 +731,9 @@ TEST(BadInput, RescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
   }
   EXPECT_EQ(w.stats().rescheduled, before.rescheduled);
   EXPECT_EQ(w.pending(), 1u);
-  EXPECT_EQ(w.deadline(reused), 2h + 1ms) << "the node's current timer was touched";
-  EXPECT_EQ(h.ran[2].load(), 0) << "clear() ran a callback";
-  EXPECT_EQ(h.destroyed[2].load(), 1) << "clear() did not destroy the callable exactly once";
+  EXPECT_EQ(w.deadline(current), 2h + 1ms) << "the node's current timer was touched";
+  EXPECT_EQ(h.ran[0].load() + h.ran[4].load(), 0) << "clear() ran a callback";
+  EXPECT_EQ(h.destroyed[0].load() + h.destroyed[4].load(), 2) << "clear() did not destroy each callable once";
 }
 
 // A deadline in the past, negative, or past the horizon (an overflowing delay included) is taken

@@ -23,8 +23,8 @@ namespace {
 
 // What the callbacks of a test record: which timer ran, and the wheel's now() when it did.
 struct Log {
-  Wheel* wheel = nullptr;
-  std::vector<std::pair<int, Nanos>> runs;
+  Wheel* wheel;
+  std::vector<std::pair<int, Nanos>> runs{};
   std::vector<Nanos> of(int who) const {
     std::vector<Nanos> out;
     for (const auto& [w, at] : runs) {
@@ -55,9 +55,8 @@ std::uint64_t identity_gap(const WheelStats& s, std::size_t pending) {
 
 TEST(WheelReschedule, MovesAPendingTimerLaterKeepingItsIdAndItsCallable) {
   LiveCount lc;
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   struct Fn {
     Note note;
     Counted c;
@@ -85,9 +84,8 @@ TEST(WheelReschedule, MovesAPendingTimerLaterKeepingItsIdAndItsCallable) {
 }
 
 TEST(WheelReschedule, MovesAPendingTimerEarlierAcrossLevels) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   const TimerId id = w.schedule_after(10min, Note{&log, 1});  // level 2
   ASSERT_TRUE(w.reschedule(id, 3ms));                         // level 0
   EXPECT_EQ(w.next_deadline(), 3ms);
@@ -98,9 +96,8 @@ TEST(WheelReschedule, MovesAPendingTimerEarlierAcrossLevels) {
 }
 
 TEST(WheelReschedule, RoundsUpToTheTickAndClampsToTheHorizonAsASchedule) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   const TimerId id = w.schedule_after(5ms, Note{&log, 1});
   ASSERT_TRUE(w.reschedule(id, 7ms + 1ns));
   EXPECT_EQ(w.deadline(id), 8ms);
@@ -114,9 +111,8 @@ TEST(WheelReschedule, RoundsUpToTheTickAndClampsToTheHorizonAsASchedule) {
 }
 
 TEST(WheelReschedule, IntoThePastIsDueInTheNextAdvance) {
-  Log log;
   Wheel w({.tick = 1ms, .start = 100ms});
-  log.wheel = &w;
+  Log log{&w};
   const TimerId id = w.schedule_after(1s, Note{&log, 1});
   ASSERT_TRUE(w.reschedule(id, 40ms));
   EXPECT_EQ(w.deadline(id), 40ms) << "reads its own tick";
@@ -132,9 +128,8 @@ TEST(WheelReschedule, IntoThePastIsDueInTheNextAdvance) {
 }
 
 TEST(WheelReschedule, AfterCountsFromNowOfTheLastAdvance) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   const TimerId id = w.schedule_after(10ms, Note{&log, 1});
   w.advance(4ms + 500us);
   ASSERT_TRUE(w.reschedule_after(id, 10ms));
@@ -145,9 +140,8 @@ TEST(WheelReschedule, AfterCountsFromNowOfTheLastAdvance) {
 // The same-slot shortcut: a timer in an upper level pushed back within its slot's unit is not
 // moved; only its deadline changes, and it still fires on its new tick, never on the old one.
 TEST(WheelReschedule, WithinTheSameUnitOfAnUpperLevelMovesNothing) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   // 30 s: level 1, whose slots are 256 ticks wide; 30,000 = 117 * 256 + 48.
   const TimerId id = w.schedule_after(30s, Note{&log, 1});
   for (int k = 1; k <= 100; ++k) ASSERT_TRUE(w.reschedule(id, 30s + Nanos(k * 1ms)));
@@ -182,9 +176,8 @@ TEST(WheelReschedule, WithinTheSameUnitOfAnUpperLevelMovesNothing) {
 TEST(WheelReschedule, ATimerNotYetMovedDownFiresOnItsNewTickEitherWay) {
   for (const Nanos shift : {Nanos(10ms), Nanos(300ms), Nanos(-100ms)}) {
     SCOPED_TRACE(shift.count());
-    Log log;
     Wheel w({.tick = 1ms});
-    log.wheel = &w;
+    Log log{&w};
     // 200,000 ticks: level 2 (units of 65,536 ticks), unit 3, which starts at tick 196,608.
     const TimerId id = w.schedule_after(200s, Note{&log, 1});
     w.advance(100s);  // level 2's next unit is 2: unit 3 is not paced yet, the timer stays there
@@ -202,9 +195,8 @@ TEST(WheelReschedule, ATimerNotYetMovedDownFiresOnItsNewTickEitherWay) {
 }
 
 TEST(WheelReschedule, InLevelZeroOnlyTheSameTickIsInPlace) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   const TimerId id = w.schedule_after(100ms, Note{&log, 1});
   ASSERT_TRUE(w.reschedule(id, 100ms));
   EXPECT_EQ(w.stats().rescheduled_in_place, 1u);
@@ -219,9 +211,8 @@ TEST(WheelReschedule, InLevelZeroOnlyTheSameTickIsInPlace) {
 TEST(WheelReschedule, IdleTimeoutsPushedBackOnEveryPacketFireOnceIdleAfterTheLast) {
   constexpr int kConns = 200;
   constexpr Nanos kIdle = 5s;
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   std::vector<TimerId> ids;
   std::vector<Nanos> last(kConns, 0ns);
   for (int c = 0; c < kConns; ++c) ids.push_back(w.schedule_after(kIdle, Note{&log, c}));
@@ -252,9 +243,8 @@ TEST(WheelReschedule, IdleTimeoutsPushedBackOnEveryPacketFireOnceIdleAfterTheLas
 // reschedule(): every state that is not pending gets false, with nothing touched
 
 TEST(WheelReschedule, FalseForEveryIdThatNamesNoPendingTimer) {
-  Log log;
   Wheel w({.tick = 1ms, .max_pending = 3});
-  log.wheel = &w;
+  Log log{&w};
   const TimerId keep = w.schedule_after(1h, Note{&log, 0});
   const TimerId fired = w.schedule_after(1ms, Note{&log, 1});
   const TimerId cancelled = w.schedule_after(1h, Note{&log, 2});
@@ -297,9 +287,8 @@ TEST(WheelReschedule, AOneShotCallbackReschedulingItselfGetsFalseAndRunsOnce) {
 }
 
 TEST(WheelReschedule, ACallbackMovesAnotherTimerIntoThisPassOrOutOfIt) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   struct {
     Wheel* w;
     TimerId late, early;
@@ -318,9 +307,8 @@ TEST(WheelReschedule, ACallbackMovesAnotherTimerIntoThisPassOrOutOfIt) {
 }
 
 TEST(WheelReschedule, ACallbackMovingATimerOfItsOwnTickToThePastRunsItInTheNextCall) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   struct {
     Wheel* w;
     TimerId other;
@@ -341,9 +329,8 @@ TEST(WheelReschedule, ACallbackMovingATimerOfItsOwnTickToThePastRunsItInTheNextC
 // After a pass cut short by its limit the wheel waits at the tick with callbacks left; moving the
 // last of them away lets it catch up at once, as a cancel does, so next_deadline() is exact.
 TEST(WheelReschedule, MovingTheLastLeftoverOfAPassCutShortLetsTheWheelCatchUp) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   const TimerId a = w.schedule_after(3ms, Note{&log, 1});
   const TimerId b = w.schedule_after(3ms, Note{&log, 2});
   ASSERT_EQ(w.advance(8ms, 1), 1u);  // which of the two ran is unspecified
@@ -361,9 +348,8 @@ TEST(WheelReschedule, MovingTheLastLeftoverOfAPassCutShortLetsTheWheelCatchUp) {
 // reschedule(): periodic timers
 
 TEST(WheelRescheduleInPeriodic, BetweenRunsMovesTheNextRunAndTheGridFollowsFromThere) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   const TimerId id = w.schedule_every(10ms, Note{&log, 1});  // 10, 20, 30, ...
   tick_to(w, 20ms);
   ASSERT_TRUE(w.reschedule(id, 35ms));
@@ -375,9 +361,8 @@ TEST(WheelRescheduleInPeriodic, BetweenRunsMovesTheNextRunAndTheGridFollowsFromT
 }
 
 TEST(WheelRescheduleInPeriodic, FixedDelayRunsOnePeriodAfterTheMovedRun) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   PeriodicOptions opts;
   opts.cadence = Cadence::fixed_delay;
   const TimerId id = w.schedule_every(10ms, Note{&log, 1}, opts);
@@ -412,9 +397,8 @@ TEST(WheelRescheduleInPeriodic, FromInsideItsOwnCallbackGetsFalseAndKeepsItsGrid
 // A periodic timer moved by another callback to a tick this call has reached waits for the next
 // call, so that it never runs twice in one call.
 TEST(WheelRescheduleInPeriodic, MovedByAnotherCallbackToAReachedTickRunsInTheNextCall) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   const TimerId id = w.schedule_every(4ms, Note{&log, 1});  // 4, 8, ...
   ASSERT_TRUE(w.schedule_after(6ms, [&] { EXPECT_TRUE(w.reschedule(id, 7ms)); }));
   EXPECT_EQ(w.advance(10ms), 2u) << "the periodic run at 4 ms and the mover at 6 ms";
@@ -448,9 +432,8 @@ TEST(WheelRescheduleInPeriodic, CancelledFromItsCallbackIsNoLongerPending) {
 // is_pending(), deadline(), remaining() in every state
 
 TEST(WheelQueries, EveryStateOfAOneShotTimer) {
-  Log log;
   Wheel w({.tick = 1ms, .max_pending = 4});
-  log.wheel = &w;
+  Log log{&w};
   const TimerId pending = w.schedule_after(10ms + 300us, Note{&log, 1});
   EXPECT_TRUE(w.is_pending(pending));
   EXPECT_EQ(w.deadline(pending), 11ms) << "rounded up to the tick";
@@ -496,9 +479,8 @@ TEST(WheelQueries, EveryStateOfAOneShotTimer) {
 }
 
 TEST(WheelQueries, ADueTimerLeftByAPassCutShortReadsItsTickAndZeroRemaining) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   const TimerId a = w.schedule_after(2ms, Note{&log, 1});
   const TimerId b = w.schedule_after(2ms, Note{&log, 2});
   ASSERT_EQ(w.advance(9ms, 1), 1u);
@@ -509,9 +491,8 @@ TEST(WheelQueries, ADueTimerLeftByAPassCutShortReadsItsTickAndZeroRemaining) {
 }
 
 TEST(WheelQueries, APeriodicTimerBetweenRunsReadsItsNextRun) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   PeriodicOptions opts;
   opts.initial_delay = 3ms;
   const TimerId id = w.schedule_every(10ms, Note{&log, 1}, opts);
@@ -582,9 +563,8 @@ TEST(WheelClear, DestroysEveryCallableWithoutRunningItAndEndsEveryId) {
 }
 
 TEST(WheelClear, TheWheelIsReadyForNewTimersAndReusesItsNodes) {
-  Log log;
   Wheel w({.tick = 1ms, .start = 1s});
-  log.wheel = &w;
+  Log log{&w};
   for (int i = 0; i < 3000; ++i) ASSERT_TRUE(w.schedule_after(Nanos(i * 1ms + 1ms), Note{&log, 0}));
   tick_to(w, 1s + 10ms);
   const std::uint64_t nodes = w.stats().pool_nodes;
@@ -598,9 +578,8 @@ TEST(WheelClear, TheWheelIsReadyForNewTimersAndReusesItsNodes) {
 }
 
 TEST(WheelClear, AfterAPassCutShortTheWheelIsCaughtUp) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(w.schedule_after(2ms, Note{&log, 0}));
   ASSERT_EQ(w.advance(9ms, 3), 3u);
   EXPECT_EQ(w.clear(), 7u);
@@ -615,9 +594,8 @@ TEST(WheelClear, AfterAPassCutShortTheWheelIsCaughtUp) {
 // for_each_pending()
 
 TEST(WheelForEachPending, VisitsExactlyThePendingTimersWithTheirDeadlines) {
-  Log log;
   Wheel w({.tick = 1ms});
-  log.wheel = &w;
+  Log log{&w};
   std::map<std::uint64_t, Nanos> expected;
   std::mt19937_64 rng(11);
   std::vector<TimerId> ids;

@@ -347,13 +347,7 @@ class ModelRun {
     }
     if (got) {
       remove(*serial);
-      if (!caught_up_) {
-        // After a limit hit the wheel waits at the first tick with callbacks waiting; a cancel
-        // that takes the last of them lets it step on at once to the next such tick, or to now.
-        const bool any = !by_eff_.empty() && by_eff_.begin()->first <= call_now_tick_;
-        P_ = any ? by_eff_.begin()->first : call_now_tick_;
-        caught_up_ = !any;
-      }
+      step_on_if_nothing_waits();
       ++cancelled_;
       ++total_cancelled_;
       if (lc_.live != static_cast<long>(recs_.size()) + callback_depth_) {
@@ -387,11 +381,7 @@ class ModelRun {
     }
     if (!got) return;
     move(*serial, deadline, std::max(due_of(deadline), P_));
-    if (!caught_up_) {
-      const bool any = !by_eff_.empty() && by_eff_.begin()->first <= call_now_tick_;
-      P_ = any ? by_eff_.begin()->first : call_now_tick_;
-      caught_up_ = !any;
-    }
+    step_on_if_nothing_waits();
     ++rescheduled_;
     ++total_rescheduled_;
     // deadline() reads the rounded deadline, and 0 for a negative one.
@@ -401,6 +391,15 @@ class ModelRun {
       fail("deadline() after reschedule is " + (d ? std::to_string(d->count()) : std::string("nullopt")) +
            ", the model's rounded deadline " + std::to_string(rounded));
     }
+  }
+
+  // After a limit hit the wheel waits at the first tick with callbacks waiting; a cancel (or a move)
+  // that takes the last of them lets it step on at once to the next such tick, or to now.
+  void step_on_if_nothing_waits() {
+    if (caught_up_) return;
+    const bool any = !by_eff_.empty() && by_eff_.begin()->first <= call_now_tick_;
+    P_ = any ? by_eff_.begin()->first : call_now_tick_;
+    caught_up_ = !any;
   }
 
   // Gives a pending timer a new deadline and effective tick, keeping its serial and id.

@@ -372,7 +372,7 @@ class Wheel {
   requires std::invocable<Visit&, TimerId, Nanos>
   void for_each_pending(Visit&& visit) const {
     finish_unlinks();  // so that no queued unlink can change a list under the walk
-    const Visiting guard(visiting_);
+    const ScopedFlag visiting(visiting_);
     visit_pending([&](const Node* node) {
       visit(TimerId(node->index, node->gen.load(std::memory_order_relaxed)),
             Nanos(static_cast<Nanos::rep>(node->due) * tick_.count()));
@@ -490,14 +490,15 @@ class Wheel {
   };
   static_assert(sizeof(Slot) == detail::kCacheLine, "one slot is one cache line of sub-list heads");
 
-  // Sets a flag for the length of a for_each_pending() walk, so that debug builds catch a visitor
-  // that changes the wheel under it.
-  class Visiting {
+  // Sets a flag for its scope, and clears it however the scope is left: in_advance_ for an
+  // advance() (a nested one is refused), visiting_ for a for_each_pending() walk (debug builds
+  // catch a visitor that changes the wheel under it).
+  class ScopedFlag {
    public:
-    explicit Visiting(bool& flag) noexcept : flag_(flag) { flag_ = true; }
-    Visiting(const Visiting&) = delete;
-    Visiting& operator=(const Visiting&) = delete;
-    ~Visiting() { flag_ = false; }
+    explicit ScopedFlag(bool& flag) noexcept : flag_(flag) { flag = true; }
+    ScopedFlag(const ScopedFlag&) = delete;
+    ScopedFlag& operator=(const ScopedFlag&) = delete;
+    ~ScopedFlag() { flag_ = false; }
 
    private:
     bool& flag_;
@@ -541,6 +542,7 @@ class Wheel {
   void merge(unsigned from, unsigned to) noexcept;
   void flush_unlinks() noexcept;
   void flush_moves() noexcept;
+  std::size_t clear_slot(unsigned slot) noexcept;
   std::size_t fire(unsigned slot, std::size_t budget);
   std::size_t fire_periodic(Node* node, std::uint64_t meta);
   std::uint64_t next_run(std::uint64_t meta, std::uint64_t due, Nanos ran_until) const noexcept;
@@ -575,7 +577,7 @@ class Wheel {
   void* dispatch_context_ = nullptr;
   RunClock run_clock_ = nullptr;  // inside an Engine: see set_run_clock()
   const void* run_clock_context_ = nullptr;
-  mutable bool visiting_ = false;                       // inside for_each_pending(): see Visiting
+  mutable bool visiting_ = false;                       // inside for_each_pending(): see ScopedFlag
   std::unique_ptr<std::array<Slot, kAllSlots>> slots_;  // the heads, one cache line per slot
   std::array<std::uint64_t, kBitmapWords> occupied_{};  // bit s set <=> slot s has a node
   // Nodes linked into each slot since it was empty, less those moved out: an upper bound that
