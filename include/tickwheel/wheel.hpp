@@ -307,17 +307,18 @@ class Wheel {
   // periodic timer between its runs: its next run moves to the new deadline, and the runs after it
   // follow from that one, as if it had been scheduled with that initial delay (fixed rate: the grid
   // restarts at the new tick; fixed delay: one period after that run ends).
-  // Cost: O(1), no allocation. When the new deadline lies in the same unit of the level the timer
-  // sits in (for a timer between 512 ticks and 2 minutes out at a 1 ms tick, the same 256 ms; the
-  // common idle timeout pushed back by a few ms), only its deadline changes: nothing is unlinked or
-  // linked and no other cache line than the node's is touched (the kernel's same-slot shortcut;
-  // counted in WheelStats::rescheduled_in_place). Otherwise the node moves to its new slot: as a
-  // cancel's unlink, the move is queued and done in a batch of 32 (or at the next advance(),
-  // next_deadline() or walk) with the neighbours of the whole batch prefetched together, so the
-  // call itself touches the node's line only; inside advance() it moves at once. Either way it
-  // saves what cancel + schedule add: destroying and constructing the callable, giving back and
-  // taking a pool node, and a new id to store. Safe from inside callbacks: a timer moved by a callback runs
-  // when its new tick comes, in this pass if the pass has not reached that tick yet (as a timer a
+  // Cost: O(1), no allocation. When the new deadline lies in the same time unit as the old one at
+  // the level the timer is in (for a timer between 512 ticks and 2 minutes out at a 1 ms tick, the
+  // same 256 ms: the common idle timeout pushed back by a few ms), only its deadline changes:
+  // nothing is unlinked or linked and no cache line but the node's is touched (the kernel's
+  // same-slot shortcut; counted in WheelStats::rescheduled_in_place). Otherwise the node moves to
+  // its new slot: like a cancel's unlink, the move is queued and done in a batch of 32 (or at the
+  // next advance(), next_deadline() or walk) with the neighbours of the whole batch prefetched
+  // together, so the call itself touches the node's line only; inside advance(), or while the
+  // wheel waits after a pass cut short by its limit, it moves at once. Either way it saves what
+  // cancel + schedule add: destroying and constructing the callable, giving back and taking a pool
+  // node, and a new id to store. Safe from inside callbacks: a timer moved by a callback runs when
+  // its new tick comes, in this pass if the pass has not reached that tick yet (as a timer a
   // callback schedules), except a periodic timer moved to a tick at or before this call's now,
   // which waits for the next call, so that no periodic timer runs twice in one call.
   bool reschedule(TimerId id, Nanos deadline) noexcept;
