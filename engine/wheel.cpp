@@ -13,9 +13,9 @@
 //   I3  The due slot holds timers scheduled (or rescheduled) at or before cur_ (outside advance(),
 //       or by callbacks, which must not run in the pass that scheduled them), and periodic timers
 //       re-armed (or rescheduled) at a tick at or before target_ (behind by a period: they run one
-//       period per call). The next
-//       advance() merges them into the late slot and runs the late slot first, then the batch.
-//       Nothing enters the late slot while it runs, so no call runs a timer twice.
+//       period per call). The next advance() merges them into the late slot and runs the late slot
+//       first, then the batch. Nothing enters the late slot while it runs, so no call runs a timer
+//       twice.
 //   I4  occupied_ bit s is set iff slot s has a node; count_[s] >= the number of nodes in slot s.
 //   I5  A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
 //       between its runs: it is unlinked while it runs, state running), except: a node

@@ -479,6 +479,9 @@ class Wheel {
   // Set in a node's due while a move reschedule() queued is pending (engine/wheel.cpp, I6). A due
   // in ticks is below 2^54 (horizon() at the smallest tick), so the bit is free.
   static constexpr std::uint64_t kMoving = std::uint64_t{1} << 63;
+  static_assert(static_cast<std::uint64_t>(std::numeric_limits<Nanos::rep>::max() / kMinTick.count()) <
+                    kMoving,
+                "no tick a wheel can reach has the kMoving bit");
   static constexpr unsigned kWordsPerLevel = kSlots / 64;
   static constexpr unsigned kBitmapWords = (kAllSlots + 63) / 64;
   static_assert(kSlots % 64 == 0, "each level's occupancy is a whole number of bitmap words");
