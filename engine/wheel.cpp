@@ -206,7 +206,8 @@ bool Wheel::cancel(TimerId id) noexcept {
 
 // The node of a pending timer (linked, I5), or nullptr for any other id: only a pending
 // generation matches, so a failed id (gen 0), a free node, a fired, cancelled or running timer and
-// another lifetime's timer never do.
+// another lifetime's timer never do. The generation loads of the calls below are relaxed: they are
+// for standalone wheels (reschedule() and clear() assert it), whose one thread wrote every value.
 Wheel::Node* Wheel::pending_node(TimerId id) const noexcept {
   Node* node = pool_.find(id.index_);
   if (node == nullptr || (id.gen_ & 3) != detail::kPending) return nullptr;
