@@ -23,8 +23,9 @@
 //     does the wheel's pool, so a fresh queue can be compared with and without one on both sides.
 //
 // Costs: schedule O(log n) worst case, O(1) expected for random deadlines (a new leaf rises about
-// 1.6 levels on average); cancel O(log n); advance O(k log n) for k fired, and each level of a
-// pop's sift moves one entry and writes one timer, which is where a big heap spends its time.
+// 1.6 levels on average); cancel and reschedule O(log n); advance O(k log n) for k fired, and each
+// level of a pop's sift moves one entry and writes one timer, which is where a big heap spends its
+// time.
 // Not thread safe; benchmark use only.
 #pragma once
 
@@ -130,6 +131,24 @@ class HeapTimerQueue {
     remove_at(t->heap_pos);
     t->thunk(t->storage, false);
     release(t);
+    return true;
+  }
+
+  // Moves a pending timer to a new deadline, keeping its handle and its callable: the indexed
+  // heap's decrease-key or increase-key (what Boost.Asio's expires_at() on a pending timer would
+  // be without its cancel, and libevent's event_add() on a pending event does). True iff the timer
+  // was pending. O(log n); O(1) when the new deadline keeps its place.
+  bool reschedule(Handle h, Nanos deadline) noexcept {
+    if (h.index_ >= touched_) return false;
+    Timer* t = at(h.index_);
+    if (t->gen != h.gen_ || (h.gen_ & 1) == 0) return false;
+    const std::size_t pos = t->heap_pos;
+    const Entry e{deadline.count(), t};
+    if (pos > 0 && e.deadline < heap_[(pos - 1) / 2].deadline) {
+      sift_up(pos, e);
+    } else {
+      sift_down(pos, e);
+    }
     return true;
   }
 

@@ -1,4 +1,5 @@
-// engine/wheel.cpp — the hierarchical timing wheel: cancel, advance, cascading, next_deadline.
+// engine/wheel.cpp — the hierarchical timing wheel: cancel, reschedule, the queries, clear, advance,
+// cascading, next_deadline.
 //
 // Invariants (checked by assertions in debug builds and by tests/wheel_model_test.cpp outside):
 //   I1  cur_ is the tick being processed. Every timer due before cur_ has run; the ones due at cur_
@@ -9,17 +10,24 @@
 //       and due % S == i. A node in level L >= 1 has (due >> bL) - (cur_ >> bL) in [1, S - 1], in
 //       the slot of that unit % S. So level L's slot for the current unit cur_ >> bL is empty: it
 //       was moved down at the boundary that started the unit.
-//   I3  The due slot holds timers scheduled at or before cur_ (outside advance(), or by callbacks,
-//       which must not run in the pass that scheduled them), and periodic timers re-armed at a tick
-//       at or before target_ (behind by a period: they run one period per call). The next
-//       advance() merges them into the late slot and runs the late slot first, then the batch.
-//       Nothing enters the late slot while it runs, so no call runs a timer twice.
+//   I3  The due slot holds timers scheduled (or rescheduled) at or before cur_ (outside advance(),
+//       or by callbacks, which must not run in the pass that scheduled them), and periodic timers
+//       re-armed (or rescheduled) at a tick at or before target_ (behind by a period: they run one
+//       period per call). The next advance() merges them into the late slot and runs the late slot
+//       first, then the batch. Nothing enters the late slot while it runs, so no call runs a timer
+//       twice.
 //   I4  occupied_ bit s is set iff slot s has a node; count_[s] >= the number of nodes in slot s.
 //   I5  A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
 //       between its runs: it is unlinked while it runs, state running), except: a node
 //       cancelled by Wheel::cancel() waiting in unlink_queue_ (callable gone; the queue is flushed
 //       before anything walks the lists), and, in an Engine, a node another thread cancelled
 //       (state kCancelled, callable alive) until its shard retires it or a walk meets it.
+//   I6  A node whose due has the kMoving bit is pending, in move_queue_ and still in the slot of
+//       its deadline before the reschedule() that queued it, not of its due: I2 holds for it only
+//       once flush_moves() has moved it, which every walk, advance() and next_deadline() does
+//       first. Moves are queued only while cur_ == target_ outside a pass, and nothing changes
+//       cur_ or target_ before the queue is flushed. A standalone wheel only (the Engine's shard
+//       never reschedules).
 #include "tickwheel/wheel.hpp"
 
 #include <algorithm>
@@ -180,6 +188,7 @@ Wheel::Node* Wheel::pop_head(unsigned slot, unsigned way) noexcept {
 }
 
 bool Wheel::cancel(TimerId id) noexcept {
+  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   Node* node = pool_.find(id.index_);
   // Only a pending generation matches (I5), so a failed id (gen 0) or a free node never does.
   if (node == nullptr || (id.gen_ & 3) != detail::kPending) return false;
@@ -212,6 +221,148 @@ bool Wheel::cancel(TimerId id) noexcept {
     unlink_queue_[unlink_queued_++] = node;
   }
   return true;
+}
+
+// The node of a pending timer (linked, I5), or nullptr for any other id: only a pending
+// generation matches, so a failed id (gen 0), a free node, a fired, cancelled or running timer and
+// another lifetime's timer never do. The generation loads of the calls below are relaxed: they are
+// for standalone wheels (reschedule() and clear() assert it), whose one thread wrote every value.
+Wheel::Node* Wheel::pending_node(TimerId id) const noexcept {
+  Node* node = pool_.find(id.index_);
+  if (node == nullptr || (id.gen_ & 3) != detail::kPending) return nullptr;
+  return node->gen.load(std::memory_order_relaxed) == id.gen_ ? node : nullptr;
+}
+
+// Whether a node linked for `old_due` may stay where it is for `due`: the kernel's same-slot
+// shortcut, in a form that needs no record of the slot. The node sits at level wheel_level(old_due)
+// or above (the level a link picks only falls as cur_ moves on, and moves down go to the level of
+// that moment), in the slot of old_due's unit there. If due has the same unit as old_due at the
+// lowest level the node can be in, it has the same unit at the node's own level too, so the slot
+// is one that holds due (I2, with the same difference of units), and the moves down that reach it
+// later place it by its new due. At level 0 a unit is one tick, so only due == old_due qualifies.
+// Only while the wheel is caught up (cur_ == target_): then every node due after cur_ is in a
+// wheel slot; when it lags, the due slot can hold periodic timers due after cur_.
+bool Wheel::in_place(std::uint64_t old_due, std::uint64_t due) const noexcept {
+  if (cur_ != target_ || old_due <= cur_) return false;
+  const unsigned shift = kLevelBits * wheel_level(old_due);
+  return (due >> shift) == (old_due >> shift);
+}
+
+bool Wheel::reschedule(TimerId id, Nanos deadline) noexcept {
+  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
+  assert(!shared_ && "an Engine's wheel is rescheduled by its shard only");
+  Node* node = pending_node(id);
+  if (node == nullptr) return false;
+  const std::uint64_t due = due_tick(deadline);
+  ++stats_.rescheduled;
+  if ((node->due & kMoving) != 0) {
+    // Already queued to move (I6): it moves once, to its latest deadline, when the queue is flushed.
+    node->due = due | kMoving;
+    return true;
+  }
+  if (in_place(node->due, due)) {
+    assert(due > cur_);
+    node->due = due;
+    ++stats_.rescheduled_in_place;
+    return true;
+  }
+  if (cur_ == target_ && !in_advance_) {
+    // Outside a pass, with the wheel caught up: the move is queued, like a cancel's unlink, so that
+    // the neighbours of a batch are prefetched together (flush_moves()); the node stays where it
+    // is, flagged, until then (I6). Its new due is set now, for deadline().
+    node->due = due | kMoving;
+    if (moves_queued_ == kUnlinkBatch) flush_moves();
+    move_queue_[moves_queued_] = node;
+    move_gen_[moves_queued_++] = id.gen_;
+    return true;
+  }
+  // Inside a pass (the lists must be exact when the callback returns), or while the wheel lags
+  // behind after a pass cut short: moved at once. It leaves its old slot's count_ an
+  // over-estimate, as a cancel does (I4).
+  unlink(node);
+  node->due = due;
+  // Where a schedule links a timer (commit), except that a periodic timer is linked as its re-arm
+  // is: due by this call's now means the next call, so it never runs twice in one call (I3). The
+  // two differ only while cur_ lags behind target_ (inside advance(), or after a pass cut short).
+  std::uint64_t due_by = cur_;
+  if (cur_ != target_ && node->thunk(node->storage.data(), detail::Op::meta) != 0) due_by = target_;
+  link(node, due <= due_by ? kDueSlot : wheel_slot(due));
+  // As in cancel(): if this took the last timer the wheel waited at after a pass cut short, it
+  // catches up now, without firing.
+  if (cur_ != target_ && !in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
+      !occupied(kDueSlot)) {
+    step(target_, 0);
+  }
+  return true;
+}
+
+bool Wheel::is_pending(TimerId id) const noexcept {
+  const Node* node = pool_.find(id.index_);
+  if (node == nullptr || (id.gen_ & 3) != detail::kPending) return false;
+  const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+  // Pending, or (a periodic timer) running: the one state, besides pending, that a cancel stops.
+  return gen == id.gen_ || gen == id.gen_ - detail::kPending + detail::kRunning;
+}
+
+std::optional<Nanos> Wheel::deadline(TimerId id) const noexcept {
+  const Node* node = pending_node(id);
+  if (node == nullptr) return std::nullopt;
+  // No overflow: due <= max_tick_, the last tick a Nanos can hold.
+  return Nanos(static_cast<Nanos::rep>(node->due & ~kMoving) * tick_.count());
+}
+
+std::optional<Nanos> Wheel::remaining(TimerId id) const noexcept {
+  const std::optional<Nanos> at = deadline(id);
+  if (!at) return std::nullopt;
+  return std::max(*at - now_, Nanos(0));  // both in [0, Nanos::max()]: no overflow
+}
+
+std::size_t Wheel::clear() noexcept {
+  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
+  assert(!shared_ && "an Engine's wheel is drained by its shard only");
+  if (in_advance_) return 0;
+  flush_unlinks();  // queued nodes are cancelled already: unlinked and recycled first
+  std::size_t cleared = 0;
+  for (unsigned w = 0; w < kBitmapWords; ++w) {
+    for (std::uint64_t bits = occupied_[w]; bits != 0; bits &= bits - 1) {
+      cleared += clear_slot(w * 64 + static_cast<unsigned>(std::countr_zero(bits)));
+    }
+    occupied_[w] = 0;
+  }
+  // Outside advance() no periodic callback is running, so every pending timer was linked.
+  assert(cleared == pending_);
+  pending_ = 0;
+  stats_.cancelled += cleared;
+  cur_ = target_;  // nothing is left to wait at after a pass cut short by its limit
+  return cleared;
+}
+
+// Ends the lifetime of every node of a slot, as a cancel does, and empties it (its occupancy bit
+// is the caller's). The sub-lists are walked together, a node of each in turn with its successor
+// prefetched, so that up to kWays misses are in flight instead of one chain's. Returns how many.
+std::size_t Wheel::clear_slot(unsigned slot) noexcept {
+  std::array<Node*, kWays> cursor = (*slots_)[slot].head;
+  (*slots_)[slot].head.fill(nullptr);
+  (*count_)[slot] = 0;
+  std::size_t cleared = 0;
+  for (bool any = true; any;) {
+    any = false;
+    for (Node*& node : cursor) {
+      if (node == nullptr) continue;
+      Node* next = node->next;
+      if (next != nullptr) prefetch_node(next);
+      // Every linked node is pending here (I5: the queue is flushed, no callback is running).
+      const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+      assert((gen & 3) == detail::kPending);
+      node->gen.store(gen - detail::kPending + detail::kCancelled, std::memory_order_relaxed);
+      detail::destroy_callable(node);
+      pool_.release(node);
+      ++cleared;
+      node = next;
+      any = true;
+    }
+  }
+  return cleared;
 }
 
 // Takes a due node whose generation the caller loaded as `gen` from pending to `state`: kFired
@@ -272,10 +423,12 @@ void Wheel::rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcep
   link(node, next <= target_ ? kDueSlot : wheel_slot(next));
 }
 
-// Unlinks and frees the cancelled nodes queued by cancel(). Their neighbours are cold, so all of
-// them are prefetched first and the misses overlap; then the unlinks run. Adjacent queued nodes
-// are fine: each unlink reads the links as the previous one left them.
+// Finishes what cancel() and reschedule() queued: the moves, then the unlinks of cancelled nodes,
+// which it also frees. Their neighbours are cold, so all of them are prefetched first and the
+// misses overlap; then the unlinks run. Adjacent queued nodes are fine: each unlink reads the
+// links as the previous one left them.
 void Wheel::flush_unlinks() noexcept {
+  if (moves_queued_ != 0) flush_moves();
   for (unsigned i = 0; i < unlink_queued_; ++i) {
     const Node* node = unlink_queue_[i];
     prefetch_node(node->pprev);
@@ -286,6 +439,30 @@ void Wheel::flush_unlinks() noexcept {
     pool_.release(unlink_queue_[i]);
   }
   unlink_queued_ = 0;
+}
+
+// Moves the nodes reschedule() queued to the slots of their new deadlines (I6). An entry whose
+// node is no longer that pending lifetime (cancelled since; perhaps recycled for another timer) is
+// skipped: a cancel unlinks it from where it still is. Runs only while the wheel is caught up
+// (cur_ == target_; outside a pass, or at the start of advance() before anything moves), as when
+// the moves were queued, so a one-shot and a periodic timer are placed alike.
+void Wheel::flush_moves() noexcept {
+  assert(cur_ == target_);
+  for (unsigned i = 0; i < moves_queued_; ++i) {
+    const Node* node = move_queue_[i];
+    if (node->gen.load(std::memory_order_relaxed) != move_gen_[i]) continue;
+    prefetch_node(node->pprev);
+    if (node->next != nullptr) prefetch_node(node->next);
+  }
+  for (unsigned i = 0; i < moves_queued_; ++i) {
+    Node* node = move_queue_[i];
+    if (node->gen.load(std::memory_order_relaxed) != move_gen_[i]) continue;
+    assert((node->due & kMoving) != 0 && node->pprev != nullptr);
+    unlink(node);
+    node->due &= ~kMoving;
+    link(node, node->due <= cur_ ? kDueSlot : wheel_slot(node->due));
+  }
+  moves_queued_ = 0;
 }
 
 // Moves up to `max_nodes` nodes of an upper-level slot to where they belong now, taking them
@@ -634,14 +811,9 @@ std::size_t Wheel::step(std::uint64_t target, std::size_t budget) {
 }
 
 std::size_t Wheel::advance(Nanos now, std::size_t limit) {
+  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   if (in_advance_) return 0;
-  struct InAdvance {
-    bool& flag;
-    explicit InAdvance(bool& f) : flag(f) { f = true; }
-    InAdvance(const InAdvance&) = delete;
-    InAdvance& operator=(const InAdvance&) = delete;
-    ~InAdvance() { flag = false; }
-  } in_advance(in_advance_);
+  const ScopedFlag in_advance(in_advance_);
   ++stats_.passes;
   flush_unlinks();
   if (now > now_) now_ = now;
@@ -673,12 +845,17 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
   return ran;
 }
 
+// Logically const: it changes no observable state. Nodes are queued only by cancel() and
+// reschedule(), non-const calls, so a wheel with a non-empty queue was not defined const and the
+// cast is sound.
+void Wheel::finish_unlinks() const noexcept {
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): sound, as said above
+  if (unlink_queued_ != 0 || moves_queued_ != 0) const_cast<Wheel*>(this)->flush_unlinks();
+}
+
 std::optional<Nanos> Wheel::next_deadline() const noexcept {
   // Queued unlinks leave slots marked occupied by dead nodes; finish them so the answer is exact.
-  // Logically const: it changes no observable state. Nodes are queued only by cancel(), a
-  // non-const call, so a wheel with a non-empty queue was not defined const and the cast is sound.
-  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): sound, as said above
-  if (unlink_queued_ != 0) const_cast<Wheel*>(this)->flush_unlinks();
+  finish_unlinks();
   if (pending_ == 0) return std::nullopt;
   if (occupied(kDueSlot) || occupied(kLateSlot) || occupied(kBatchSlot)) return now_;
   const std::uint64_t t = next_event_tick(top_level());

@@ -2,9 +2,10 @@
 // result of that input on the Wheel and on the Engine, as their headers state it: delays that are
 // zero, negative or overflowing and deadlines in the past; option values out of range (the
 // constructor throws std::invalid_argument naming the option and the value); shard counts of zero
-// and above the core count; empty callables and throwing ones; cancels of handles that name no
-// pending timer; schedules after stop() and beyond max_pending; stop(), advance() and poll() where
-// they are refused; and time that goes back.
+// and above the core count; empty callables and throwing ones; cancels, reschedules and queries of
+// handles that name no pending timer, and reschedules to past or overflowing deadlines; schedules
+// after stop() and beyond max_pending; stop(), advance(), poll() and clear() where they are
+// refused; a for_each_pending() visitor that changes the wheel; and time that goes back.
 //
 // Engine tests run caller-driven (Threads::manual, an injected clock) wherever the row allows, so
 // that what a pass runs is decided by the test alone; the rows about worker threads use them, on
@@ -636,30 +637,42 @@ TEST(BadInput, ThrowingCallback) {
 // cancel() of an id or handle that names no pending timer returns false and touches nothing: a
 // default one, a failed schedule's, a fired timer's, a cancelled one's (the second cancel), a
 // stale one whose node now holds another timer, and (Wheel) an id forged from a raw integer.
+// The ids of a wheel (tick 1 ms, max_pending 3) that name no pending timer, each for its own
+// reason, with the two timers left pending: `kept`, and `reused`, which holds the fired timer's node.
+struct DeadIds {
+  TimerId kept, fired, cancelled, failed, reused;
+  // Ids the wheel never handed out: a lifetime of reused's node two ahead, an index no node had.
+  std::vector<TimerId> forged() const {
+    return {TimerId::from_raw(reused.raw() + (std::uint64_t{8} << 32)),
+            TimerId::from_raw((std::uint64_t{1} << 32) | 0xfffffff0u), TimerId::from_raw(~std::uint64_t{0})};
+  }
+};
+
+DeadIds dead_ids(Wheel& w, Hits& h) {
+  DeadIds d;
+  d.kept = w.schedule_after(1h, Hit(&h, 0));
+  d.fired = w.schedule_after(1ms, Hit(&h, 1));
+  d.cancelled = w.schedule_after(1h, Hit(&h, 2));
+  d.failed = w.schedule_after(1h, Hit(&h, 3));
+  EXPECT_TRUE(d.kept && !d.failed);
+  EXPECT_TRUE(w.cancel(d.cancelled));
+  EXPECT_EQ(w.advance(1ms), 1u);
+  d.reused = w.schedule_after(1h, Hit(&h, 4));  // takes the fired timer's node
+  EXPECT_TRUE(d.reused);
+  EXPECT_EQ(d.reused.raw() & 0xffffffffu, d.fired.raw() & 0xffffffffu) << "the test meant a reused node";
+  return d;
+}
+
 TEST(BadInput, CancelOfDefaultFailedStaleOrForgedHandlesIsFalse) {
   Hits h(8);
   Wheel w({.tick = 1ms, .max_pending = 3});
-  ASSERT_TRUE(w.schedule_after(1h, Hit(&h, 0)));
-  const TimerId fired = w.schedule_after(1ms, Hit(&h, 1));
-  const TimerId cancelled = w.schedule_after(1h, Hit(&h, 2));
-  const TimerId failed = w.schedule_after(1h, Hit(&h, 3));
-  ASSERT_FALSE(failed);
-  EXPECT_TRUE(w.cancel(cancelled));
-  EXPECT_EQ(w.advance(1ms), 1u);
-  const TimerId reused = w.schedule_after(1h, Hit(&h, 4));  // takes the fired timer's node
-  ASSERT_TRUE(reused);
-  ASSERT_EQ(reused.raw() & 0xffffffffu, fired.raw() & 0xffffffffu) << "the test meant a reused node";
+  const DeadIds d = dead_ids(w, h);
   const std::size_t pending = w.pending();
-  EXPECT_FALSE(w.cancel(TimerId{}));
-  EXPECT_FALSE(w.cancel(failed));
-  EXPECT_FALSE(w.cancel(fired));
-  EXPECT_FALSE(w.cancel(cancelled));
-  EXPECT_FALSE(w.cancel(TimerId::from_raw(reused.raw() + (std::uint64_t{4} << 32))));  // a later lifetime
-  EXPECT_FALSE(w.cancel(TimerId::from_raw((std::uint64_t{1} << 32) | 0xfffffff0u)));   // an index no node had
-  EXPECT_FALSE(w.cancel(TimerId::from_raw(~std::uint64_t{0})));
+  for (const TimerId id : {TimerId{}, d.failed, d.fired, d.cancelled}) EXPECT_FALSE(w.cancel(id));
+  for (const TimerId id : d.forged()) EXPECT_FALSE(w.cancel(id));
   EXPECT_EQ(w.pending(), pending);
   EXPECT_EQ(w.stats().cancelled, 1u);
-  EXPECT_TRUE(w.cancel(reused)) << "the node's current timer was touched";
+  EXPECT_TRUE(w.cancel(d.reused)) << "the node's current timer was touched";
 
   Engine e(manual());
   Timer none;
@@ -870,6 +883,114 @@ TEST(BadInput, TimeGoingBackIsTreatedAsNow) {
   EXPECT_EQ(e.poll(0, Nanos(0)), 0u);
   EXPECT_EQ(e.poll(0, now + 5ms), 1u);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Reschedule, the queries, clear() and for_each_pending() (the Wheel's; the Engine has none yet)
+
+// reschedule() and the queries of an id that names no pending timer: false or nullopt, nothing
+// touched, whatever the reason (default, failed, fired, cancelled, cleared, node reused, forged).
+TEST(BadInput, RescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
+  Hits h(8);
+  Wheel w({.tick = 1ms, .max_pending = 3});
+  const DeadIds d = dead_ids(w, h);
+  EXPECT_EQ(w.clear(), 2u);                                  // kept and reused: cleared
+  const TimerId current = w.schedule_after(2h, Hit(&h, 5));  // takes a recycled node
+  ASSERT_TRUE(current);
+  const WheelStats before = w.stats();
+  std::vector<TimerId> ids{TimerId{}, d.failed, d.fired, d.cancelled, d.kept, d.reused};
+  for (const TimerId id : d.forged()) ids.push_back(id);
+  for (const TimerId id : ids) {
+    EXPECT_FALSE(w.reschedule(id, 5ms)) << id.raw();
+    EXPECT_FALSE(w.reschedule_after(id, 5ms)) << id.raw();
+    EXPECT_FALSE(w.is_pending(id)) << id.raw();
+    EXPECT_EQ(w.deadline(id), std::nullopt) << id.raw();
+    EXPECT_EQ(w.remaining(id), std::nullopt) << id.raw();
+  }
+  EXPECT_EQ(w.stats().rescheduled, before.rescheduled);
+  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.deadline(current), 2h + 1ms) << "the node's current timer was touched";
+  EXPECT_EQ(h.ran[0].load() + h.ran[4].load(), 0) << "clear() ran a callback";
+  EXPECT_EQ(h.destroyed[0].load() + h.destroyed[4].load(), 2) << "clear() did not destroy each callable once";
+}
+
+// A deadline in the past, negative, or past the horizon (an overflowing delay included) is taken
+// as schedule_at() takes it: due in the next advance(), or clamped to horizon().
+TEST(BadInput, RescheduleToAPastOrOverflowingDeadlineIsAsASchedule) {
+  Hits h(3);
+  Wheel w({.tick = 1ms, .start = 10ms});
+  const TimerId past = w.schedule_after(1h, Hit(&h, 0));
+  const TimerId negative = w.schedule_after(1h, Hit(&h, 1));
+  const TimerId far = w.schedule_after(1ms, Hit(&h, 2));
+  EXPECT_TRUE(w.reschedule(past, 3ms));
+  EXPECT_TRUE(w.reschedule(negative, Nanos::min()));
+  EXPECT_TRUE(w.reschedule_after(far, Nanos::max()));
+  EXPECT_EQ(w.deadline(negative), 0ns);
+  EXPECT_EQ(w.deadline(far), w.horizon());
+  EXPECT_EQ(w.advance(10ms), 2u) << "the past and negative ones, at the same now";
+  EXPECT_EQ(w.advance(1000h), 0u);
+  EXPECT_TRUE(w.reschedule(far, Nanos::max()));
+  EXPECT_EQ(w.deadline(far), w.horizon());
+}
+
+// A callback rescheduling its own timer gets false: a one-shot timer is firing (schedule a new one
+// instead); a periodic one's next run is linked when its callback returns, on its own schedule.
+TEST(BadInput, ACallbackReschedulingItsOwnTimerGetsFalse) {
+  struct Self {
+    Wheel* w;
+    TimerId id;
+    int runs = 0;
+    int refused = 0;
+  };
+  Wheel w({.tick = 1ms});
+  Self once{&w, {}};
+  Self every{&w, {}};
+  once.id = w.schedule_after(1ms, [s = &once] {
+    ++s->runs;
+    s->refused += s->w->reschedule_after(s->id, 1ms) ? 0 : 1;
+  });
+  every.id = w.schedule_every(2ms, [s = &every] {
+    ++s->runs;
+    s->refused += s->w->reschedule_after(s->id, 1ms) ? 0 : 1;
+  });
+  for (Nanos t = 1ms; t <= 6ms; t += 1ms) w.advance(t);
+  EXPECT_EQ(once.runs, 1);
+  EXPECT_EQ(once.refused, 1);
+  EXPECT_EQ(every.runs, 3) << "at 2, 4 and 6 ms: its schedule did not move";
+  EXPECT_EQ(every.refused, 3);
+}
+
+// clear() from a callback is refused: it returns 0 and changes nothing.
+TEST(BadInput, ClearFromInsideACallbackIsRefused) {
+  Hits h(2);
+  Wheel w({.tick = 1ms});
+  std::size_t inner = 99;
+  ASSERT_TRUE(w.schedule_after(1ms, [w = &w, inner = &inner] { *inner = w->clear(); }));
+  ASSERT_TRUE(w.schedule_after(2ms, Hit(&h, 0)));
+  EXPECT_EQ(w.advance(1ms), 1u);
+  EXPECT_EQ(inner, 0u);
+  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.advance(2ms), 1u);
+  EXPECT_EQ(h.ran[0].load(), 1);
+}
+
+#ifndef NDEBUG
+// A for_each_pending() visitor that changes the wheel fails an assertion in builds with assertions
+// (the sanitizer builds of tools/run.sh check); its effect is undefined without them.
+TEST(BadInput, AVisitorThatChangesTheWheelFailsAnAssertion) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto visit_and = [](auto change) {
+    Wheel w({.tick = 1ms});
+    const TimerId id = w.schedule_after(1ms, [] {});
+    w.for_each_pending([&](TimerId, Nanos) { change(w, id); });
+  };
+  const char* message = "a visitor must not change the wheel";
+  EXPECT_DEATH(visit_and([](Wheel& w, TimerId) { (void)w.schedule_after(1ms, [] {}); }), message);
+  EXPECT_DEATH(visit_and([](Wheel& w, TimerId id) { w.cancel(id); }), message);
+  EXPECT_DEATH(visit_and([](Wheel& w, TimerId id) { w.reschedule(id, 5ms); }), message);
+  EXPECT_DEATH(visit_and([](Wheel& w, TimerId) { w.clear(); }), message);
+  EXPECT_DEATH(visit_and([](Wheel& w, TimerId) { w.advance(5ms); }), message);
+}
+#endif
 
 }  // namespace
 }  // namespace tickwheel::test

@@ -3,6 +3,9 @@
 // which is why it is built as its own executable, tickwheel-alloc-tests. It checks that
 //   - a wheel warmed up to 100k pending timers runs 1M churn operations (cancel a random pending
 //     timer, schedule a new one, advance one tick) with zero operator-new calls and no pool growth;
+//   - on such a wheel, reschedules (within a slot's unit and to other slots), the queries
+//     (is_pending, deadline, remaining), for_each_pending() and clear() with a refill call
+//     operator new zero times and do not grow the pool;
 //   - scheduling a million timers calls operator new zero times (the pool maps its segments);
 //   - 10k periodic timers of every cadence and misfire policy run 100k advances (a quarter of a
 //     million periods) with zero operator-new calls and no pool growth: a period re-links the
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -189,6 +193,66 @@ TEST(WheelAlloc, SteadyStateChurnAllocatesNothing) {
   EXPECT_GT(after.moved, before.moved) << "the churn is meant to cascade";
   EXPECT_LE(after.pool_nodes, kPending + 64) << "nodes are recycled, not leaked";
   RecordProperty("pool_nodes", std::to_string(after.pool_nodes));
+}
+
+// The calls of issue 17 on a warm wheel: reschedule (near, mostly within the slot's unit, and far,
+// to another slot), the queries, a walk of every pending timer, and clear() followed by a refill
+// to the same population.
+TEST(WheelAlloc, RescheduleQueriesWalkAndClearAllocateNothing) {
+  constexpr std::size_t kPending = 100'000;
+  Wheel w({.tick = 1ms});
+  Churn c(kPending);
+  std::mt19937_64 rng(4242);
+  fill(w, c, rng);
+  churn(w, c, rng, 100'000);  // warm-up, as above
+  ASSERT_EQ(w.pending(), kPending);
+
+  const std::uint64_t news_before = news();
+  const WheelStats before = w.stats();
+  std::uint64_t moves = 0;
+  std::uint64_t moved = 0;
+  std::uint64_t visited = 0;
+  std::uint64_t cleared = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (std::uint64_t op = 0; op < 300'000; ++op) {
+      const std::size_t i = rng() % c.slots.size();
+      if (!c.slots[i].used) continue;
+      const TimerId id = c.slots[i].id;
+      const std::optional<Nanos> at = w.deadline(id);
+      if (!w.is_pending(id) || !at || !w.remaining(id)) {
+        ++c.cancel_mismatch;
+        continue;
+      }
+      const auto ms = [&rng](std::uint64_t up_to) {
+        return Nanos(1ms) * static_cast<std::int64_t>(1 + rng() % up_to);
+      };
+      ++moves;
+      moved += op % 2 == 0 ? w.reschedule(id, *at + ms(4)) : w.reschedule_after(id, ms(100'000));
+      if (op % 64 == 0) w.advance(w.now() + 1ms);
+      if (op % 1024 == 0) fill(w, c, rng);
+    }
+    fill(w, c, rng);
+    w.for_each_pending([&visited](TimerId, Nanos) { ++visited; });
+    cleared += w.clear();
+    for (std::size_t i = 0; i < c.slots.size(); ++i) {
+      if (!c.slots[i].used) continue;
+      c.slots[i].used = false;
+      c.free_slots.push_back(static_cast<std::uint32_t>(i));
+    }
+    fill(w, c, rng);
+  }
+  const std::uint64_t allocations = news() - news_before;
+  const WheelStats after = w.stats();
+
+  EXPECT_EQ(allocations, 0u) << "operator new called by reschedule, a query, the walk or clear()";
+  EXPECT_EQ(after.pool_segments, before.pool_segments) << "the pool grew";
+  EXPECT_EQ(c.cancel_mismatch, 0u) << "a pending timer's queries said otherwise";
+  EXPECT_EQ(moved, moves) << "a reschedule of a pending timer returned false";
+  EXPECT_EQ(after.rescheduled - before.rescheduled, moves);
+  EXPECT_GT(after.rescheduled_in_place - before.rescheduled_in_place, moves / 4);
+  EXPECT_EQ(visited, 3 * kPending);
+  EXPECT_EQ(cleared, 3 * kPending);
+  EXPECT_EQ(w.pending(), kPending);
 }
 
 TEST(WheelAlloc, PeriodicTimersAllocateNothingPerPeriod) {

@@ -1,9 +1,10 @@
 // Tier 2: seeded model-based randomized test. Millions of random operations (schedule at every
 // scale from negative delays to past the horizon, cancel of live / fired / cancelled / stale /
-// garbage ids, advance with jumps from zero to many revolutions of the upper levels and to the
-// horizon, random expiry limits, and callbacks that themselves schedule, cancel, try to advance and
-// now and then throw) run against tickwheel::Wheel and against a plain reference model (std::set keyed by
-// effective tick + maps id -> state). After every step the wheel must agree with the model.
+// garbage ids, reschedule of the same kinds of ids to deadlines at every scale, advance with jumps
+// from zero to many revolutions of the upper levels and to the horizon, random expiry limits, and
+// callbacks that themselves schedule, cancel, reschedule, try to advance and now and then throw) run against
+// tickwheel::Wheel and against a plain reference model (std::set keyed by effective tick + maps id -> state).
+// After every step the wheel must agree with the model.
 //
 // The seed comes from TICKWHEEL_SEED if set, else from std::random_device; it is printed with every
 // failure so the run can be replayed. TICKWHEEL_MODEL_OPS scales the operation count.
@@ -81,11 +82,14 @@ class ModelRun {
   std::uint64_t total_fired() const { return total_fired_; }
   std::uint64_t total_cancelled() const { return total_cancelled_; }
   std::uint64_t total_limit_hits() const { return total_limit_hits_; }
+  std::uint64_t total_rescheduled() const { return total_rescheduled_; }
+  std::uint64_t total_in_place() const { return total_in_place_; }
   std::string summary() const {
     std::ostringstream os;
     os << op_ << " ops, " << episode_ << " wheels, " << total_fired_ << " fired, " << total_cancelled_
-       << " cancelled, " << total_rejected_ << " refused, " << total_limit_hits_ << " limit hits, "
-       << total_nested_ << " nested schedules, " << total_throws_ << " throws, " << total_moved_ << " moves ("
+       << " cancelled, " << total_rescheduled_ << " rescheduled (" << total_in_place_ << " in place), "
+       << total_rejected_ << " refused, " << total_limit_hits_ << " limit hits, " << total_nested_
+       << " nested schedules, " << total_throws_ << " throws, " << total_moved_ << " moves ("
        << total_moved_ahead_ << " ahead), " << horizon_wheels_ << " wheels ran to the horizon";
     return os.str();
   }
@@ -149,7 +153,7 @@ class ModelRun {
     by_eff_.clear();
     by_raw_.clear();
     live_.clear();
-    scheduled_ = rejected_ = cancelled_ = fired_ = calls_ = 0;
+    scheduled_ = rejected_ = cancelled_ = fired_ = rescheduled_ = calls_ = 0;
     trace("new wheel: tick ", tick_.count(), "ns start ", start.count(), "ns max_pending ", max_pending_);
     if (wheel_->now() != start) fail("now() != start after construction");
     if (wheel_->horizon().count() != max_tick_ * tick_.count()) fail("horizon() differs from the model's");
@@ -160,6 +164,7 @@ class ModelRun {
     const WheelStats st = wheel_->stats();
     total_moved_ += st.moved;
     total_moved_ahead_ += st.moved_ahead;
+    total_in_place_ += st.rescheduled_in_place;
     total_rejected_ += st.rejected;
     if (now_ >= wheel_->horizon()) ++horizon_wheels_;
     const long expected = static_cast<long>(recs_.size());
@@ -181,8 +186,10 @@ class ModelRun {
     if (r < 45) {
       if (recs_.size() >= 3000) return op_cancel();
       op_schedule();
-    } else if (r < 65) {
+    } else if (r < 60) {
       op_cancel();
+    } else if (r < 68) {
+      op_reschedule();
     } else {
       op_advance();
     }
@@ -340,19 +347,69 @@ class ModelRun {
     }
     if (got) {
       remove(*serial);
-      if (!caught_up_) {
-        // After a limit hit the wheel waits at the first tick with callbacks waiting; a cancel
-        // that takes the last of them lets it step on at once to the next such tick, or to now.
-        const bool any = !by_eff_.empty() && by_eff_.begin()->first <= call_now_tick_;
-        P_ = any ? by_eff_.begin()->first : call_now_tick_;
-        caught_up_ = !any;
-      }
+      step_on_if_nothing_waits();
       ++cancelled_;
       ++total_cancelled_;
       if (lc_.live != static_cast<long>(recs_.size()) + callback_depth_) {
         fail("cancel did not destroy the callable before returning");
       }
     }
+  }
+
+  // A reschedule is a cancel and a schedule that keep the id: the timer takes the effective tick a
+  // schedule would give it now, and then, as after a cancel, a wheel waiting after a limit hit
+  // steps on if what waited there is gone.
+  void op_reschedule() {
+    const auto [id, serial] = random_cancel_target();
+    Nanos delay = random_delay();
+    bool after = rng_() % 2 == 0;
+    Nanos deadline = saturating_add(now_, delay);
+    if (serial && rng_() % 2 == 0) {
+      // Near its deadline, as an idle timeout pushed back: often within its slot's unit, where
+      // only the deadline changes.
+      after = false;
+      const std::int64_t ticks = static_cast<std::int64_t>(rng_() % 700) - 200;
+      deadline = saturating_add(recs_.at(*serial).deadline, Nanos(sat_mul(ticks, tick_.count())));
+    }
+    const bool got = after ? wheel_->reschedule_after(id, delay) : wheel_->reschedule(id, deadline);
+    trace(after ? "reschedule_after(raw " : "reschedule(raw ", id.raw(), ", ",
+          after ? delay.count() : deadline.count(), ") -> ", got, " expected ", serial.has_value());
+    if (got != serial.has_value()) {
+      fail("reschedule(raw " + std::to_string(id.raw()) + ") returned " + (got ? "true" : "false") +
+           ", the model expected " + (serial ? "true (pending)" : "false (not pending)"));
+      return;
+    }
+    if (!got) return;
+    move(*serial, deadline, std::max(due_of(deadline), P_));
+    step_on_if_nothing_waits();
+    ++rescheduled_;
+    ++total_rescheduled_;
+    // deadline() reads the rounded deadline, and 0 for a negative one.
+    const std::int64_t rounded = std::max<std::int64_t>(due_of(deadline), 0) * tick_.count();
+    const std::optional<Nanos> d = wheel_->deadline(id);
+    if (d != Nanos(rounded)) {
+      fail("deadline() after reschedule is " + (d ? std::to_string(d->count()) : std::string("nullopt")) +
+           ", the model's rounded deadline " + std::to_string(rounded));
+    }
+  }
+
+  // After a limit hit the wheel waits at the first tick with callbacks waiting; a cancel (or a move)
+  // that takes the last of them lets it step on at once to the next such tick, or to now.
+  void step_on_if_nothing_waits() {
+    if (caught_up_) return;
+    const bool any = !by_eff_.empty() && by_eff_.begin()->first <= call_now_tick_;
+    P_ = any ? by_eff_.begin()->first : call_now_tick_;
+    caught_up_ = !any;
+  }
+
+  // Gives a pending timer a new deadline and effective tick, keeping its serial and id.
+  void move(std::uint64_t serial, Nanos deadline, std::int64_t eff) {
+    Rec& rec = recs_.at(serial);
+    by_eff_.erase({rec.eff, serial});
+    rec.eff = eff;
+    rec.due = due_of(deadline);
+    rec.deadline = deadline;
+    by_eff_.emplace(eff, serial);
   }
 
   void op_advance() {
@@ -522,7 +579,22 @@ class ModelRun {
       trace("  nested schedule_at(", deadline.count(), ") #", serial, " eff ", T + d);
       add_expected(id, serial, deadline, T + d, "schedule from a callback");
       ++total_nested_;
-    } else if (r < 10) {
+    } else if (r < 12) {
+      // Move another timer (or, from the dead ids, this one: false) past the tick being processed.
+      const std::int64_t T = self.eff;
+      const std::int64_t d = 1 + static_cast<std::int64_t>(rng_() % 600000);
+      if (T > max_tick_ - d) return;
+      const auto [id, serial] = random_cancel_target();
+      const Nanos deadline = Nanos((T + d) * tick_.count()) - Nanos(static_cast<std::int64_t>(rng_() % 2));
+      const bool got = wheel_->reschedule(id, deadline);
+      trace("  nested reschedule(raw ", id.raw(), ", ", deadline.count(), ") -> ", got);
+      if (got != serial.has_value()) return fail("reschedule from a callback disagrees with the model");
+      if (got) {
+        move(*serial, deadline, T + d);
+        ++rescheduled_;
+        ++total_rescheduled_;
+      }
+    } else if (r < 13) {
       const std::size_t before = wheel_->pending();
       const std::size_t got = wheel_->advance(Nanos::max());
       if (got != 0) fail("advance() from a callback returned " + std::to_string(got));
@@ -541,6 +613,25 @@ class ModelRun {
       return fail(std::string(when) + ": live callables " + std::to_string(lc_.live) + ", model pending " +
                   std::to_string(recs_.size()));
     }
+    check_next_deadline(when);
+    const WheelStats s = wheel_->stats();
+    if (s.scheduled != scheduled_ || s.rejected != rejected_ || s.cancelled != cancelled_ ||
+        s.fired != fired_ || s.rescheduled != rescheduled_ || s.passes < calls_) {
+      std::ostringstream os;
+      os << when << ": stats disagree: scheduled " << s.scheduled << "/" << scheduled_ << " rejected "
+         << s.rejected << "/" << rejected_ << " cancelled " << s.cancelled << "/" << cancelled_ << " fired "
+         << s.fired << "/" << fired_ << " rescheduled " << s.rescheduled << "/" << rescheduled_ << " passes "
+         << s.passes << "/" << calls_;
+      fail(os.str());
+    }
+  }
+
+  // next_deadline() flushes the cancels and moves the wheel has queued, so it is asked after one
+  // operation in four only: the others leave the queues as they are, and the next operations
+  // (cancels of queued nodes, moves queued twice, cancel and reuse of a node with a move queued)
+  // meet them there.
+  void check_next_deadline(const char* when) {
+    if (op_ % 4 != 0) return;
     const std::optional<Nanos> nd = wheel_->next_deadline();
     if (recs_.empty()) {
       if (nd) fail(std::string(when) + ": next_deadline() has a value with nothing pending");
@@ -560,15 +651,6 @@ class ModelRun {
              " is not in (now, earliest rounded deadline] = (" + std::to_string(now_.count()) + ", " +
              std::to_string(min_eff * tick_.count()) + "]");
       }
-    }
-    const WheelStats s = wheel_->stats();
-    if (s.scheduled != scheduled_ || s.rejected != rejected_ || s.cancelled != cancelled_ ||
-        s.fired != fired_ || s.passes < calls_) {
-      std::ostringstream os;
-      os << when << ": stats disagree: scheduled " << s.scheduled << "/" << scheduled_ << " rejected "
-         << s.rejected << "/" << rejected_ << " cancelled " << s.cancelled << "/" << cancelled_ << " fired "
-         << s.fired << "/" << fired_ << " passes " << s.passes << "/" << calls_;
-      fail(os.str());
     }
   }
 
@@ -632,10 +714,10 @@ class ModelRun {
   std::int64_t last_eff_ = kI64Min;
 
   // Per-wheel counters, compared with stats().
-  std::uint64_t scheduled_ = 0, rejected_ = 0, cancelled_ = 0, fired_ = 0, calls_ = 0;
+  std::uint64_t scheduled_ = 0, rejected_ = 0, cancelled_ = 0, fired_ = 0, rescheduled_ = 0, calls_ = 0;
   std::uint64_t total_fired_ = 0, total_cancelled_ = 0, total_limit_hits_ = 0, total_nested_ = 0;
   std::uint64_t total_moved_ = 0, total_moved_ahead_ = 0, total_rejected_ = 0, horizon_wheels_ = 0;
-  std::uint64_t total_throws_ = 0;
+  std::uint64_t total_throws_ = 0, total_rescheduled_ = 0, total_in_place_ = 0;
 };
 static_assert(sizeof(ModelRun::Fire) == 24);
 
@@ -653,6 +735,8 @@ void run_model(std::uint64_t seed, std::uint64_t ops) {
     EXPECT_GT(run.total_fired(), ops / 20) << replay_hint(seed);
     EXPECT_GT(run.total_cancelled(), ops / 50) << replay_hint(seed);
     EXPECT_GT(run.total_limit_hits(), 0u) << replay_hint(seed);
+    EXPECT_GT(run.total_rescheduled(), ops / 100) << replay_hint(seed);
+    EXPECT_GT(run.total_in_place(), ops / 1000) << replay_hint(seed);
   }
 }
 

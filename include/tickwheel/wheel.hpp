@@ -48,6 +48,10 @@
 //   fire        O(1) per callback: one indirect call asks the node's thunk whether it is periodic
 //               (a one-shot's answer is a constant), one more runs it; a periodic timer is then
 //               re-linked in place, as a schedule would link it.
+//   reschedule  O(1): one generation compare; within the slot's time span only the deadline is
+//               written, otherwise a move queued like a cancel's unlink (see reschedule()).
+//   queries     O(1): is_pending(), deadline(), remaining() read the node's generation and due.
+//   clear, for_each_pending  O(pending + kLevels * kSlots / 64): only occupied slots are walked.
 //   advance     O(timers fired + timers moved down + non-empty slots crossed); empty time is free.
 //   next_deadline  O(levels): two bit scans per level.
 // Each slot is one cache line holding 8 independent sub-lists, and every walk of a slot round-robins
@@ -69,7 +73,9 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cassert>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -189,10 +195,11 @@ struct WheelOptions {
 //     scheduled + rearmed == fired + skipped + cancelled + pending().
 // A periodic timer cancelled while its own callback runs has no link to cancel: that cancel takes
 // the period the re-arm would have linked, which counts in `rearmed` when the callback returns.
+// A reschedule moves a pending timer and changes none of these; it counts in `rescheduled` only.
 struct WheelStats {
   std::uint64_t scheduled = 0;      // successful schedules, one-shot and periodic
   std::uint64_t rejected = 0;       // schedules refused (max_pending, out of memory; not bad_period)
-  std::uint64_t cancelled = 0;      // cancels that returned true
+  std::uint64_t cancelled = 0;      // cancels that returned true, and timers clear() cancelled
   std::uint64_t fired = 0;          // callbacks started (each run of a periodic timer counts)
   std::uint64_t rearmed = 0;        // periodic runs and skips after which the timer had a next
                                     // period: linked again, or taken by a cancel during the run
@@ -205,6 +212,10 @@ struct WheelStats {
   std::uint64_t pool_capacity = 0;  // nodes in mapped pool segments
   std::uint64_t pool_segments = 0;  // pool growth steps (each one a mapping)
   std::uint64_t bytes = 0;          // pool bytes touched plus the wheel's own slot arrays
+  // Reschedules that returned true, and of those the ones that moved no node: only the deadline
+  // changed (see Wheel::reschedule()).
+  std::uint64_t rescheduled = 0;
+  std::uint64_t rescheduled_in_place = 0;
 };
 
 class Wheel {
@@ -251,7 +262,13 @@ class Wheel {
     return commit(node, deadline);
   }
 
-  // schedule_at(now() + delay, fn), with the sum saturating instead of overflowing.
+  // schedule_at(now() + delay, fn), with the sum saturating instead of overflowing. The delay counts
+  // from now(): the now of the last advance() (or WheelOptions::start), not the caller's clock and,
+  // inside a callback, not the tick the callback was due at. When the caller's clock has moved on
+  // since the last advance(), the timer is due that much early by the caller's clock: a 10 ms
+  // timeout taken 3 ms after the last advance() is due 7 ms after it was taken. With your own now at
+  // hand, write schedule_at(your_now + delay, fn). (No overload takes a now: two Nanos parameters
+  // in a row swap silently.)
   template <class F>
   [[nodiscard]] TimerId schedule_after(Nanos delay, F&& fn) noexcept {
     return schedule_at(detail::saturating_add(now_, delay), std::forward<F>(fn));
@@ -292,6 +309,91 @@ class Wheel {
   // firing: a one-shot callback cancelling itself gets false) or was cancelled, or an id whose node
   // now holds another timer. O(1). Safe from inside callbacks.
   bool cancel(TimerId id) noexcept;
+
+  // Moves a pending timer to a new deadline in place, keeping its id and its callable (nothing is
+  // destroyed or constructed): the Linux kernel's mod_timer(), ratas's schedule() of an active
+  // event, tokio's Sleep::reset(). The deadline is taken as schedule_at() takes it: rounded up to
+  // the tick, clamped to horizon(), and due in the next advance() if its tick is at or before the
+  // current one. True iff the timer was pending and now runs at the new deadline instead. False,
+  // with nothing touched, for a default or failed id, and for a timer that fired, was cancelled, or
+  // whose node now holds another timer; also for a timer whose callback is running (a one-shot
+  // timer rescheduling itself from its callback is firing: schedule a new one; a periodic timer's
+  // next run is linked when its callback returns: reschedule it after advance() returns). A
+  // periodic timer between its runs: its next run moves to the new deadline, and the runs after it
+  // follow from that one, as if it had been scheduled with that initial delay (fixed rate: the grid
+  // restarts at the new tick; fixed delay: one period after that run ends).
+  // Cost: O(1), no allocation. When the new deadline lies in the same time unit as the old one at
+  // the level the timer is in (for a timer between 512 ticks and 2 minutes out at a 1 ms tick, the
+  // same 256 ms: the common idle timeout pushed back by a few ms), only its deadline changes:
+  // nothing is unlinked or linked and no cache line but the node's is touched (the kernel's
+  // same-slot shortcut; counted in WheelStats::rescheduled_in_place). Otherwise the node moves to
+  // its new slot: like a cancel's unlink, the move is queued and done in a batch of 32 (or at the
+  // next advance(), next_deadline() or walk) with the neighbours of the whole batch prefetched
+  // together, so the call itself touches the node's line only; inside advance(), or while the
+  // wheel waits after a pass cut short by its limit, it moves at once. Either way it saves what
+  // cancel + schedule add: destroying and constructing the callable, giving back and taking a pool
+  // node, and a new id to store. Safe from inside callbacks: a timer moved by a callback runs when
+  // its new tick comes, in this pass if the pass has not reached that tick yet (as a timer a
+  // callback schedules), except a periodic timer moved to a tick at or before this call's now,
+  // which waits for the next call, so that no periodic timer runs twice in one call.
+  bool reschedule(TimerId id, Nanos deadline) noexcept;
+
+  // reschedule(id, now() + delay), the sum saturating. Counts from now(), as schedule_after() does
+  // (see there): with your own clock, reschedule(id, your_now + delay).
+  bool reschedule_after(TimerId id, Nanos delay) noexcept {
+    return reschedule(id, detail::saturating_add(now_, delay));
+  }
+
+  // Whether the timer will run (again) unless it is cancelled: true for a pending timer, and for a
+  // periodic timer whose callback is running (asked from inside it: cancel() would still stop it).
+  // False for a default, failed or forged id, a one-shot timer that fired or is firing (asked from
+  // inside its own callback), a cancelled timer (a periodic one cancelled from inside its callback
+  // included), and an id whose node now holds another timer. O(1): one load of the node's
+  // generation word. Ratas: active().
+  bool is_pending(TimerId id) const noexcept;
+
+  // The time a pending timer is due: its deadline as scheduled (or rescheduled) rounded up to the
+  // tick and clamped to horizon(), i.e. the now an advance() must reach to run it; for a periodic
+  // timer, its next run's. A timer already due (a deadline in the past, a pass cut short by its
+  // limit) reads its own tick, which may be before now() (a negative deadline reads 0). nullopt
+  // for everything is_pending() calls false, and for a periodic timer whose callback is running
+  // (its next run is not known until the callback returns). O(1). Agrona: deadline(timerId).
+  std::optional<Nanos> deadline(TimerId id) const noexcept;
+
+  // deadline(id) - now(), or zero once that is negative: how far the wheel's clock must still move
+  // before the timer can run. It counts from now(), the last advance()'s time, not from the
+  // caller's clock: with your own now, deadline(id) - your_now. nullopt as deadline(). O(1).
+  // folly: getTimeRemaining().
+  std::optional<Nanos> remaining(TimerId id) const noexcept;
+
+  // Cancels every pending timer: destroys their callables without running them and ends their ids
+  // (each then answers as a cancelled timer: cancel() and reschedule() false, is_pending() false).
+  // Each counts in WheelStats::cancelled, so the accounting identity there holds. now(), the
+  // wheel's position and its pool are kept (the nodes go back to the pool, which keeps its memory),
+  // so the wheel is ready for new timers at once. Returns how many it cancelled. Cost: O(pending)
+  // plus one test per 64 slots (only non-empty slots are walked), no allocation. From inside a
+  // callback it is refused: returns 0 and does nothing (a callback that must drop everything sets
+  // a flag, and its loop calls clear() after advance() returns). Agrona: clear(); folly:
+  // cancelAll().
+  std::size_t clear() noexcept;
+
+  // Calls visit(id, deadline) once for every pending timer, deadline as deadline(id) reads it, in
+  // no particular order (slot by slot). A periodic timer whose callback is running is not visited
+  // (its next run is not linked yet). Read-only: visit may call the const members (deadline(),
+  // is_pending(), next_deadline(), ...) but must not schedule, cancel, reschedule, clear or advance
+  // this wheel (debug builds assert it); collect ids and act on them afterwards. An exception from
+  // visit leaves the walk and the wheel as it is. Cost: O(pending) plus one test per 64 slots, no
+  // allocation. Agrona: forEach().
+  template <class Visit>
+  requires std::invocable<Visit&, TimerId, Nanos>
+  void for_each_pending(Visit&& visit) const {
+    finish_unlinks();  // so that no queued unlink can change a list under the walk
+    const ScopedFlag visiting(visiting_);
+    visit_pending([&](const Node* node) {
+      visit(TimerId(node->index, node->gen.load(std::memory_order_relaxed)),
+            Nanos(static_cast<Nanos::rep>(node->due) * tick_.count()));
+    });
+  }
 
   // Moves the wheel's time to `now` (time never goes back: an earlier now is treated as now()) and
   // runs every due callback, at most `limit` of them. Rules:
@@ -362,17 +464,10 @@ class Wheel {
   // how many it could hand out, from the front.
   std::size_t take_free_nodes(std::span<Node*> out) noexcept;
   // Calls fn(node) for every node that holds a pending timer (a periodic one between its runs).
-  // O(pending).
+  // O(pending) plus one test per 64 slots.
   template <class Fn>
-  void for_each_pending(Fn&& fn) const noexcept {
-    for (unsigned s = 0; s < kAllSlots; ++s) {
-      for (Node* node : (*slots_)[s].head) {
-        for (; node != nullptr; node = node->next) {
-          if ((node->gen.load(std::memory_order_relaxed) & 3) == detail::kPending) fn(node);
-        }
-      }
-    }
-  }
+  requires std::invocable<Fn&, Node*>
+  void for_each_pending(Fn&& fn) const noexcept { visit_pending(fn); }
   void release_node(Node* node) noexcept { pool_.release(node); }
   // With an executor: fire() hands each claimed node to dispatch(context, node) instead of running
   // it (counted as fired; a one-shot node no longer pending). The executor runs the callable and
@@ -401,6 +496,12 @@ class Wheel {
   static constexpr unsigned kBatchSlot = kWheelSlots + 2;  // the timers of tick cur_ being run
   static constexpr unsigned kAllSlots = kWheelSlots + 3;
   static constexpr unsigned kUnlinkBatch = 32;
+  // Set in a node's due while a move reschedule() queued is pending (engine/wheel.cpp, I6). A due
+  // in ticks is below 2^54 (horizon() at the smallest tick), so the bit is free.
+  static constexpr std::uint64_t kMoving = std::uint64_t{1} << 63;
+  static_assert(static_cast<std::uint64_t>(std::numeric_limits<Nanos::rep>::max() / kMinTick.count()) <
+                    kMoving,
+                "no tick a wheel can reach has the kMoving bit");
   static constexpr unsigned kWordsPerLevel = kSlots / 64;
   static constexpr unsigned kBitmapWords = (kAllSlots + 63) / 64;
   static_assert(kSlots % 64 == 0, "each level's occupancy is a whole number of bitmap words");
@@ -413,10 +514,44 @@ class Wheel {
   };
   static_assert(sizeof(Slot) == detail::kCacheLine, "one slot is one cache line of sub-list heads");
 
+  // Sets a flag for its scope, and clears it however the scope is left: in_advance_ for an
+  // advance() (a nested one is refused), visiting_ for a for_each_pending() walk (debug builds
+  // catch a visitor that changes the wheel under it).
+  class ScopedFlag {
+   public:
+    explicit ScopedFlag(bool& flag) noexcept : flag_(flag) { flag = true; }
+    ScopedFlag(const ScopedFlag&) = delete;
+    ScopedFlag& operator=(const ScopedFlag&) = delete;
+    ~ScopedFlag() { flag_ = false; }
+
+   private:
+    bool& flag_;
+  };
+
+  // Calls fn(node) for every linked node whose state is pending: the occupied slots only, found
+  // from the bitmap, each sub-list in turn.
+  template <class Fn>
+  void visit_pending(Fn&& fn) const {
+    for (unsigned w = 0; w < kBitmapWords; ++w) {
+      for (std::uint64_t bits = occupied_[w]; bits != 0; bits &= bits - 1) {
+        const unsigned s = w * 64 + static_cast<unsigned>(std::countr_zero(bits));
+        for (Node* node : (*slots_)[s].head) {
+          for (; node != nullptr; node = node->next) {
+            if ((node->gen.load(std::memory_order_relaxed) & 3) == detail::kPending) fn(node);
+          }
+        }
+      }
+    }
+  }
+
   Node* acquire_node() noexcept;
   Status acquire_failure() const noexcept;
+  Node* pending_node(TimerId id) const noexcept;
+  void finish_unlinks() const noexcept;
+  bool in_place(std::uint64_t old_due, std::uint64_t due) const noexcept;
   TimerId commit(Node* node, Nanos deadline) noexcept;
   std::uint64_t due_tick(Nanos deadline) const noexcept;
+  unsigned wheel_level(std::uint64_t due) const noexcept;
   unsigned wheel_slot(std::uint64_t due) const noexcept;
   void link(Node* node, unsigned slot) noexcept;
   void unlink(Node* node) noexcept;
@@ -430,6 +565,8 @@ class Wheel {
   void splice(unsigned from, unsigned to) noexcept;
   void merge(unsigned from, unsigned to) noexcept;
   void flush_unlinks() noexcept;
+  void flush_moves() noexcept;
+  std::size_t clear_slot(unsigned slot) noexcept;
   std::size_t fire(unsigned slot, std::size_t budget);
   std::size_t fire_periodic(Node* node, std::uint64_t meta);
   std::uint64_t next_run(std::uint64_t meta, std::uint64_t due, Nanos ran_until) const noexcept;
@@ -465,6 +602,7 @@ class Wheel {
   void* dispatch_context_ = nullptr;
   RunClock run_clock_ = nullptr;  // inside an Engine: see set_run_clock()
   const void* run_clock_context_ = nullptr;
+  mutable bool visiting_ = false;                       // inside for_each_pending(): see ScopedFlag
   std::unique_ptr<std::array<Slot, kAllSlots>> slots_;  // the heads, one cache line per slot
   std::array<std::uint64_t, kBitmapWords> occupied_{};  // bit s set <=> slot s has a node
   // Nodes linked into each slot since it was empty, less those moved out: an upper bound that
@@ -474,6 +612,9 @@ class Wheel {
   WheelStats stats_;
   unsigned unlink_queued_ = 0;
   std::array<Node*, kUnlinkBatch> unlink_queue_{};  // cancelled nodes still linked, see flush_unlinks()
+  unsigned moves_queued_ = 0;
+  std::array<Node*, kUnlinkBatch> move_queue_{};        // rescheduled nodes to move, see flush_moves()
+  std::array<std::uint32_t, kUnlinkBatch> move_gen_{};  // the pending generation each was queued with
 };
 
 // ---- The hot path, inline so that a schedule compiles down to straight-line code. ----
@@ -503,14 +644,21 @@ inline std::uint64_t Wheel::due_tick(Nanos deadline) const noexcept {
   return due < max_tick_ ? due : max_tick_;
 }
 
-// The slot of the lowest level whose kSlots slots reach `due`. Precondition: due > cur_.
-inline unsigned Wheel::wheel_slot(std::uint64_t due) const noexcept {
+// The lowest level whose kSlots slots reach `due`: the least L with (due >> bL) - (cur_ >> bL) <
+// kSlots (b = kLevelBits). Precondition: due > cur_.
+inline unsigned Wheel::wheel_level(std::uint64_t due) const noexcept {
   const std::uint64_t delta = due - cur_;
-  if (delta < kSlots) return static_cast<unsigned>(due & (kSlots - 1));
+  if (delta < kSlots) return 0;
   // delta < kSlots << (kLevelBits * L)  <=>  bit_width(delta) <= kSlotBits + kLevelBits * L; the
   // floor-shift difference can still be kSlots at that level, and then the next level holds it.
   unsigned level = (static_cast<unsigned>(std::bit_width(delta)) - kSlotBits + kLevelBits - 1) / kLevelBits;
   if ((due >> (kLevelBits * level)) - (cur_ >> (kLevelBits * level)) >= kSlots) ++level;
+  return level;
+}
+
+// The slot of the lowest level whose kSlots slots reach `due`. Precondition: due > cur_.
+inline unsigned Wheel::wheel_slot(std::uint64_t due) const noexcept {
+  const unsigned level = wheel_level(due);
   return level * kSlots + static_cast<unsigned>((due >> (kLevelBits * level)) & (kSlots - 1));
 }
 
@@ -526,6 +674,7 @@ inline void Wheel::link(Node* node, unsigned slot) noexcept {
 }
 
 inline TimerId Wheel::commit(Node* node, Nanos deadline) noexcept {
+  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   const std::uint64_t due = due_tick(deadline);
   // The id is built from registers: re-reading gen and index right after storing gen makes the
   // compiler merge them into one 8-byte load that the 4-byte store cannot forward to (a stall

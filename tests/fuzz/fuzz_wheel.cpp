@@ -6,7 +6,9 @@
 // schedule (after / at, with a delay from zero and negative to level boundaries, the horizon and
 // past it), a periodic schedule (every cadence and misfire policy, good and bad periods, with and
 // without an initial delay), either now and then with a null function pointer, a cancel (of a
-// live, fired, cancelled, default, failed, neighbouring-generation or random id), an advance
+// live, fired, cancelled, default, failed, neighbouring-generation or random id), a reschedule of
+// such an id (near its deadline or anywhere), the queries of one, a walk of every pending timer, a
+// clear() (these four between advance() calls only), an advance
 // (small steps, jumps through the upper levels, time going back, to next_deadline(), to the end
 // of time; with or without an expiry limit) or a look at the TimerId API. Bytes taken from the
 // back decide what each callback does: nothing, cancel a timer (itself included), schedule a
@@ -99,6 +101,7 @@ class WheelRun {
         case 6:
         case 7:
         case 8: op_cancel(); break;
+        case 9: op_api(); break;
         case 15: op_ids(); break;
         default: op_advance(); break;
       }
@@ -615,6 +618,100 @@ class WheelRun {
     }
   }
 
+  // reschedule() (mostly), the queries, a walk, now and then a clear(): between advance() calls.
+  void op_api() {
+    const std::uint8_t kind = in_.u8();
+    switch (kind % 8) {
+      case 5: return op_queries();
+      case 6: return op_walk();
+      case 7:
+        if ((kind & 0x30) == 0x30) return op_clear();
+        break;
+      default: break;
+    }
+    op_reschedule(kind);
+  }
+
+  // A reschedule is a move of a pending timer's due, which then sits where a schedule (a periodic
+  // timer: a re-arm) would put it, and, as after a cancel, a stopped wheel whose waiting timer
+  // moved away steps on. Anything else: false, nothing touched.
+  void op_reschedule(std::uint8_t kind) {
+    const TimerId id = cancel_target();
+    const auto it = by_raw_.find(id.raw());
+    const bool expected = static_cast<bool>(id) && it != by_raw_.end();
+    const std::int64_t d = delay();
+    bool after = (kind & 0x80) != 0;
+    std::int64_t deadline = sat_add(now_, d);
+    if (expected && (kind & 0x40) != 0) {  // near its deadline: within its slot's span, or not
+      after = false;
+      const auto due = static_cast<std::int64_t>(timers_.at(it->second).due);
+      deadline = sat_add(sat_mul(due, tick_), sat_mul(std::int64_t{in_.u8()} - 64, tick_));
+    }
+    const bool got = after ? wheel_->reschedule_after(id, Nanos(d)) : wheel_->reschedule(id, Nanos(deadline));
+    TICKWHEEL_FUZZ_TRACE("reschedule(raw %llx, %lld) -> %d", ull(id.raw()), static_cast<long long>(deadline),
+                         got);
+    check(got == expected, "reschedule() returned what the model does not", got, expected);
+    if (!got) return;
+    ++rescheduled_;
+    const std::uint32_t serial = it->second;
+    Timer& t = timers_.at(serial);
+    unplace(serial, t);
+    t.due = due_tick(deadline, tick_);
+    const std::uint64_t due_by = t.periodic && P_ != T_ ? T_ : P_;
+    place(serial, t, t.due <= due_by ? Place::due : Place::wheel);
+    step_on_after_cancel();
+    check(wheel_->deadline(id) == Nanos(static_cast<std::int64_t>(t.due) * tick_),
+          "deadline() after a reschedule is not the rounded deadline", static_cast<long long>(t.due));
+  }
+
+  // is_pending(), deadline() and remaining() of any id, against the model.
+  void op_queries() {
+    const TimerId id = cancel_target();
+    const auto it = by_raw_.find(id.raw());
+    const bool pending = static_cast<bool>(id) && it != by_raw_.end();
+    check(wheel_->is_pending(id) == pending, "is_pending() disagrees with the model", pending);
+    const std::optional<Nanos> at = wheel_->deadline(id);
+    const std::optional<Nanos> left = wheel_->remaining(id);
+    if (!pending) {
+      check(!at && !left, "deadline() or remaining() of a timer that is not pending has a value");
+      return;
+    }
+    const std::int64_t due_ns = static_cast<std::int64_t>(timers_.at(it->second).due) * tick_;
+    check(at == Nanos(due_ns), "deadline() is not the rounded deadline", at ? at->count() : -1, due_ns);
+    check(left == Nanos(std::max<std::int64_t>(due_ns - now_, 0)), "remaining() is not deadline() - now()");
+  }
+
+  // for_each_pending() visits every pending timer once, with its deadline.
+  void op_walk() {
+    std::size_t visits = 0;
+    wheel_->for_each_pending([&](TimerId id, Nanos deadline) {
+      ++visits;
+      const auto it = by_raw_.find(id.raw());
+      check(it != by_raw_.end(), "for_each_pending() visited an id that is not pending");
+      const std::int64_t due_ns = static_cast<std::int64_t>(timers_.at(it->second).due) * tick_;
+      check(deadline.count() == due_ns, "for_each_pending() gave a deadline that is not the rounded one",
+            deadline.count(), due_ns);
+    });
+    check(visits == timers_.size(), "for_each_pending() did not visit every pending timer once",
+          static_cast<long long>(visits), static_cast<long long>(timers_.size()));
+  }
+
+  // clear(): every pending timer cancelled, its callable destroyed, none run; the wheel catches up.
+  void op_clear() {
+    const std::vector<std::uint32_t> pending(live_);
+    clearing_ = true;
+    const std::size_t got = wheel_->clear();
+    clearing_ = false;
+    check(got == pending.size(), "clear() did not count every pending timer", static_cast<long long>(got),
+          static_cast<long long>(pending.size()));
+    for (const std::uint32_t serial : pending) {
+      ++cancelled_;
+      forget(serial);
+      check(alive_.count(serial) == 0, "clear() returned before destroying a callable", serial);
+    }
+    P_ = T_;
+  }
+
   // ---- callbacks ------------------------------------------------------------------------------
 
   void on_fire(std::uint32_t serial) {
@@ -713,7 +810,7 @@ class WheelRun {
   void died(std::uint32_t serial) {
     check(alive_.erase(serial) == 1, "a callable was destroyed twice", serial);
     const auto it = timers_.find(serial);
-    check(destroying_ || serial == cancelling_ || it == timers_.end(),
+    check(destroying_ || clearing_ || serial == cancelling_ || it == timers_.end(),
           "the callable of a pending timer was destroyed", serial);
   }
 
@@ -784,6 +881,8 @@ class WheelRun {
           static_cast<long long>(skipped_));
     check(s.passes == passes_, "stats().passes", static_cast<long long>(s.passes),
           static_cast<long long>(passes_));
+    check(s.rescheduled == rescheduled_, "stats().rescheduled", static_cast<long long>(s.rescheduled),
+          static_cast<long long>(rescheduled_));
     check(s.scheduled + s.rearmed == s.fired + s.skipped + s.cancelled + wheel_->pending(),
           "scheduled + rearmed != fired + skipped + cancelled + pending");
 
@@ -831,6 +930,7 @@ class WheelRun {
   TimerId last_failure_;
   std::uint32_t next_serial_ = 1;
 
+  std::uint64_t rescheduled_ = 0;
   std::uint64_t scheduled_ = 0, rejected_ = 0, cancelled_ = 0, fired_ = 0, rearmed_ = 0, skipped_ = 0,
                 passes_ = 0;
 
@@ -842,6 +942,7 @@ class WheelRun {
   std::uint64_t cancelled_skips_ = 0;  // skip timers of the group being run, cancelled by callbacks
   bool destroying_ = false;
   std::uint32_t cancelling_ = 0;  // the timer a cancel() in progress may destroy
+  bool clearing_ = false;         // inside clear(): any pending timer's callable may die
 };
 
 }  // namespace
