@@ -88,6 +88,13 @@ bool Timer::cancelled() const noexcept {
          node_->gen.load(std::memory_order_acquire) == detail::in_state(gen_, detail::kCancelled);
 }
 
+bool Timer::pending() const noexcept {
+  if (node_ == nullptr) return false;
+  // Acquire: as cancelled(), pairs with the compare-and-swap that moved the word on.
+  const std::uint32_t gen = node_->gen.load(std::memory_order_acquire);
+  return gen == gen_ || gen == detail::in_state(gen_, detail::kRunning);
+}
+
 bool Timer::expired() const noexcept {
   return node_ != nullptr &&
          node_->gen.load(std::memory_order_acquire) == detail::in_state(gen_, detail::kFired);

@@ -343,6 +343,46 @@ TEST(EngineEdges, PendingCountsWhatIsScheduledAndNotYetClaimedNorCancelled) {
   EXPECT_EQ(e.stats().pending, 60u) << "the timers stop() returned are pending until cancelled";
 }
 
+// Timer::pending() in every state: in transit, in the wheel, fired (from inside its own callback
+// too), cancelled, a periodic timer between and during its runs, failed, default, stale.
+TEST(EngineEdges, PendingTellsEveryStateOfAHandle) {
+  Engine e(manual());
+  EXPECT_FALSE(Timer().pending());
+  Timer in_transit = e.schedule_after(1ms, [] {});
+  EXPECT_TRUE(in_transit.pending()) << "a hand-off not yet taken by its shard";
+  EXPECT_EQ(e.poll(0), 0u);
+  EXPECT_TRUE(in_transit.pending()) << "linked in the wheel";
+  struct Self {
+    Timer* self;
+    int* seen;
+    void operator()() const noexcept { *seen = self->pending() ? 1 : 0; }
+  };
+  Timer one_shot;
+  int seen_one_shot = -1;
+  one_shot = e.schedule_after(1ms, Self{&one_shot, &seen_one_shot});
+  Timer periodic;
+  int seen_periodic = -1;
+  periodic = e.schedule_every(1ms, Self{&periodic, &seen_periodic});
+  advance_clock(1ms);
+  EXPECT_EQ(e.poll(0), 3u);
+  EXPECT_EQ(seen_one_shot, 0) << "a one-shot asking about itself from its callback";
+  EXPECT_EQ(seen_periodic, 1) << "a periodic timer asking from its callback";
+  EXPECT_FALSE(in_transit.pending()) << "fired";
+  EXPECT_FALSE(one_shot.pending());
+  EXPECT_TRUE(periodic.pending()) << "a periodic timer between runs";
+  ASSERT_TRUE(periodic.cancel());
+  EXPECT_FALSE(periodic.pending()) << "cancelled";
+  Timer cancelled = e.schedule_after(1h, [] {});
+  ASSERT_TRUE(cancelled.cancel());
+  EXPECT_FALSE(cancelled.pending());
+  (void)e.poll(0);  // recycles the nodes: a new timer may take one
+  Timer reuse = e.schedule_after(1h, [] {});
+  EXPECT_TRUE(reuse.pending());
+  EXPECT_FALSE(in_transit.pending()) << "a stale handle whose node may hold another timer";
+  EXPECT_EQ(e.stop().size(), 1u);
+  EXPECT_FALSE(e.schedule_after(1h, [] {}).pending()) << "a failed schedule";
+}
+
 // ---- 3. Shutdown ----
 
 TEST(EngineEdges, AfterStopNextDeadlineIsNulloptAndPollRunsNothing) {

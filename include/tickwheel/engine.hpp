@@ -173,6 +173,13 @@ class Timer {
   // recycled); after that both return false. Any thread; one atomic load.
   bool cancelled() const noexcept;
   bool expired() const noexcept;
+  // Whether the timer may still run: scheduled and neither claimed to run (a one-shot) nor
+  // cancelled, a hand-off not yet taken by its shard included; a periodic timer until it is
+  // cancelled, its own runs included (as Wheel::is_pending). False for a failed or default handle,
+  // one whose timer fired (a one-shot callback asking about itself gets false), was cancelled, or
+  // whose node now holds another timer. A snapshot: on another thread the shard may claim the timer
+  // right after. Any thread; one atomic load.
+  bool pending() const noexcept;
 
   explicit operator bool() const noexcept { return node_ != nullptr; }
   Status status() const noexcept { return status_; }
