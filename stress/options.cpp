@@ -347,12 +347,13 @@ CommandLine parse_command_line(int argc, char** argv) {
            "had begun",
            show_double)
       ->check(CLI::Range(0.0, 1.0));
-  as_duration(bind.add("--misfire-every", &Options::misfire_every_ns,
-                       "Every this often, on each callback thread, one fixed-rate periodic run spins past two "
-                       "periods so that its misfire policy must act (stalls the shard: a check, not a "
-                       "measurement); 0 = never",
-                       show_duration),
-              up_to_a_day);
+  as_duration(
+      bind.add("--misfire-every", &Options::misfire_every_ns,
+               "Every this often, on each callback thread, one fixed-rate periodic run spins past two "
+               "periods so that its misfire policy must act (stalls the shard: a check, not a "
+               "measurement); 0 = never",
+               show_duration),
+      up_to_a_day);
   bind.add("--repeated", &Options::repeated,
            "RepeatedTimers on an engine of their own, started, stopped, restarted and reset at random by "
            "one thread during the run, each run checked against its timeout; 0 = none",
@@ -542,9 +543,10 @@ CommandLine parse_command_line(int argc, char** argv) {
                                      format_duration(o.tick_ns) + " (periodic timers run at fixed rate)");
     }
     if (o.misfire_every_ns != 0 && (o.periodic == 0 || o.periodic_policy == PeriodicPolicy::fixed_delay)) {
-      throw CLI::ValidationError("--misfire-every",
-                                 "needs fixed-rate periodic timers (--periodic above 0 and a --periodic-policy "
-                                 "other than fixed_delay): only their misfire policies are forced");
+      throw CLI::ValidationError(
+          "--misfire-every",
+          "needs fixed-rate periodic timers (--periodic above 0 and a --periodic-policy "
+          "other than fixed_delay): only their misfire policies are forced");
     }
     if (pool_threads->count() != 0 && o.executor != ExecutorKind::pool) {
       throw CLI::ValidationError("--pool-threads", "needs --executor pool");

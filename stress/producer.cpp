@@ -201,7 +201,8 @@ void Producer::start_periodic() {
       if (p.call_ns > tick - 1) ++periodic_inexact;
       if (t.shard() != home_) ++off_shard;
       if (periodic_cancel_pick_(rng_) && run_end > p.deadline) {
-        const auto at = p.deadline + static_cast<std::int64_t>(static_cast<double>(run_end - p.deadline) * unit_(rng_));
+        const auto at =
+            p.deadline + static_cast<std::int64_t>(static_cast<double>(run_end - p.deadline) * unit_(rng_));
         calendar_.push(Event::make(at, p.slot, p.seq, EventKind::cancel));
       }
     }
@@ -287,7 +288,8 @@ void Producer::on_event(const Event& e, std::int64_t now) {
   delegated.add(1);
   // The canceller settles the slot; a check finds it resolved and re-arms it (a one-shot: a
   // periodic slot is cancelled once, for good).
-  if (!periodic_.contains(e.slot)) calendar_.push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
+  if (!periodic_.contains(e.slot))
+    calendar_.push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
 }
 
 std::size_t Producer::cancel_own(std::int64_t now) {
@@ -435,7 +437,8 @@ void Canceller::run() noexcept {
       cancels.times.batches.add(1);
       for (std::size_t i = 0; i < n; ++i) {
         const CancelJob& job = work[from + i];
-        settle_cancel(shared_.slots[job.slot], job.seq, won[i] != 0, shared_.periodic.contains(job.slot), cancels);
+        settle_cancel(shared_.slots[job.slot], job.seq, won[i] != 0, shared_.periodic.contains(job.slot),
+                      cancels);
       }
     }
     work.clear();

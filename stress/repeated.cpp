@@ -61,7 +61,8 @@ std::string RepeatedLoad::start(const std::vector<unsigned>& cpus) {
 
 void RepeatedLoad::on_run(std::size_t i) noexcept {
   // Relaxed load: only this engine's one worker stores it; release: pairs with worker_tid().
-  if (worker_tid_.load(std::memory_order_relaxed) == 0) worker_tid_.store(current_tid(), std::memory_order_release);
+  if (worker_tid_.load(std::memory_order_relaxed) == 0)
+    worker_tid_.store(current_tid(), std::memory_order_release);
   Watch& w = watches_[i];
   std::lock_guard lock(w.mutex);
   const std::int64_t t = Clock::now();
@@ -96,11 +97,7 @@ void RepeatedLoad::call(std::mt19937_64& rng) {
   switch (what) {
     case Call::start:
       ++counts_.starts;
-      if (!w.running) {  // running: a no-op, nothing changes
-        w.not_before = before + w.timeout_ns;
-        w.allowance = true;
-        w.running = true;
-      }
+      if (!w.running) w.arm(before);  // running: a no-op, nothing changes
       ok = timer.start();
       break;
     case Call::stop:
@@ -112,18 +109,13 @@ void RepeatedLoad::call(std::mt19937_64& rng) {
       break;
     case Call::restart:
       ++counts_.restarts;
-      w.not_before = before + w.timeout_ns;
-      w.allowance = true;
-      w.running = true;
+      w.arm(before);
       ok = timer.restart();
       break;
     case Call::reset:
       ++counts_.resets;
       w.timeout_ns = timeout;
-      if (w.running) {  // stopped: only the timeout is stored
-        w.not_before = before + timeout;
-        w.allowance = true;
-      }
+      if (w.running) w.arm(before);  // stopped: only the timeout is stored
       ok = timer.reset(Nanos(timeout));
       break;
   }

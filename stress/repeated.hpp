@@ -67,7 +67,8 @@ class RepeatedLoad {
  public:
   // Builds the engine (its worker bound to `cpus`, when there are any) and `o.repeated` stopped
   // timers. Throws as Engine's constructor does.
-  RepeatedLoad(const Options& o, const std::vector<unsigned>& cpus, std::function<void(std::string_view)> log);
+  RepeatedLoad(const Options& o, const std::vector<unsigned>& cpus,
+               std::function<void(std::string_view)> log);
   ~RepeatedLoad();
   RepeatedLoad(const RepeatedLoad&) = delete;
   RepeatedLoad& operator=(const RepeatedLoad&) = delete;
@@ -91,6 +92,14 @@ class RepeatedLoad {
     bool allowance = false;       // one run begun before the latest control call may still start
     bool running = false;         // as the control thread last left it
     std::uint64_t runs = 0, begun_before = 0, too_early = 0, while_stopped = 0;
+
+    // A call that arms, its clock read before it at `before`: the next run comes a timeout after,
+    // and the one run begun before the call may still come.
+    void arm(std::int64_t before) noexcept {
+      not_before = before + timeout_ns;
+      allowance = true;
+      running = true;
+    }
   };
 
   void on_run(std::size_t i) noexcept;
@@ -101,7 +110,8 @@ class RepeatedLoad {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<Watch[]> watches_;
   std::vector<std::unique_ptr<RepeatedTimer>> timers_;
-  RepeatedReport counts_;  // the control calls; written by the control thread, read after join
+  // The control calls; written by the control thread, read after it is joined.
+  RepeatedReport counts_;
   std::atomic<bool> stop_{false};  // relaxed: a request, looked at once per call
   std::atomic<pid_t> control_tid_{0};
   std::atomic<pid_t> worker_tid_{0};

@@ -231,7 +231,8 @@ std::string policies_text(const Report& r) {
                 ull(p.before_bound), ull(p.forced));
   }
   s += format(
-      "            skipped by the engine %llu (at least the %llu forced misfires made certain, at most the %llu "
+      "            skipped by the engine %llu (at least the %llu forced misfires made certain, at most the "
+      "%llu "
       "grid points skip timers passed without a run); cancelled during the run %llu (cancel() true), "
       "%llu of them with a run begun before cancel() returned, that ran after it as allowed; %llu "
       "returned false\n",
@@ -243,7 +244,8 @@ std::string policies_text(const Report& r) {
     return s;
   }
   s += format(
-      "repeated    %llu RepeatedTimers on an engine of their own: %llu starts, %llu stops, %llu restarts, %llu "
+      "repeated    %llu RepeatedTimers on an engine of their own: %llu starts, %llu stops, %llu restarts, "
+      "%llu "
       "resets (%llu refused); %llu runs, %llu of them begun before the control call they followed; "
       "too early %llu, while stopped %llu\n"
       "            their engine: scheduled %llu, fired %llu, cancelled %llu, handed back at stop %llu, "
@@ -377,7 +379,8 @@ void check_accounting(Report& r) {
               "than the %llu runs seen",
               ull(rt.engine.scheduled), ull(rt.engine.fired), ull(rt.engine.cancelled), ull(rt.runs)));
   rule(r, rt.engine.callback_errors != 0,
-       format("%llu RepeatedTimer callbacks threw, though the harness's cannot", ull(rt.engine.callback_errors)));
+       format("%llu RepeatedTimer callbacks threw, though the harness's cannot",
+              ull(rt.engine.callback_errors)));
   rule(
       r, e.executing != 0,
       format("Engine::stats().executing is %llu after stop(), which waits for every task", ull(e.executing)));

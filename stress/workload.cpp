@@ -155,7 +155,9 @@ void Recorders::time_run(Recorder& r, std::int64_t t, std::uint32_t slot) noexce
   bool forced = false;
   // The last grid point t can be for, and the end of a forced misfire two periods and a tick past it.
   const std::int64_t last_grid = t < k.first_due ? k.first_due : first_grid_point_after(k, t) - period_ns_;
-  if (misfire_every_ns_ != 0 && kind == r.misfire_turn) {
+  // With every policy, each fixed-rate one in turn; with one, that one (never fixed_delay: the
+  // options refuse --misfire-every then).
+  if (misfire_every_ns_ != 0 && (policy_ != PeriodicPolicy::all || kind == r.misfire_turn)) {
     if (r.next_misfire == 0) r.next_misfire = t + misfire_every_ns_;
     if (t >= r.next_misfire) {
       const std::int64_t until = last_grid + 2 * period_ns_ + tick_ns_;
@@ -205,8 +207,8 @@ void Recorders::on_periodic(std::int64_t t, std::uint32_t slot, std::uint32_t se
   // Acquire: pairs with the release that ended the run before (on this thread or, with a pool, on
   // another), which the engine's own hand-offs order before this run anyway, and with a
   // canceller's release of (seq, cancelled).
-  bool ours = state.compare_exchange_strong(found, slot_word(seq, SlotState::fired), std::memory_order_acquire,
-                                            std::memory_order_relaxed);
+  bool ours = state.compare_exchange_strong(found, slot_word(seq, SlotState::fired),
+                                            std::memory_order_acquire, std::memory_order_relaxed);
   bool last = false;  // the run begun before a successful cancel() returned
   if (!ours && found == slot_word(seq, SlotState::cancelled)) {
     last = state.compare_exchange_strong(found, slot_word(seq, SlotState::ran_after_cancel),

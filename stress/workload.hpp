@@ -237,9 +237,11 @@ class alignas(kCacheLine) Recorder {
   std::uint64_t early_fires = 0;        // one-shot callback start < deadline
   std::uint64_t fired_before_tick = 0;  // one-shot callback start < deadline rounded up to the tick
   std::int64_t min_lateness_ns = std::numeric_limits<std::int64_t>::max();
-  std::array<PolicyCounts, kPeriodicKinds> policy{};  // periodic runs by kind (not the probes')
-  std::uint64_t forced_skips = 0;      // skips a forced misfire made certain (see the header)
-  std::uint64_t runs_after_cancel = 0;  // the allowed run begun before a periodic cancel() returned
+  // Periodic runs by kind (not the probes'); skips a forced misfire made certain (see the header);
+  // the allowed runs begun before a periodic cancel() returned.
+  std::array<PolicyCounts, kPeriodicKinds> policy{};
+  std::uint64_t forced_skips = 0;
+  std::uint64_t runs_after_cancel = 0;
   // Forced misfires on this thread: when the next may come, and which fixed-rate kind it takes.
   std::int64_t next_misfire = 0;
   PeriodicPolicy misfire_turn = PeriodicPolicy::catch_up;
