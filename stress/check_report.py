@@ -3,15 +3,22 @@
 
 Usage: check_report.py REPORT.json [--svg PLOT.svg] [--expect-cap-hits] [--expect-executor KIND]
                        [--expect-threads workers|manual] [--hlog LOG] [--expect-control]
+                       [--expect-misfires]
        check_report.py --compare BINARY A.json B.json PLOT.svg
        check_report.py --refused BINARY MESSAGE [--unprivileged] -- ARGS...
 
 The report must parse and hold every section and field the program promises, with numbers where
 numbers belong, and its figures must agree with each other: ok with no failures; scheduled +
 periodic runs == fired + cancelled + returned at stop; every exactly-once counter zero; the
-engine's own counters equal to the harness's (rearmed == periodic runs, nothing skipped, nothing
-executing after stop, pending == returned); percentiles in order; one entry per shard and per
-second; the callback threads within the workers and the pool, their fires adding up. With --svg
+engine's own counters equal to the harness's (rearmed == periodic runs + skipped, skipped within
+what forced misfires made certain and what the skip timers' grids allow, nothing executing after
+stop, nothing pending once stop()'s visitor cancelled what it handed back); percentiles in order;
+one entry per shard and per second; the callback threads within the workers and the pool, their
+fires adding up; the periodic policies' timers and runs adding up to the periodic ones, every run
+within its policy's bound; the repeated timers' calls made, runs seen and their engine's counters
+closing with nothing handed back. With --expect-misfires (a run with --misfire-every) every
+fixed-rate policy must have had forced misfires, the engine must have skipped periods, and with
+the inline executor at least one skip must have been certain. With --svg
 the plot must be well-formed XML (xml.etree), an <svg> root with a title, both panels and a drawn
 curve. With --expect-cap-hits (the burst case) the transfer-cap hit counter must have moved; with
 --expect-executor the run must have used that executor (inline or pool); with --expect-threads,
@@ -46,6 +53,7 @@ FIELDS = {
                 "delay", "delay_min_ns", "delay_max_ns", "delay_mean_ns", "delay_short_ns",
                 "delay_long_ns", "short_share", "periodic", "period_ns", "burst", "burst_every_ns",
                 "duration_ns", "seed", "shards", "tick_ns", "wait", "transfer_cap", "pin",
+                "periodic_policy", "periodic_cancel", "misfire_every_ns", "repeated",
                 "max_pending", "executor", "pool_threads", "threads", "lead_ns", "rearm", "fit",
                 "worker_cpus", "producer_cpus", "control_cpu", "control", "rt_priority", "mlock"],
     "platform": ["kernel", "clocksource", "isolcpus", "nohz_full", "rcu_nocbs", "isolated", "governor", "thp",
@@ -71,12 +79,19 @@ FIELDS = {
                "bytes_per_pending", "peak_rss_bytes", "harness_bytes"],
     "machine": ["voluntary_switches", "involuntary_switches", "loadavg_start", "loadavg_end"],
     "executor": ["kind", "pool_threads", "max_executing", "threads"],
-    "accounting": ["scheduled", "rearmed", "fired", "cancelled", "returned_at_stop", "rejected",
+    "periodic": ["policies", "cancelled", "cancel_refused", "runs_after_cancel", "forced_skips", "skip_bound"],
+    "repeated": ["timers", "starts", "stops", "restarts", "resets", "refused", "runs", "begun_before_call",
+                 "too_early", "while_stopped", "engine"],
+    "accounting": ["scheduled", "rearmed", "fired", "cancelled", "returned_at_stop", "stop_returned", "rejected",
                    "probes", "double_fires", "overlapping_runs", "fired_after_cancel", "stray_fires",
                    "early_fires", "fired_before_tick", "cancel_true_not_pending", "off_shard",
                    "probe_failures", "unrecorded_fires", "pending_slots", "returned_cancel_false", "pending_not_returned",
-                   "stale_cancels", "stale_cancel_true", "callback_errors"],
+                   "stale_cancels", "stale_cancel_true", "callback_errors", "periodic_cancel_refused",
+                   "periodic_before_bound", "repeated_too_early", "repeated_while_stopped", "repeated_refused"],
 }
+POLICIES = ["catch_up", "fire_once_now", "skip", "fixed_delay"]
+POLICY = ["policy", "timers", "runs", "before_bound", "forced_misfires"]
+REPEATED_ENGINE = ["scheduled", "fired", "cancelled", "rejected", "pending", "returned_at_stop", "callback_errors"]
 SHARD = ["index", "binding", "bound_cpu", "scheduled", "fired", "cancelled", "rearmed", "rejected",
          "transfer_cap_hits", "passes", "wakeups", "wakeups_per_second", "max_tick_lag_ns"]
 THREAD = ["shard", "fired", "periodic_runs", "lateness_ns"]
@@ -90,8 +105,9 @@ THREAD_INFO = ["role", "index", "tid", "cpus", "known", "voluntary_switches", "i
 MUST_BE_ZERO = ["double_fires", "overlapping_runs", "fired_after_cancel", "stray_fires",
                 "early_fires", "fired_before_tick", "cancel_true_not_pending", "off_shard",
                 "probe_failures", "unrecorded_fires", "returned_cancel_false",
-                "pending_not_returned", "stale_cancel_true", "callback_errors"]
-STRINGS = {("options", "profile"), ("options", "delay"), ("options", "wait"),
+                "pending_not_returned", "stale_cancel_true", "callback_errors", "periodic_cancel_refused",
+                "periodic_before_bound", "repeated_too_early", "repeated_while_stopped", "repeated_refused"]
+STRINGS = {("options", "profile"), ("options", "delay"), ("options", "wait"), ("options", "periodic_policy"),
            ("options", "executor"), ("executor", "kind"), ("options", "threads"), ("options", "worker_cpus"),
            ("options", "producer_cpus"), ("control", "mode"), ("placement", "workers"), ("placement", "load"),
            ("placement", "fitted")} | {("platform", f) for f in ["kernel", "clocksource", "isolcpus", "nohz_full",
@@ -104,7 +120,7 @@ OBJECTS = {("schedule", "rejected"), ("schedule", "bursts"), ("executor", "threa
            ("fire", "lateness_past_tick_ns"), ("fire", "lateness_curve"), ("platform", "smt_siblings"),
            ("platform", "interrupts"), ("platform", "threads"), ("placement", "warnings"),
            ("control", "lateness_ns"), ("control", "curve"), ("tick_lag", "lag_ns"), ("tick_lag", "curve"),
-           ("tick_lag", "shards")}
+           ("tick_lag", "shards"), ("periodic", "policies"), ("repeated", "engine")}
 
 errors = []
 
@@ -193,7 +209,8 @@ def check_platform(report, expect_threads):
         check(options["threads"] == expect_threads, f"options.threads is {expect_threads}")
 
 
-def check_report(report, expect_cap_hits, expect_executor, expect_threads=None, expect_control=False):
+def check_report(report, expect_cap_hits, expect_executor, expect_threads=None, expect_control=False,
+                 expect_misfires=False):
     check(report.get("tool") == "tickwheel-stress", "tool is tickwheel-stress")
     check(report.get("ok") is True, "ok is true")
     check(report.get("failures") == [], f"failures is empty: {report.get('failures')}")
@@ -254,14 +271,21 @@ def check_report(report, expect_cap_hits, expect_executor, expect_threads=None, 
     for field in MUST_BE_ZERO:
         check(acc[field] == 0, f"accounting.{field} == 0 (is {acc[field]})")
     engine = report["engine"]
-    for name in ["scheduled", "rearmed", "fired", "cancelled", "rejected"]:
+    for name in ["scheduled", "fired", "cancelled", "rejected"]:
         check(engine[name] == acc[name], f"engine.{name} {engine[name]} == accounting.{name} {acc[name]}")
-    check(engine["skipped"] == 0, "engine.skipped == 0 (catch_up never skips)")
+    check(engine["rearmed"] == acc["rearmed"] + engine["skipped"], "engine.rearmed == periodic runs + skipped")
+    periodic = report["periodic"]
+    check(periodic["forced_skips"] <= engine["skipped"] <= periodic["skip_bound"],
+          f"forced skips {periodic['forced_skips']} <= engine.skipped {engine['skipped']} <= the skip timers' "
+          f"bound {periodic['skip_bound']}")
     check(engine["executing"] == 0, "engine.executing == 0 after stop")
-    check(engine["pending"] == acc["returned_at_stop"], "engine.pending == accounting.returned_at_stop")
+    check(engine["pending"] == 0, "engine.pending == 0 once stop()'s visitor cancelled every timer handed back")
+    check(acc["stop_returned"] == acc["returned_at_stop"], "stop(visit) returned what it handed to the visitor")
     check(engine["scheduled"] + engine["rearmed"] == engine["fired"] + engine["skipped"] +
-          engine["cancelled"] + engine["pending"],
-          "engine: scheduled + rearmed == fired + skipped + cancelled + pending")
+          engine["cancelled"] + engine["pending"] + acc["returned_at_stop"],
+          "engine: scheduled + rearmed == fired + skipped + cancelled + pending + the visitor's cancels")
+    check_periodic(report)
+    check_repeated(report)
     check_executor(report)
     check_floor(report)
     check_platform(report, expect_threads)
@@ -274,10 +298,62 @@ def check_report(report, expect_cap_hits, expect_executor, expect_threads=None, 
     check(report["schedule"]["scheduled"] > 0, "something was scheduled")
     check(report["memory"]["peak_rss_bytes"] > 0, "peak RSS measured")
     check(env["clock_read_ns"] > 0, "clock read cost measured")
+    if expect_misfires:
+        check_misfires(report)
     if expect_cap_hits:
         check(report["schedule"]["bursts"]["count"] > 0, "bursts ran")
         check(engine["transfer_cap_hits"] > 0,
               "the transfer-cap hit counter moved (a burst larger than the cap, within a tick)")
+
+
+def check_periodic(report):
+    """The periodic timers by policy, their cancels, and what forced misfires must have made happen."""
+    periodic, options, fire = report["periodic"], report["options"], report["fire"]
+    policies = periodic["policies"]
+    check([p.get("policy") for p in policies] == POLICIES, f"periodic.policies are {POLICIES}")
+    for i, p in enumerate(policies):
+        for field in POLICY[1:]:
+            check(is_number(p.get(field)), f"periodic.policies[{i}].{field} is a number")
+    if errors:
+        return
+    check(sum(p["timers"] for p in policies) == report["schedule"]["periodic_started"],
+          "the policies' timers add up to schedule.periodic_started")
+    check(sum(p["runs"] for p in policies) == fire["periodic_runs"] - report["tick_lag"]["lag_ns"]["count"],
+          "the policies' runs add up to the periodic runs other than the tick probes'")
+    if options["periodic_policy"] != "all":
+        check(all(p["timers"] == 0 for p in policies if p["policy"] != options["periodic_policy"]),
+              f"only {options['periodic_policy']} timers")
+    check(policies[3]["forced_misfires"] == 0, "no forced misfire on fixed_delay timers")
+    check(periodic["cancelled"] <= report["accounting"]["cancelled"], "periodic cancels are among the cancels")
+    check(periodic["runs_after_cancel"] <= periodic["cancelled"], "at most one run after each periodic cancel")
+    if options["periodic_cancel"] * report["schedule"]["periodic_started"] >= 20:
+        check(periodic["cancelled"] > 0, "periodic timers were cancelled during the run")
+
+
+def check_misfires(report):
+    periodic, engine = report["periodic"], report["engine"]
+    for p in periodic["policies"][:3]:
+        check(p["forced_misfires"] > 0, f"{p['policy']}: forced misfires happened")
+    check(engine["skipped"] > 0, "the engine skipped periods of the skip timers")
+    if report["options"]["executor"] == "inline":
+        check(periodic["forced_skips"] > 0, "forced misfires made skips certain (inline)")
+
+
+def check_repeated(report):
+    repeated, options = report["repeated"], report["options"]
+    check(repeated["timers"] == options["repeated"], "repeated.timers is --repeated")
+    rt_engine = repeated["engine"]
+    for field in REPEATED_ENGINE:
+        check(is_number(rt_engine.get(field)), f"repeated.engine.{field} is a number")
+    if errors or repeated["timers"] == 0:
+        return
+    check(repeated["starts"] + repeated["restarts"] > 0, "the repeated timers were started")
+    check(repeated["runs"] > 0, "the repeated timers ran")
+    check(repeated["begun_before_call"] <= repeated["runs"], "the allowed runs are among the runs")
+    check(rt_engine["fired"] >= repeated["runs"], "their engine fired once at least per run")
+    check(rt_engine["scheduled"] == rt_engine["fired"] + rt_engine["cancelled"],
+          "their engine: scheduled == fired + cancelled once every timer is destroyed")
+    check(rt_engine["returned_at_stop"] == 0 and rt_engine["pending"] == 0, "their engine handed nothing back")
 
 
 def check_executor(report):
@@ -439,6 +515,7 @@ def main():
     parser.add_argument("--expect-executor", choices=["inline", "pool"])
     parser.add_argument("--expect-threads", choices=["workers", "manual"])
     parser.add_argument("--expect-control", action="store_true")
+    parser.add_argument("--expect-misfires", action="store_true")
     parser.add_argument("--hlog")
     parser.add_argument("--compare", nargs=4, metavar=("BINARY", "A", "B", "SVG"))
     parser.add_argument("--refused", nargs=2, metavar=("BINARY", "MESSAGE"))
@@ -468,7 +545,7 @@ def main():
             errors.append(f"{args.report} does not parse: {e}")
         else:
             check_report(report, args.expect_cap_hits, args.expect_executor, args.expect_threads,
-                         args.expect_control)
+                         args.expect_control, args.expect_misfires)
             if args.hlog and not errors:
                 check_hlog(args.hlog, report)
         if args.svg:

@@ -22,6 +22,7 @@
 #include "platform.hpp"
 #include "poller.hpp"
 #include "producer.hpp"
+#include "repeated.hpp"
 #include "workload.hpp"
 
 namespace tickwheel::stress {
@@ -91,7 +92,8 @@ class Driver {
   Sample sample(std::int64_t now, Engine& engine);
   void print_status(const Sample& s);
   void collect(Engine& engine);
-  void check_slots(std::vector<Timer>& returned);
+  void collect_periodic();
+  void check_slots();
 
   const Options& o_;
   std::ostream& status_;
@@ -119,8 +121,10 @@ class Driver {
   std::vector<std::unique_ptr<Canceller>> cancellers_;
   std::vector<std::thread> producer_threads_;
   std::vector<std::thread> canceller_threads_;
+  std::unique_ptr<RepeatedLoad> repeated_;
 
   std::int64_t start_ns_ = 0;
+  std::int64_t stop_end_ns_ = 0;  // Engine::stop() returned: no pass comes after it
   Sample previous_;
   std::unique_ptr<Histogram> previous_lateness_ = std::make_unique<Histogram>();
 };
@@ -152,11 +156,12 @@ void Driver::build(Engine& engine) {
   const std::size_t callback_threads =
       shards + (o_.executor == ExecutorKind::pool ? o_.pool_threads : std::size_t{0});
   recorders_ = std::make_unique<Recorders>(slots_.get(), SlotRange{periodic_.begin, probes_.end}, probes_,
-                                           callback_threads, o_.tick_ns, o_.period_ns);
+                                           callback_threads, o_);
 
   shared_.options = &o_;
   shared_.engine = &engine;
   shared_.slots = slots_.get();
+  shared_.periodic = periodic_;
   shared_.recorders = recorders_.get();
   shared_.rate_per_producer = o_.schedule_rate / producers;
   for (unsigned i = 0; i < o_.cancellers; ++i) {
@@ -174,7 +179,7 @@ void Driver::build(Engine& engine) {
                                                     p == 0 ? bursts : SlotRange{bursts.end, bursts.end}));
   }
   r_.harness_bytes = std::uint64_t{probes_.end} * sizeof(Slot) +
-                     std::uint64_t{periodic + shards} * sizeof(std::int64_t) +
+                     std::uint64_t{periodic + shards} * sizeof(PeriodicTrack) +
                      callback_threads * sizeof(Recorder) + shards * sizeof(ProbeState) +
                      std::uint64_t{timers} * sizeof(std::uint32_t) +
                      producers * (sizeof(Producer) + Calendar::kBuckets * sizeof(std::vector<Event>));
@@ -253,6 +258,11 @@ void Driver::start_threads() {
   for (std::thread& t : canceller_threads_) {
     if (std::string why = bind_thread(t.native_handle(), placement_.load); !why.empty()) {
       note("cancellers not bound to their CPUs: " + why);
+    }
+  }
+  if (repeated_) {
+    if (std::string why = repeated_->start(placement_.load); !why.empty()) {
+      note("the repeated timers' control thread not bound to its CPUs: " + why);
     }
   }
   start_ns_ = Clock::now();
@@ -370,6 +380,8 @@ void Driver::collect(Engine& engine) {
     r_.cancelled += c.cancelled.get();
     r_.cancel_lost += c.lost.get();
     r_.cancel_true_not_pending += c.true_not_pending;
+    r_.periodic_cancelled += c.periodic.get();
+    r_.periodic_cancel_refused += c.periodic_refused;
   };
   for (const auto& p : producers_) add_cancels(p->cancels);
   for (const auto& c : cancellers_) {
@@ -405,6 +417,13 @@ void Driver::collect(Engine& engine) {
     r_.early_fires += rec.early_fires;
     r_.fired_before_tick += rec.fired_before_tick;
     r_.min_lateness_ns = std::min(r_.min_lateness_ns, rec.min_lateness_ns);
+    for (std::size_t k = 0; k < kPeriodicKinds; ++k) {
+      r_.policies[k].runs += rec.policy[k].runs;
+      r_.policies[k].before_bound += rec.policy[k].before_bound;
+      r_.policies[k].forced += rec.policy[k].forced;
+    }
+    r_.forced_skips += rec.forced_skips;
+    r_.runs_after_cancel += rec.runs_after_cancel;
     r_.callback_threads.push_back(std::move(thread));
   }
   r_.unrecorded_fires = recorders_->unrecorded();
@@ -420,22 +439,34 @@ void Driver::collect(Engine& engine) {
   if (r_.fired == 0) r_.min_lateness_ns = 0;
 }
 
-void Driver::check_slots(std::vector<Timer>& returned) {
-  r_.returned = returned.size();
+// After stop(), whose visitor cancelled every timer it handed back.
+// Each periodic timer's kind, and the most skips the skip timers' grids allow: a skip or a run takes
+// one grid point each, and no pass comes after stop() returned (an inexact grid starts later than
+// first_due, so counting from first_due only raises the bound).
+void Driver::collect_periodic() {
+  for (std::uint32_t s = periodic_.begin; s < periodic_.end; ++s) {
+    const std::uint32_t word = slots_[s].state.load(std::memory_order_relaxed);
+    if (state_of(word) == SlotState::idle) continue;  // its schedule was refused
+    const PeriodicPolicy kind = recorders_->kind_of(s);
+    ++r_.policies[static_cast<std::size_t>(kind)].timers;
+    const PeriodicTrack& k = recorders_->track(s);
+    if (kind != PeriodicPolicy::skip || stop_end_ns_ < k.first_due) continue;
+    const auto points = static_cast<std::uint64_t>((stop_end_ns_ - k.first_due) / o_.period_ns) + 1;
+    r_.skip_bound += points > k.runs ? points - k.runs : 0;
+  }
+}
+
+void Driver::check_slots() {
   for (std::uint32_t s = 0; s < probes_.end; ++s) {
     if (state_of(slots_[s].state.load(std::memory_order_relaxed)) == SlotState::pending) ++r_.pending_slots;
-  }
-  // A returned timer is still pending: cancel() must win, and destroys its callable.
-  for (Timer& t : returned) {
-    if (!t.cancel()) ++r_.returned_cancel_false;
   }
   for (std::uint32_t s = 0; s < probes_.end; ++s) {
     Slot& slot = slots_[s];
     Timer& handle = slot.timer;
     switch (state_of(slot.state.load(std::memory_order_relaxed))) {
       case SlotState::pending:
-        // Cancelled just above iff stop() returned it: no node was reused since (nothing has been
-        // scheduled since stop()), so cancelled() is exact.
+        // Cancelled by stop()'s visitor iff stop() returned it: no node was reused since (nothing
+        // has been scheduled since stop()), so cancelled() is exact.
         if (!handle.cancelled()) ++r_.pending_not_returned;
         break;
       case SlotState::idle:
@@ -445,6 +476,8 @@ void Driver::check_slots(std::vector<Timer>& returned) {
         [[fallthrough]];
       case SlotState::fired:
       case SlotState::cancelled:
+      case SlotState::cancelled_in_run:
+      case SlotState::ran_after_cancel:
         ++r_.stale_cancels;
         if (handle.cancel()) ++r_.stale_cancel_true;
         break;
@@ -498,6 +531,10 @@ Report Driver::run() {
     engine.start();
   }
   build(engine);
+  if (o_.repeated != 0) {
+    repeated_ = std::make_unique<RepeatedLoad>(o_, placement_.load,
+                                               [this](std::string_view line) { note(std::string(line)); });
+  }
   start_probes(engine, pollers.get());
   if (o_.control) {
     control_ = std::make_unique<ControlThread>(o_.tick_ns, o_.wait == WaitStrategy::spin, placement_.control,
@@ -532,12 +569,22 @@ Report Driver::run() {
   for (auto& t : producer_threads_) t.join();
   for (auto& c : cancellers_) c->finish();
   for (auto& t : canceller_threads_) t.join();
+  if (repeated_) r_.repeated = repeated_->finish();
   if (control_) control_->stop();
   const std::int64_t stop_at = Clock::now();
   r_.run_s = static_cast<double>(stop_at - start_ns_) / 1e9;
   if (pollers) pollers->stop();
-  std::vector<Timer> returned = engine.stop();
-  r_.stop_s = static_cast<double>(Clock::now() - stop_at) / 1e9;
+  // Every thread that cancels has been joined, so no cancel() races stop(): every timer it hands
+  // back is still pending, and the visitor's cancel() must win (Engine::stop's rule for a cancel
+  // racing it, in tickwheel/engine.hpp). The visitor allocates nothing (stop(visit)); the
+  // stopping thread's cancels count in stats().cancelled, so the engine's accounting still closes
+  // with nothing pending.
+  r_.stop_returned = engine.stop([this](Timer timer) noexcept {
+    ++r_.returned;
+    if (!timer.cancel()) ++r_.returned_cancel_false;
+  });
+  stop_end_ns_ = Clock::now();
+  r_.stop_s = static_cast<double>(stop_end_ns_ - stop_at) / 1e9;
 
   const rusage usage_end = read_rusage();
   r_.voluntary_switches = static_cast<std::uint64_t>(usage_end.ru_nvcsw - usage_start.ru_nvcsw);
@@ -545,7 +592,8 @@ Report Driver::run() {
   r_.peak_rss_bytes = static_cast<std::uint64_t>(usage_end.ru_maxrss) * 1024;  // KiB on Linux
 
   collect(engine);
-  check_slots(returned);
+  collect_periodic();
+  check_slots();
   if (hlog_) r_.hlog = hlog_->text();
   {
     std::lock_guard lock(notices_mutex_);
@@ -598,6 +646,13 @@ void Driver::read_threads_and_interrupts(const Pollers* pollers) {
   if (control_) {
     add("control", 0, control_->tid(),
         control_->cpu() >= 0 ? std::to_string(control_->cpu()) : std::string("any"));
+  }
+  if (repeated_) {
+    add("repeater", 0, repeated_->control_tid(), place(placement_.load));
+    if (const pid_t worker = repeated_->worker_tid(); worker != 0) {
+      add("rt-worker", 0, worker,
+          placement_.load.empty() ? std::string("any") : std::to_string(placement_.load.front()));
+    }
   }
   // Threads that ran callbacks and are not workers: a pool's.
   std::size_t pool = 0;

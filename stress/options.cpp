@@ -88,6 +88,7 @@ std::string show_size(const std::size_t& v) { return std::to_string(v); }
 std::string show_unsigned(const unsigned& v) { return std::to_string(v); }
 std::string show_double(const double& v) { return number(v); }
 std::string show_delay(const DelayKind& k) { return std::string(name_of(k)); }
+std::string show_policy(const PeriodicPolicy& p) { return std::string(name_of(p)); }
 std::string show_wait(const WaitStrategy& w) { return std::string(name_of(w)); }
 std::string show_executor(const ExecutorKind& e) { return std::string(name_of(e)); }
 std::string show_threads(const Threads& t) { return std::string(name_of(t)); }
@@ -132,6 +133,17 @@ std::string_view name_of(DelayKind k) noexcept {
     case DelayKind::uniform: return "uniform";
     case DelayKind::exponential: return "exponential";
     case DelayKind::bimodal: return "bimodal";
+  }
+  return "?";
+}
+
+std::string_view name_of(PeriodicPolicy p) noexcept {
+  switch (p) {
+    case PeriodicPolicy::catch_up: return "catch_up";
+    case PeriodicPolicy::fire_once_now: return "fire_once_now";
+    case PeriodicPolicy::skip: return "skip";
+    case PeriodicPolicy::fixed_delay: return "fixed_delay";
+    case PeriodicPolicy::all: return "all";
   }
   return "?";
 }
@@ -188,8 +200,13 @@ std::string describe(const Options& o) {
   }
   std::string s = "profile " + o.profile + ": " + std::to_string(o.timers) + " timers, delay " + delay +
                   ", cancel share " + number(o.cancel_share) + ", " + std::to_string(o.periodic) +
-                  " periodic every " + format_duration(o.period_ns) +
-                  " (schedule_every, fixed rate, catch_up)";
+                  " periodic every " + format_duration(o.period_ns) + " (schedule_every, " +
+                  (o.periodic_policy == PeriodicPolicy::all
+                       ? std::string("catch_up, fire_once_now, skip and fixed_delay in turn")
+                       : std::string(name_of(o.periodic_policy))) +
+                  ", " + number(o.periodic_cancel * 100) + "% cancelled during the run)";
+  if (o.misfire_every_ns != 0) s += ", a forced misfire every " + format_duration(o.misfire_every_ns);
+  s += ", " + std::to_string(o.repeated) + " RepeatedTimers";
   s += o.burst != 0 ? ", bursts of " + std::to_string(o.burst) + " every " + format_duration(o.burst_every_ns)
                     : ", no bursts";
   s += ", producers " + (o.producers != 0 ? std::to_string(o.producers) : std::string("one per shard")) +
@@ -304,14 +321,44 @@ CommandLine parse_command_line(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   bind.add("--periodic", &Options::periodic,
            "Periodic timers, besides the one-shots, started at random phases: each is one "
-           "Engine::schedule_every() timer on its producer's home shard, fixed rate with "
-           "Misfire::catch_up, so every period runs once and each run's lateness is measured against "
-           "its own point on the timer's grid; stop() returns them",
+           "Engine::schedule_every() timer on its producer's home shard, of the policy --periodic-policy "
+           "gives it, each run checked against that policy's rule and its lateness measured against its "
+           "point on the timer's grid (or the earliest it may run); stop() returns those not cancelled",
            show_u64)
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
   as_duration(bind.add("--period", &Options::period_ns,
                        "Period of the periodic timers, a whole number of ticks (fixed rate)", show_duration),
               positive_up_to_a_day);
+  bind.add("--periodic-policy", &Options::periodic_policy,
+           "The periodic timers' policy: catch_up, fire_once_now or skip (fixed rate, that Misfire), "
+           "fixed_delay, or all (each of the four in turn)",
+           show_policy)
+      ->type_name("POLICY")
+      ->transform(CLI::CheckedTransformer(
+                      std::map<std::string, PeriodicPolicy>{{"catch_up", PeriodicPolicy::catch_up},
+                                                            {"fire_once_now", PeriodicPolicy::fire_once_now},
+                                                            {"skip", PeriodicPolicy::skip},
+                                                            {"fixed_delay", PeriodicPolicy::fixed_delay},
+                                                            {"all", PeriodicPolicy::all}})
+                      .description("{catch_up,fire_once_now,skip,fixed_delay,all}"));
+  bind.add("--periodic-cancel", &Options::periodic_cancel,
+           "Share of periodic timers cancelled once, at a time uniform over the run, by a producer or a "
+           "canceller (not re-armed): after cancel() returned true no run may start but the one that "
+           "had begun",
+           show_double)
+      ->check(CLI::Range(0.0, 1.0));
+  as_duration(
+      bind.add("--misfire-every", &Options::misfire_every_ns,
+               "Every this often, on each callback thread, one fixed-rate periodic run spins past two "
+               "periods so that its misfire policy must act (stalls the shard: a check, not a "
+               "measurement); 0 = never",
+               show_duration),
+      up_to_a_day);
+  bind.add("--repeated", &Options::repeated,
+           "RepeatedTimers on an engine of their own, started, stopped, restarted and reset at random by "
+           "one thread during the run, each run checked against its timeout; 0 = none",
+           show_unsigned)
+      ->check(CLI::Range(0u, 64u));
   bind.add("--burst", &Options::burst,
            "Timers the first producer schedules in one tight loop every --burst-every (a flood "
            "meant to exceed the transfer cap); 0 = no bursts",
@@ -494,6 +541,12 @@ CommandLine parse_command_line(int argc, char** argv) {
       throw CLI::ValidationError("--period",
                                  format_duration(o.period_ns) + " is not a whole number of --tick " +
                                      format_duration(o.tick_ns) + " (periodic timers run at fixed rate)");
+    }
+    if (o.misfire_every_ns != 0 && (o.periodic == 0 || o.periodic_policy == PeriodicPolicy::fixed_delay)) {
+      throw CLI::ValidationError(
+          "--misfire-every",
+          "needs fixed-rate periodic timers (--periodic above 0 and a --periodic-policy "
+          "other than fixed_delay): only their misfire policies are forced");
     }
     if (pool_threads->count() != 0 && o.executor != ExecutorKind::pool) {
       throw CLI::ValidationError("--pool-threads", "needs --executor pool");

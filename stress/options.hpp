@@ -31,7 +31,21 @@ enum class ExecutorKind {
   pool,     // a tickwheel::ThreadPoolExecutor of pool_threads threads (not pinned)
 };
 
+// The periodic policy of a periodic timer: its Cadence and, at fixed rate, its Misfire
+// (tickwheel/wheel.hpp), each checked against its own rule (workload.hpp). The first four are the
+// kinds a timer can have, in this order (arrays of per-kind figures are indexed by them); `all`, as
+// an option, gives periodic timer i the kind i % 4.
+enum class PeriodicPolicy : std::uint8_t {
+  catch_up,       // fixed rate, Misfire::catch_up: every grid point runs, in order
+  fire_once_now,  // fixed rate, Misfire::fire_once_now: one run for all the missed ones
+  skip,           // fixed rate, Misfire::skip: a period a whole period late is dropped
+  fixed_delay,    // Cadence::fixed_delay: each run a period after the previous one ended
+  all,
+};
+inline constexpr std::size_t kPeriodicKinds = static_cast<std::size_t>(PeriodicPolicy::all);
+
 std::string_view name_of(DelayKind k) noexcept;
+std::string_view name_of(PeriodicPolicy p) noexcept;
 std::string_view name_of(WaitStrategy w) noexcept;
 std::string_view name_of(ExecutorKind e) noexcept;
 std::string_view name_of(Threads t) noexcept;
@@ -58,10 +72,21 @@ struct Options {
   std::int64_t delay_long_ns = 30'000'000'000;  // 30s
   double short_share = 0.5;
   // Periodic timers, besides the one-shots: each one Engine::schedule_every() timer on its
-  // producer's home shard, fixed rate with Misfire::catch_up (see workload.hpp), never cancelled
-  // before stop(), which returns it.
+  // producer's home shard, of the policy periodic_policy gives it (see workload.hpp). A share
+  // periodic_cancel of them is cancelled once, at a random time during the run, and not re-armed;
+  // stop() returns the others.
   std::uint64_t periodic = 10'000;
-  std::int64_t period_ns = 100'000'000;         // 100ms
+  std::int64_t period_ns = 100'000'000;  // 100ms
+  PeriodicPolicy periodic_policy = PeriodicPolicy::all;
+  double periodic_cancel = 0.1;
+  // Forced misfires: every this often, on each thread that runs callbacks, one fixed-rate periodic
+  // run (each fixed-rate policy in turn) spins past two periods, so that its next period is a whole
+  // period late and its misfire policy must act (workload.hpp). It stalls that thread's shard: a
+  // check of the policies, not a measurement. 0 = never.
+  std::int64_t misfire_every_ns = 0;
+  // RepeatedTimers, each started, stopped, restarted and reset at random by a thread of their own,
+  // on an Engine of their own (repeated.hpp). 0 = none.
+  unsigned repeated = 4;
   std::uint64_t burst = 0;                      // schedules per burst, in a tight loop; 0 = none
   std::int64_t burst_every_ns = 2'000'000'000;  // 2s
   std::int64_t duration_ns = 30'000'000'000;    // 30s

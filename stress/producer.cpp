@@ -34,13 +34,37 @@ std::mt19937_64 seeded(std::uint64_t seed, unsigned index) {
 
 }  // namespace
 
-void settle_cancel(Slot& slot, std::uint32_t seq, bool won, CancelCounters& c) noexcept {
+void settle_cancel(Slot& slot, std::uint32_t seq, bool won, bool periodic, CancelCounters& c) noexcept {
   if (!won) {
-    c.lost.add(1);
+    if (periodic) {
+      ++c.periodic_refused;
+    } else {
+      c.lost.add(1);
+    }
     return;
   }
   c.cancelled.add(1);
   std::uint32_t found = slot_word(seq, SlotState::pending);
+  if (periodic) {
+    c.periodic.add(1);
+    // acq_rel as below; the loop runs again only when a run ended between the load and the swap.
+    for (;;) {
+      if (found == slot_word(seq, SlotState::pending)) {
+        if (slot.state.compare_exchange_strong(found, slot_word(seq, SlotState::cancelled),
+                                               std::memory_order_acq_rel, std::memory_order_acquire)) {
+          return;
+        }
+      } else if (found == slot_word(seq, SlotState::fired)) {
+        if (slot.state.compare_exchange_strong(found, slot_word(seq, SlotState::cancelled_in_run),
+                                               std::memory_order_acq_rel, std::memory_order_acquire)) {
+          return;
+        }
+      } else {
+        ++c.true_not_pending;  // cancelled before: the engine let a second cancel() win
+        return;
+      }
+    }
+  }
   // acq_rel: the acquire half pairs with a fire's release, so a fire that got there first (which
   // the engine says cannot happen after a cancel() that returned true) is seen; the release half
   // pairs with the producer's acquire load that sees (seq, cancelled) and re-arms the slot.
@@ -62,6 +86,7 @@ Producer::Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRa
       rng_(seeded(shared.options->seed, index)),
       delay_(*shared.options),
       cancel_pick_(shared.options->cancel_share),
+      periodic_cancel_pick_(shared.options->periodic_cancel),
       calendar_(Clock::now()),
       retry_ns_(shared.options->tick_ns + Calendar::kWidth),
       ready_(oneshots.size()),
@@ -120,15 +145,15 @@ void Producer::make_ready(std::uint32_t slot) {
 // [g - tick + 1, g - tick + 1 + (after - before)] and rounds up to exactly g whenever the call took
 // less than a tick. A slower call (the thread preempted) may put the grid a tick or more later: g is
 // then a lower bound, so that timer's lateness is overstated, never understated, and it is counted
-// (periodic_inexact). So each call is its own timed bracket: a batch of n calls is n brackets, the
-// read after one call being the read before the next.
+// (periodic_inexact), and the recorders are told (settle_grid), since the bounds of fire_once_now
+// and skip rest on an exact grid (workload.hpp). So each call is its own timed bracket: a batch of n
+// calls is n brackets, the read after one call being the read before the next.
 void Producer::start_periodic() {
   Slot* slots = shared_.slots;
   Recorders* recorders = shared_.recorders;
   const std::int64_t tick = o_.tick_ns;
   std::uniform_int_distribution<std::int64_t> phase(0, o_.period_ns - 1);
-  PeriodicOptions every;
-  every.misfire = Misfire::catch_up;  // every grid point runs: run k is due at g + k * period
+  const std::int64_t run_end = shared_.start_ns + o_.duration_ns;
   for (std::uint32_t from = periodic_.begin; from < periodic_.end;) {
     const std::uint32_t to =
         from + static_cast<std::uint32_t>(std::min<std::size_t>(kBatch, periodic_.end - from));
@@ -144,11 +169,20 @@ void Producer::start_periodic() {
     for (Plan& p : plan_) {
       p.deadline = (before + tick + p.delay + tick - 1) / tick * tick;
       recorders->set_first_run(p.slot, p.deadline);
+      PeriodicOptions every;
+      switch (recorders->kind_of(p.slot)) {
+        case PeriodicPolicy::catch_up: every.misfire = Misfire::catch_up; break;
+        case PeriodicPolicy::fire_once_now: every.misfire = Misfire::fire_once_now; break;
+        case PeriodicPolicy::skip: every.misfire = Misfire::skip; break;
+        case PeriodicPolicy::fixed_delay: every.cadence = Cadence::fixed_delay; break;
+        case PeriodicPolicy::all: break;  // never a timer's kind
+      }
       every.initial_delay = Nanos(p.deadline - before - (tick - 1));
       slots[p.slot].timer =
           shared_.engine->schedule_every(Nanos(o_.period_ns), FirePeriodic{recorders, p.slot, p.seq}, every);
       const std::int64_t after = Clock::now();
       p.call_ns = after - before;
+      if (slots[p.slot].timer) recorders->settle_grid(p.slot, p.call_ns <= tick - 1);
       before = after;
     }
     schedules.calls.add(plan_.size());
@@ -166,6 +200,11 @@ void Producer::start_periodic() {
       ++periodic_started;
       if (p.call_ns > tick - 1) ++periodic_inexact;
       if (t.shard() != home_) ++off_shard;
+      if (periodic_cancel_pick_(rng_) && run_end > p.deadline) {
+        const auto at =
+            p.deadline + static_cast<std::int64_t>(static_cast<double>(run_end - p.deadline) * unit_(rng_));
+        calendar_.push(Event::make(at, p.slot, p.seq, EventKind::cancel));
+      }
     }
     from = to;
   }
@@ -247,8 +286,10 @@ void Producer::on_event(const Event& e, std::int64_t now) {
   }
   jobs_[route - 1].push_back(CancelJob{slot.timer, e.slot, e.seq()});
   delegated.add(1);
-  // The canceller settles the slot; a check finds it resolved and re-arms it.
-  calendar_.push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
+  // The canceller settles the slot; a check finds it resolved and re-arms it (a one-shot: a
+  // periodic slot is cancelled once, for good).
+  if (!periodic_.contains(e.slot))
+    calendar_.push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
 }
 
 std::size_t Producer::cancel_own(std::int64_t now) {
@@ -264,7 +305,9 @@ std::size_t Producer::cancel_own(std::int64_t now) {
     cancels.times.batches.add(1);
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint32_t s = own_cancels_[from + i];
-      settle_cancel(slots[s], own_seqs_[from + i], results_[i] != 0, cancels);
+      const bool periodic = periodic_.contains(s);
+      settle_cancel(slots[s], own_seqs_[from + i], results_[i] != 0, periodic, cancels);
+      if (periodic) continue;  // cancelled once, for good
       if (results_[i] != 0) {
         if (o_.rearm) make_ready(s);  // a message reset the timer: re-armed at once
       } else {
@@ -394,7 +437,8 @@ void Canceller::run() noexcept {
       cancels.times.batches.add(1);
       for (std::size_t i = 0; i < n; ++i) {
         const CancelJob& job = work[from + i];
-        settle_cancel(shared_.slots[job.slot], job.seq, won[i] != 0, cancels);
+        settle_cancel(shared_.slots[job.slot], job.seq, won[i] != 0, shared_.periodic.contains(job.slot),
+                      cancels);
       }
     }
     work.clear();

@@ -10,7 +10,9 @@
 //      cancellers start only once every producer has probed, so the producers take the first places of the
 //      engine's round robin (one shard each, while they are no more than the shards) and a canceller's
 //      registration cannot push two producers onto one shard;
-//   2. arms its share of the periodic timers at random phases over one period (schedule_every);
+//   2. arms its share of the periodic timers at random phases over one period (schedule_every), each
+//      with its slot's policy (workload.hpp), and for a share of them (--periodic-cancel) puts a
+//      cancel in its calendar at a time uniform between the first run and the end of the run;
 //   3. loops until told to stop: runs the due events of its calendar (a cancel, or a check that
 //      finds a slot's timer fired or cancelled), cancels what is due, re-arms what is resolved, and
 //      sleeps when there is nothing to do. Every re-arm draws a new delay and a fate: with
@@ -47,6 +49,7 @@ struct RunShared {
   const Options* options = nullptr;
   Engine* engine = nullptr;
   Slot* slots = nullptr;
+  SlotRange periodic;  // every producer's periodic timers (not the tick probes)
   Recorders* recorders = nullptr;
   std::vector<Canceller*> cancellers;
   std::atomic<unsigned> probed{0};  // producers past their probe
@@ -73,11 +76,14 @@ struct CancelJob {
 // Counters of the cancels one thread made. Single writer.
 struct CancelCounters {
   CallTimes times;
-  Counter cancelled;  // cancel() returned true
-  Counter lost;       // cancel() returned false: the fire won the race
-  // cancel() returned true, but the slot's instance had already fired or been resolved. Single
-  // writer; read at the end.
+  Counter cancelled;  // cancel() returned true (one-shot and periodic)
+  Counter lost;       // cancel() returned false on a one-shot: the fire won the race
+  Counter periodic;   // of `cancelled`, periodic timers
+  // Single writer; read at the end. cancel() returned true, but the slot's instance had already
+  // fired or been resolved:
   std::uint64_t true_not_pending = 0;
+  // cancel() returned false on a periodic timer, which is cancelled once and never fires for good:
+  std::uint64_t periodic_refused = 0;
 };
 
 class Producer {
@@ -149,6 +155,7 @@ class Producer {
   std::mt19937_64 rng_;
   DelayDraw delay_;
   std::bernoulli_distribution cancel_pick_;
+  std::bernoulli_distribution periodic_cancel_pick_;
   std::uniform_real_distribution<double> unit_{0.0, 1.0};
   Calendar calendar_;
   std::int64_t retry_ns_;  // when a check finds the timer still pending, look again
@@ -198,7 +205,8 @@ class Canceller {
 
 // The cancels' side of the slot protocol, shared by producers and cancellers: after cancel()
 // returned `won` for the slot's instance `seq`, moves the slot to cancelled (or counts the broken
-// rule if the instance had fired).
-void settle_cancel(Slot& slot, std::uint32_t seq, bool won, CancelCounters& c) noexcept;
+// rule if the instance had fired). A periodic slot (see workload.hpp) goes to cancelled_in_run
+// instead if a run is recorded in progress.
+void settle_cancel(Slot& slot, std::uint32_t seq, bool won, bool periodic, CancelCounters& c) noexcept;
 
 }  // namespace tickwheel::stress

@@ -13,7 +13,9 @@ constexpr std::int64_t kMs = 1'000'000;
 constexpr std::int64_t kSecond = 1'000 * kMs;
 
 constexpr std::array kProfiles{
-    Profile{"default", "1M one-shot timers (uniform 1ms..10s, half cancelled) and 10k periodic at 100ms",
+    Profile{"default",
+            "1M one-shot timers (uniform 1ms..10s, half cancelled), 10k periodic at 100ms (every policy, 10% "
+            "cancelled), 4 RepeatedTimers",
             [](Options&) {}},
     Profile{"gateway",
             "2M request (1s) and idle (30s) timeouts, 95% cancelled and re-armed as on every message",
@@ -61,7 +63,9 @@ constexpr std::array kProfiles{
             }},
     // The platform's floor and the engine's own overhead: next to no load, so what the tick probes
     // show beyond the control thread is the engine's wake-up and pass. One worker on a CPU of its own.
-    Profile{"idle", "next to no load: 1 shard, 1k one-shots (1ms..1s), no periodic timers, no cancellers",
+    Profile{"idle",
+            "next to no load: 1 shard, 1k one-shots (1ms..1s), no periodic timers, no cancellers, no "
+            "RepeatedTimers",
             [](Options& o) {
               o.shards = 1;
               o.producers = 1;
@@ -69,12 +73,14 @@ constexpr std::array kProfiles{
               o.timers = 1'000;
               o.delay_max_ns = 1 * kSecond;
               o.periodic = 0;
+              o.repeated = 0;
               o.duration_ns = 20 * kSecond;
             }},
     // The load other timers are measured with: 500k timers scheduled at once, due uniformly over one
     // second after a 2 s lead (Boost.Asio, Netty and tickwheel figures in README.md).
     Profile{"batch",
-            "500k one-shots scheduled at once, due uniform over 1..1000ms after a 2s lead, none re-armed",
+            "500k one-shots scheduled at once, due uniform over 1..1000ms after a 2s lead, none re-armed, "
+            "nothing else",
             [](Options& o) {
               o.timers = 500'000;
               o.delay_max_ns = 1 * kSecond;
@@ -83,6 +89,7 @@ constexpr std::array kProfiles{
               o.cancel_share = 0;
               o.cancellers = 0;
               o.periodic = 0;
+              o.repeated = 0;
               o.duration_ns = 4 * kSecond;
             }},
     Profile{"manual",

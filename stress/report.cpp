@@ -1,6 +1,7 @@
 // stress/report.cpp — the accounting rules, the text report and the JSON document of a stress run.
 #include "report.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -219,6 +220,42 @@ std::string threads_text(const Report& r) {
   return s;
 }
 
+std::string policies_text(const Report& r) {
+  std::string s =
+      "periodic    policy           timers       runs  before bound  forced misfires (each run checked "
+      "against the earliest its policy lets it start)\n";
+  for (std::size_t k = 0; k < kPeriodicKinds; ++k) {
+    const PolicyReport& p = r.policies[k];
+    const std::string name(name_of(static_cast<PeriodicPolicy>(k)));
+    s += format("            %-14s %8llu %10llu %13llu %16llu\n", name.c_str(), ull(p.timers), ull(p.runs),
+                ull(p.before_bound), ull(p.forced));
+  }
+  s += format(
+      "            skipped by the engine %llu (at least the %llu forced misfires made certain, at most the "
+      "%llu "
+      "grid points skip timers passed without a run); cancelled during the run %llu (cancel() true), "
+      "%llu of them with a run begun before cancel() returned, that ran after it as allowed; %llu "
+      "returned false\n",
+      ull(r.engine.skipped), ull(r.forced_skips), ull(r.skip_bound), ull(r.periodic_cancelled),
+      ull(r.runs_after_cancel), ull(r.periodic_cancel_refused));
+  const RepeatedReport& rt = r.repeated;
+  if (rt.timers == 0) {
+    s += "repeated    none (--repeated 0)\n";
+    return s;
+  }
+  s += format(
+      "repeated    %llu RepeatedTimers on an engine of their own: %llu starts, %llu stops, %llu restarts, "
+      "%llu "
+      "resets (%llu refused); %llu runs, %llu of them begun before the control call they followed; "
+      "too early %llu, while stopped %llu\n"
+      "            their engine: scheduled %llu, fired %llu, cancelled %llu, handed back at stop %llu, "
+      "callback errors %llu\n",
+      ull(rt.timers), ull(rt.starts), ull(rt.stops), ull(rt.restarts), ull(rt.resets), ull(rt.refused),
+      ull(rt.runs), ull(rt.begun_before), ull(rt.too_early), ull(rt.while_stopped), ull(rt.engine.scheduled),
+      ull(rt.engine.fired), ull(rt.engine.cancelled), ull(rt.returned), ull(rt.engine.callback_errors));
+  return s;
+}
+
 void rule(Report& r, bool broken, std::string message) {
   if (broken) r.failures.push_back(std::move(message));
 }
@@ -280,23 +317,70 @@ void check_accounting(Report& r) {
   rule(r, r.stale_cancel_true != 0,
        format("%llu of %llu cancel() calls on stale handles (fired or cancelled) returned true",
               ull(r.stale_cancel_true), ull(r.stale_cancels)));
+  rule(r, r.stop_returned != r.returned,
+       format("Engine::stop(visit) returned %llu but handed %llu timers to its visitor", ull(r.stop_returned),
+              ull(r.returned)));
+  // The visitor's cancels are posted for the engine's destructor to recycle (Engine::stop(visit)):
+  // pending counts them at once, stats().cancelled (timers recycled) not yet.
   const EngineStats& e = r.engine;
   rule(r,
        e.scheduled != scheduled || e.fired != r.fired || e.cancelled != cancelled ||
-           e.rejected != r.total_rejected() || e.rearmed != r.periodic_runs || e.pending != r.returned,
+           e.rejected != r.total_rejected() || e.rearmed != r.periodic_runs + e.skipped || e.pending != 0,
        format("Engine::stats() (scheduled %llu, fired %llu, cancelled %llu, rejected %llu, rearmed %llu, "
-              "pending %llu) disagrees with the harness (%llu, %llu, %llu, %llu, periodic runs %llu, "
-              "returned at stop %llu)",
+              "pending %llu) disagrees with the harness (%llu, %llu, %llu, %llu, periodic runs %llu + "
+              "skipped %llu, and none pending once stop()'s visitor cancelled the %llu it handed back)",
               ull(e.scheduled), ull(e.fired), ull(e.cancelled), ull(e.rejected), ull(e.rearmed),
               ull(e.pending), ull(scheduled), ull(r.fired), ull(cancelled), ull(r.total_rejected()),
-              ull(r.periodic_runs), ull(r.returned)));
-  rule(r, e.skipped != 0,
-       format("Engine::stats().skipped is %llu, but Misfire::catch_up never skips a period", ull(e.skipped)));
-  rule(r, e.scheduled + e.rearmed != e.fired + e.skipped + e.cancelled + e.pending,
+              ull(r.periodic_runs), ull(e.skipped), ull(r.returned)));
+  rule(r, e.skipped > r.skip_bound,
+       format("Engine::stats().skipped is %llu, more than the %llu grid points the skip timers passed "
+              "without a run (catch_up and fire_once_now never skip)",
+              ull(e.skipped), ull(r.skip_bound)));
+  rule(r, e.skipped < r.forced_skips,
+       format("Engine::stats().skipped is %llu, fewer than the %llu periods forced misfires left a whole "
+              "period late on skip timers, each of which must be dropped and counted",
+              ull(e.skipped), ull(r.forced_skips)));
+  rule(r, e.scheduled + e.rearmed != e.fired + e.skipped + e.cancelled + e.pending + r.returned,
        format("Engine::stats() broke its own identity once still: scheduled %llu + rearmed %llu != fired "
-              "%llu + skipped %llu + cancelled %llu + pending %llu",
+              "%llu + skipped %llu + cancelled %llu + pending %llu + cancelled by stop()'s visitor %llu",
               ull(e.scheduled), ull(e.rearmed), ull(e.fired), ull(e.skipped), ull(e.cancelled),
-              ull(e.pending)));
+              ull(e.pending), ull(r.returned)));
+  static constexpr std::array<const char*, kPeriodicKinds> kBroken{
+      "catch_up runs started before their own grid point (every period from the first run)",
+      "fire_once_now runs started before the first grid point after the pass that ran the run before: "
+      "a missed period ran again instead of once for all",
+      "skip runs started before the first grid point they may resume at: a period a whole period late "
+      "ran instead of being dropped",
+      "fixed_delay runs started less than a period after the previous run's callback returned"};
+  for (std::size_t k = 0; k < kPeriodicKinds; ++k) {
+    rule(r, r.policies[k].before_bound != 0, format("%llu %s", ull(r.policies[k].before_bound), kBroken[k]));
+  }
+  rule(r, r.periodic_cancel_refused != 0,
+       format("%llu cancel() calls on periodic timers returned false, though each timer was cancelled once",
+              ull(r.periodic_cancel_refused)));
+  const RepeatedReport& rt = r.repeated;
+  rule(r, rt.too_early != 0,
+       format("%llu RepeatedTimer runs started sooner than the timeout after their start, restart, reset or "
+              "the previous run's end",
+              ull(rt.too_early)));
+  rule(r, rt.while_stopped != 0,
+       format("%llu RepeatedTimer runs started while stopped, beyond the one begun before stop() returned",
+              ull(rt.while_stopped)));
+  rule(r, rt.refused != 0,
+       format("%llu RepeatedTimer calls returned false, though none was destroyed and its engine refuses "
+              "nothing",
+              ull(rt.refused)));
+  rule(r, rt.returned != 0 || rt.engine.pending != 0,
+       format("the repeated timers' engine handed back %llu timers (pending %llu) after every RepeatedTimer "
+              "was destroyed, which cancels its armed timer",
+              ull(rt.returned), ull(rt.engine.pending)));
+  rule(r, rt.engine.scheduled != rt.engine.fired + rt.engine.cancelled || rt.engine.fired < rt.runs,
+       format("the repeated timers' engine: scheduled %llu != fired %llu + cancelled %llu, or fewer fires "
+              "than the %llu runs seen",
+              ull(rt.engine.scheduled), ull(rt.engine.fired), ull(rt.engine.cancelled), ull(rt.runs)));
+  rule(r, rt.engine.callback_errors != 0,
+       format("%llu RepeatedTimer callbacks threw, though the harness's cannot",
+              ull(rt.engine.callback_errors)));
   rule(
       r, e.executing != 0,
       format("Engine::stats().executing is %llu after stop(), which waits for every task", ull(e.executing)));
@@ -327,8 +411,8 @@ void print_report(const Report& r, std::ostream& out) {
       "            inside schedule_at() and schedule_every(): %.1f ns per call net of the clock = %.2f M/s "
       "per producer thread (%.1f calls per timed batch: up to 256, a burst whole, a periodic start "
       "alone; small batches pay cold caches)\n"
-      "            periodic: %llu started with schedule_every (fixed rate, catch_up), %llu of them with "
-      "their first grid point a lower bound (its schedule call took a tick or more)\n",
+      "            periodic: %llu started with schedule_every, %llu of them with their first grid point a "
+      "lower bound (its schedule call took a tick or more)\n",
       ull(r.schedule_calls), ull(r.scheduled), per_second(r.scheduled, r.run_s),
       by_status(r.rejected).c_str(), sched_ns, sched_ns > 0 ? 1e3 / sched_ns : 0.0,
       r.schedule_batches ? static_cast<double>(r.schedule_calls) / static_cast<double>(r.schedule_batches)
@@ -355,18 +439,21 @@ void print_report(const Report& r, std::ostream& out) {
       ull(r.cancel_calls), per_second(r.cancel_calls, r.run_s), ull(r.cancels_by_cancellers),
       ull(r.cancelled), ull(r.cancel_lost), cancel_ns, cancel_ns > 0 ? 1e3 / cancel_ns : 0.0,
       r.cancel_batches ? static_cast<double>(r.cancel_calls) / static_cast<double>(r.cancel_batches) : 0.0,
-      r.cancelled + r.oneshot_fired() != 0
-          ? static_cast<double>(r.cancelled) / static_cast<double>(r.cancelled + r.oneshot_fired())
+      r.oneshot_cancelled() + r.oneshot_fired() != 0
+          ? static_cast<double>(r.oneshot_cancelled()) /
+                static_cast<double>(r.oneshot_cancelled() + r.oneshot_fired())
           : 0.0,
       o.cancel_share);
   s += format("fire        %llu callbacks (%.0f/s), of which %llu periodic runs (%.0f/s)\n", ull(r.fired),
               per_second(r.fired, r.run_s), ull(r.periodic_runs), per_second(r.periodic_runs, r.run_s));
   s += "  lateness, callback start - deadline (us), every fire:\n    " + percentile_line(r.lateness) + "\n";
   s += "  one-shot timers only:\n    " + percentile_line(r.oneshot_lateness) + "\n";
-  s += "  periodic runs only, each against its own point on the timer's grid:\n    " +
+  s += "  periodic runs only, each against its own point on the timer's grid (or the earliest its policy "
+       "lets it run):\n    " +
        percentile_line(r.periodic_lateness) + "\n";
   s += "  past the tick, callback start - deadline rounded up to the tick (us):\n    " +
        percentile_line(r.lateness_past_tick) + "\n";
+  s += policies_text(r);
   s += "tick lag    a pass's start behind the deadline it waited (or spun) for; the engine keeps "
        "only the worst per shard:";
   const EngineStats& e = r.engine;
@@ -434,10 +521,11 @@ void print_report(const Report& r, std::ostream& out) {
       ull(r.early_fires), us(static_cast<double>(r.min_lateness_ns)), ull(r.fired_before_tick),
       ull(r.cancel_true_not_pending), ull(r.off_shard), ull(r.unrecorded_fires));
   s += format(
-      "            at stop: %llu slots pending, %llu timers returned, %llu of them refused "
-      "cancel(), %llu pending slots not among them; stale cancels %llu, of which true %llu\n",
-      ull(r.pending_slots), ull(r.returned), ull(r.returned_cancel_false), ull(r.pending_not_returned),
-      ull(r.stale_cancels), ull(r.stale_cancel_true));
+      "            at stop: %llu slots pending, %llu timers handed to stop()'s visitor (stop(visit) returned "
+      "%llu), %llu of them refused cancel(), %llu pending slots not among them; stale cancels %llu, of "
+      "which true %llu\n",
+      ull(r.pending_slots), ull(r.returned), ull(r.stop_returned), ull(r.returned_cancel_false),
+      ull(r.pending_not_returned), ull(r.stale_cancels), ull(r.stale_cancel_true));
   s += format(
       "            Engine::stats(): scheduled %llu, fired %llu, cancelled %llu, rejected %llu, rearmed %llu, "
       "skipped %llu, pending %llu, executing %llu, callback errors %llu\n",
@@ -486,6 +574,10 @@ std::string report_json(const Report& r) {
   json.field("short_share", o.short_share);
   json.field("periodic", o.periodic);
   json.field("period_ns", o.period_ns);
+  json.field("periodic_policy", name_of(o.periodic_policy));
+  json.field("periodic_cancel", o.periodic_cancel);
+  json.field("misfire_every_ns", o.misfire_every_ns);
+  json.field("repeated", std::uint64_t{o.repeated});
   json.field("burst", o.burst);
   json.field("burst_every_ns", o.burst_every_ns);
   json.field("duration_ns", o.duration_ns);
@@ -664,6 +756,49 @@ std::string report_json(const Report& r) {
   curve_json(json, "lateness_curve", r.lateness);
   json.end_object();
 
+  json.begin_object("periodic");
+  json.begin_array("policies");
+  for (std::size_t k = 0; k < kPeriodicKinds; ++k) {
+    const PolicyReport& p = r.policies[k];
+    json.begin_object();
+    json.field("policy", name_of(static_cast<PeriodicPolicy>(k)));
+    json.field("timers", p.timers);
+    json.field("runs", p.runs);
+    json.field("before_bound", p.before_bound);
+    json.field("forced_misfires", p.forced);
+    json.end_object();
+  }
+  json.end_array();
+  json.field("cancelled", r.periodic_cancelled);
+  json.field("cancel_refused", r.periodic_cancel_refused);
+  json.field("runs_after_cancel", r.runs_after_cancel);
+  json.field("forced_skips", r.forced_skips);
+  json.field("skip_bound", r.skip_bound);
+  json.end_object();
+
+  const RepeatedReport& rt = r.repeated;
+  json.begin_object("repeated");
+  json.field("timers", rt.timers);
+  json.field("starts", rt.starts);
+  json.field("stops", rt.stops);
+  json.field("restarts", rt.restarts);
+  json.field("resets", rt.resets);
+  json.field("refused", rt.refused);
+  json.field("runs", rt.runs);
+  json.field("begun_before_call", rt.begun_before);
+  json.field("too_early", rt.too_early);
+  json.field("while_stopped", rt.while_stopped);
+  json.begin_object("engine");
+  json.field("scheduled", rt.engine.scheduled);
+  json.field("fired", rt.engine.fired);
+  json.field("cancelled", rt.engine.cancelled);
+  json.field("rejected", rt.engine.rejected);
+  json.field("pending", rt.engine.pending);
+  json.field("returned_at_stop", rt.returned);
+  json.field("callback_errors", rt.engine.callback_errors);
+  json.end_object();
+  json.end_object();
+
   const EngineStats& e = r.engine;
   json.begin_object("engine");
   json.field("scheduled", e.scheduled);
@@ -764,6 +899,7 @@ std::string report_json(const Report& r) {
   json.field("fired", r.fired);
   json.field("cancelled", r.total_cancelled());
   json.field("returned_at_stop", r.returned);
+  json.field("stop_returned", r.stop_returned);
   json.field("rejected", r.total_rejected());
   json.field("probes", r.probes);
   json.field("double_fires", r.double_fires);
@@ -782,6 +918,13 @@ std::string report_json(const Report& r) {
   json.field("stale_cancels", r.stale_cancels);
   json.field("stale_cancel_true", r.stale_cancel_true);
   json.field("callback_errors", e.callback_errors);
+  json.field("periodic_cancel_refused", r.periodic_cancel_refused);
+  std::uint64_t before_bound = 0;
+  for (const PolicyReport& p : r.policies) before_bound += p.before_bound;
+  json.field("periodic_before_bound", before_bound);
+  json.field("repeated_too_early", rt.too_early);
+  json.field("repeated_while_stopped", rt.while_stopped);
+  json.field("repeated_refused", rt.refused);
   json.end_object();
 
   json.begin_array("notices");

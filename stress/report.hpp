@@ -4,6 +4,7 @@
 // engine's stats() or a system call made during the run; none is derived from the options alone.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -13,6 +14,7 @@
 #include "options.hpp"
 #include "placement.hpp"
 #include "platform.hpp"
+#include "repeated.hpp"
 #include "tickwheel/engine.hpp"
 #include "workload.hpp"
 
@@ -63,6 +65,14 @@ struct ThreadInfo {
 struct ShardProbe {
   Histogram lag;             // a probe run's start behind its tick boundary, one per tick
   Histogram fires_per_tick;  // inline executor: callbacks the worker ran between two probe runs
+};
+
+// One kind of periodic timer (PeriodicPolicy), over the run.
+struct PolicyReport {
+  std::uint64_t timers = 0;        // started (schedule_every returned a timer)
+  std::uint64_t runs = 0;          // runs recorded against the kind's bound
+  std::uint64_t before_bound = 0;  // of those, started before the policy let them (a broken rule)
+  std::uint64_t forced = 0;        // forced misfires (--misfire-every)
 };
 
 // The interrupts one CPU of the run took during it.
@@ -128,14 +138,26 @@ struct Report {
 
   // Fires.
   std::uint64_t fired = 0;          // callbacks run, periodic runs included
-  std::uint64_t periodic_runs = 0;  // each followed by the timer's next period (catch_up)
+  std::uint64_t periodic_runs = 0;  // each followed by the timer's next period, or its end by a cancel
   Histogram lateness;               // callback start - deadline (early fires as 0), every fire
   Histogram oneshot_lateness;       // the same, one-shot and burst timers only
   Histogram periodic_lateness;      // periodic runs only, each against its own grid point (workload.hpp)
   Histogram lateness_past_tick;     // callback start - deadline rounded up to the tick, every fire
   std::int64_t min_lateness_ns = 0;
 
-  // The engine's own counters, right after stop() (before the returned timers were cancelled).
+  // Periodic timers by kind, and their cancels (workload.hpp).
+  std::array<PolicyReport, kPeriodicKinds> policies{};
+  std::uint64_t periodic_cancelled = 0;       // cancel() returned true on a periodic timer
+  std::uint64_t periodic_cancel_refused = 0;  // ... returned false (a broken rule)
+  std::uint64_t runs_after_cancel = 0;        // the run begun before such a cancel() returned
+  std::uint64_t forced_skips = 0;             // skips forced misfires made certain
+  std::uint64_t skip_bound = 0;               // most skips the skip timers' grids allow
+
+  // RepeatedTimer, on an engine of its own (repeated.hpp).
+  RepeatedReport repeated;
+
+  // The engine's own counters, after stop() and its visitor, which cancelled every timer stop()
+  // handed back (so pending is 0 and cancelled counts those cancels too).
   EngineStats engine;
   // Where callbacks ran: the largest Engine::stats().executing a sample saw (0 inline), and what
   // each thread that ran callbacks recorded, in the order of their first callback.
@@ -162,7 +184,8 @@ struct Report {
   double loadavg_end = -1;
 
   // Exactly-once accounting. Every counter from double_fires on must end at zero.
-  std::uint64_t returned = 0;               // timers stop() returned
+  std::uint64_t returned = 0;               // timers stop(visit) handed to the visitor
+  std::uint64_t stop_returned = 0;          // what stop(visit) returned: how many it handed over
   std::uint64_t pending_slots = 0;          // slots whose instance was pending after stop()
   std::uint64_t returned_cancel_false = 0;  // cancel() on a returned timer returned false
   std::uint64_t pending_not_returned = 0;   // a pending slot's handle not cancelled by that
@@ -190,6 +213,7 @@ struct Report {
   //     total_scheduled() + periodic_runs == fired + total_cancelled() + returned.
   std::uint64_t total_scheduled() const noexcept { return scheduled + probes; }
   std::uint64_t total_cancelled() const noexcept { return cancelled + probes - probe_failures; }
+  std::uint64_t oneshot_cancelled() const noexcept { return cancelled - periodic_cancelled; }
   std::uint64_t total_rejected() const noexcept;
   std::uint64_t oneshot_fired() const noexcept { return fired - periodic_runs; }  // bursts included
 };

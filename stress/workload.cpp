@@ -25,16 +25,18 @@ void FireOnce::operator()() const noexcept { recorders->on_fire(Clock::now(), de
 
 void FirePeriodic::operator()() const noexcept { recorders->on_periodic(Clock::now(), slot, seq); }
 
-Recorders::Recorders(Slot* slots, SlotRange periodic, SlotRange probes, std::size_t threads,
-                     std::int64_t tick_ns, std::int64_t period_ns)
+Recorders::Recorders(Slot* slots, SlotRange periodic, SlotRange probes, std::size_t threads, const Options& o)
     : slots_(slots),
       periodic_(periodic),
       probes_(probes),
       capacity_(threads),
-      tick_ns_(tick_ns),
-      period_ns_(period_ns),
+      tick_ns_(o.tick_ns),
+      period_ns_(o.period_ns),
+      policy_(o.periodic_policy),
+      misfire_every_ns_(o.misfire_every_ns),
+      inline_(o.executor == ExecutorKind::inline_),
       recorders_(std::make_unique<Recorder[]>(threads)),
-      next_due_(std::make_unique<std::int64_t[]>(periodic.size())),
+      track_(std::make_unique<PeriodicTrack[]>(periodic.size())),
       probe_state_(std::make_unique<ProbeState[]>(probes.size())) {}
 
 std::span<const Recorder> Recorders::claimed() const noexcept {
@@ -60,12 +62,11 @@ Recorder* Recorders::mine(std::uint32_t slot) noexcept {
   return t_claim.recorder;
 }
 
-void Recorders::record(Recorder& r, std::int64_t t, std::int64_t deadline,
-                       ConcurrentHistogram& lateness) noexcept {
+void Recorders::record(Recorder& r, std::int64_t t, std::int64_t deadline) noexcept {
   const std::int64_t late = t - deadline;
   if (late < 0) ++r.early_fires;
   r.min_lateness_ns = std::min(r.min_lateness_ns, late);
-  lateness.record(late > 0 ? static_cast<std::uint64_t>(late) : 0);
+  r.oneshot_lateness.record(late > 0 ? static_cast<std::uint64_t>(late) : 0);
   // The wheel's ticks count from steady_clock's epoch, the axis of `deadline`, so this is the
   // engine's own due time: the part of the lateness that the tick does not explain starts here.
   const std::int64_t due = (deadline + tick_ns_ - 1) / tick_ns_ * tick_ns_;
@@ -78,7 +79,7 @@ void Recorders::on_fire(std::int64_t t, std::int64_t deadline, std::uint32_t slo
                         std::uint32_t seq) noexcept {
   Recorder* r = mine(slot);
   if (r == nullptr) return;
-  record(*r, t, deadline, r->oneshot_lateness);
+  record(*r, t, deadline);
   std::uint32_t found = slot_word(seq, SlotState::pending);
   // acq_rel: the acquire half pairs with the arming thread's store of (seq, pending) (which the
   // engine's hand-off also publishes); the release half pairs with the producer's acquire load
@@ -113,22 +114,108 @@ void Recorders::on_probe(Recorder& r, std::int64_t t, std::uint32_t slot) noexce
   if (p.tid.load(std::memory_order_relaxed) == 0) p.tid.store(current_tid(), std::memory_order_release);
 }
 
+std::int64_t Recorders::first_grid_point_after(const PeriodicTrack& k, std::int64_t t) const noexcept {
+  return t < k.first_due ? k.first_due : k.first_due + ((t - k.first_due) / period_ns_ + 1) * period_ns_;
+}
+
+void Recorders::time_run(Recorder& r, std::int64_t t, std::uint32_t slot) noexcept {
+  PeriodicTrack& k = track_[slot - periodic_.begin];
+  const PeriodicPolicy kind = kind_of(slot);
+  PolicyCounts& counts = r.policy[static_cast<std::size_t>(kind)];
+  ++counts.runs;
+  ++k.runs;
+  const std::int64_t due = k.next_due;
+  if (t < due) {
+    ++counts.before_bound;
+  } else {
+    r.min_lateness_ns = std::min(r.min_lateness_ns, t - due);
+  }
+  // `due` is a tick boundary, so lateness past the tick is the same figure.
+  const auto late = static_cast<std::uint64_t>(std::max<std::int64_t>(t - due, 0));
+  r.periodic_lateness.record(late);
+  r.past_tick.record(late);
+  r.fired.add(1);
+  if (kind == PeriodicPolicy::catch_up && misfire_every_ns_ == 0) {
+    k.next_due = due + period_ns_;  // every grid point runs, however late this one is
+    return;
+  }
+  // Relaxed: the value is all that matters (see GridState).
+  GridState grid = k.grid.load(std::memory_order_relaxed);
+  if (grid == GridState::undecided) {
+    k.grid.compare_exchange_strong(grid, GridState::inexact, std::memory_order_relaxed);
+    grid = k.grid.load(std::memory_order_relaxed);
+  }
+  const bool exact = grid == GridState::exact;
+  if (k.skip_due) {
+    // This run's link came after the forced misfire's, so that one was handled: dropped.
+    ++r.forced_skips;
+    k.skip_due = false;
+  }
+  std::int64_t end = t;
+  bool forced = false;
+  // The last grid point t can be for, and the end of a forced misfire two periods and a tick past it.
+  const std::int64_t last_grid = t < k.first_due ? k.first_due : first_grid_point_after(k, t) - period_ns_;
+  // With every policy, each fixed-rate one in turn; with one, that one (never fixed_delay: the
+  // options refuse --misfire-every then).
+  if (misfire_every_ns_ != 0 && (policy_ != PeriodicPolicy::all || kind == r.misfire_turn)) {
+    if (r.next_misfire == 0) r.next_misfire = t + misfire_every_ns_;
+    if (t >= r.next_misfire) {
+      const std::int64_t until = last_grid + 2 * period_ns_ + tick_ns_;
+      while ((end = Clock::now()) < until) {
+      }
+      forced = true;
+      ++counts.forced;
+      r.next_misfire = end + misfire_every_ns_;
+      r.misfire_turn = static_cast<PeriodicPolicy>((static_cast<std::size_t>(kind) + 1) %
+                                                   static_cast<std::size_t>(PeriodicPolicy::fixed_delay));
+    }
+  }
+  if (kind != PeriodicPolicy::catch_up && !forced) end = Clock::now();
+  switch (kind) {
+    case PeriodicPolicy::catch_up: k.next_due = due + period_ns_; break;
+    case PeriodicPolicy::fire_once_now:
+    case PeriodicPolicy::skip: {
+      std::int64_t next = due + period_ns_;
+      if (exact && inline_) {
+        // This run's pass read its clock after the previous run ended (see the header).
+        if (k.prev_end != 0) next = std::max(next, first_grid_point_after(k, k.prev_end));
+        // A skip timer's next period is last_grid + period at the latest; the pass that handles it
+        // starts after `end`, a whole period past it: it must be dropped. Counted once a later run
+        // shows the period was handled (a cancel or stop() may take it first).
+        if (kind == PeriodicPolicy::skip && forced && end >= last_grid + 2 * period_ns_) {
+          k.skip_due = true;
+          next = std::max(next, first_grid_point_after(k, end));
+        }
+      }
+      k.next_due = next;
+      break;
+    }
+    case PeriodicPolicy::fixed_delay:
+      k.next_due = (end + period_ns_ + tick_ns_ - 1) / tick_ns_ * tick_ns_;
+      break;
+    case PeriodicPolicy::all: break;  // never a timer's kind
+  }
+  k.prev_end = end;
+}
+
 void Recorders::on_periodic(std::int64_t t, std::uint32_t slot, std::uint32_t seq) noexcept {
   Recorder* r = mine(slot);
   if (r == nullptr) return;
-  std::int64_t& due = next_due_[slot - periodic_.begin];
-  if (probes_.contains(slot)) {
-    on_probe(*r, t, slot);
-  } else {
-    record(*r, t, due, r->periodic_lateness);
-  }
   r->periodic_runs.add(1);
   std::atomic<std::uint32_t>& state = slots_[slot].state;
   std::uint32_t found = slot_word(seq, SlotState::pending);
-  // Acquire: pairs with the release store that ended the run before (on this thread or, with a
-  // pool, on another), which the engine's own hand-offs order before this run anyway.
-  if (!state.compare_exchange_strong(found, slot_word(seq, SlotState::fired), std::memory_order_acquire,
-                                     std::memory_order_relaxed)) {
+  // Acquire: pairs with the release that ended the run before (on this thread or, with a pool, on
+  // another), which the engine's own hand-offs order before this run anyway, and with a
+  // canceller's release of (seq, cancelled).
+  bool ours = state.compare_exchange_strong(found, slot_word(seq, SlotState::fired),
+                                            std::memory_order_acquire, std::memory_order_relaxed);
+  bool last = false;  // the run begun before a successful cancel() returned
+  if (!ours && found == slot_word(seq, SlotState::cancelled)) {
+    last = state.compare_exchange_strong(found, slot_word(seq, SlotState::ran_after_cancel),
+                                         std::memory_order_acquire, std::memory_order_relaxed);
+    if (last) ++r->runs_after_cancel;
+  }
+  if (!ours && !last) {
     if (seq_of(found) != seq || state_of(found) == SlotState::idle) {
       ++r->stray_fires;
     } else if (state_of(found) == SlotState::fired) {
@@ -136,11 +223,24 @@ void Recorders::on_periodic(std::int64_t t, std::uint32_t slot, std::uint32_t se
     } else {
       ++r->fired_after_cancel;
     }
-    return;
   }
-  due += period_ns_;  // catch_up: the next run is for the next grid point, however late this one is
-                      // (unused for a probe, whose ProbeState keeps its own)
-  state.store(slot_word(seq, SlotState::pending), std::memory_order_release);
+  if (probes_.contains(slot)) {
+    on_probe(*r, t, slot);
+  } else if (ours || last) {
+    time_run(*r, t, slot);
+  } else {
+    // A broken rule, counted above: sampled, but the slot's bounds are not touched (another run
+    // may be using them).
+    r->periodic_lateness.record(0);
+    r->past_tick.record(0);
+    r->fired.add(1);
+  }
+  if (!ours) return;
+  found = slot_word(seq, SlotState::fired);
+  // Release: pairs with the next run's acquire. It fails only if a cancel took the timer during
+  // this run (cancelled_in_run): then this run was the last, and the slot stays so.
+  state.compare_exchange_strong(found, slot_word(seq, SlotState::pending), std::memory_order_release,
+                                std::memory_order_relaxed);
 }
 
 DelayDraw::DelayDraw(const Options& o)

@@ -4,7 +4,7 @@
 // Slots. Every timer of the run belongs to a slot: the one-shot population, the burst timers and
 // the periodic timers each have a range of slots. A slot holds one timer at a time, an instance,
 // numbered by a sequence number that grows by one each time the slot is armed. Its state word is
-// seq << 2 | state, and each transition has one owner:
+// seq << 3 | state, and each transition has one owner:
 //   arming thread  (seq-1, anything but pending) -> (seq, pending), stored before the schedule call,
 //                  so the engine's hand-off publishes it to the callback; back to (seq, idle) if the
 //                  schedule fails (the instance never existed)
@@ -20,18 +20,54 @@
 // and is never returned by stop() shows up at the end as a pending slot stop() did not return.
 //
 // A periodic slot holds one instance for the timer's whole life: the engine re-arms it after each
-// run (Engine::schedule_every, fixed rate, Misfire::catch_up). Each run moves it (seq, pending)
-// -> (seq, fired) as it starts and back to (seq, pending) as it ends, so a run that finds it fired
-// overlaps another run of the same timer (the engine promises runs never overlap). The harness
-// never cancels a periodic timer: stop() returns every one, pending.
+// run. Each run moves it (seq, pending) -> (seq, fired) as it starts and back to (seq, pending) as
+// it ends, so a run that finds it fired overlaps another run of the same timer (the engine promises
+// runs never overlap). A share of the periodic timers is cancelled once during the run (not
+// re-armed); the rest stop() returns. A periodic cancel() returns true iff the timer was not
+// cancelled before, and then no run starts after it returns, but a run already begun finishes (the
+// engine's claim of a run comes before its callback's first instruction, so the harness cannot see
+// where a run begins, only where its callback records it). So the cancel's side is
+//   (seq, pending) -> (seq, cancelled)          no run recorded in progress
+//   (seq, fired)   -> (seq, cancelled_in_run)   a run in progress: it ends, and is the last
+// and a run that then finds (seq, cancelled) had begun before cancel() returned: it moves the slot
+// to (seq, ran_after_cancel) and is allowed, once. A run that finds cancelled_in_run or
+// ran_after_cancel started after the cancel: a fire after a successful cancel. A cancel() on a
+// periodic timer that returns false is a broken rule too (each instance is cancelled once).
 //
-// Periodic lateness. With catch_up every point of a fixed-rate timer's grid runs exactly once, in
-// order (a timer that falls behind runs each missed period, one per pass, never skipping one), so
-// run k is due at exactly g0 + k * period, g0 being the first run's tick. The producer picks g0 (a
-// tick boundary) and an initial delay that lands on it (see Producer::start_periodic()), and each
-// run measures its lateness against its own grid point, then moves the slot's next grid point on by
-// one period. Engine::stats() must then show rearmed == the runs the harness saw (every run is
-// followed by a next period) and skipped == 0.
+// Periodic policies (PeriodicPolicy): each periodic timer has one, and each run is checked against
+// a lower bound of the earliest time that policy lets it start, tracked per slot (PeriodicTrack):
+//   catch_up       every grid point g0 + k * period runs exactly once, in order, so run k is due at
+//                  exactly g0 + k * period: a run before it is a broken rule (and its lateness is
+//                  exact);
+//   fire_once_now  after a run whose pass was a whole period late, the timer resumes at the first
+//   skip           grid point after that pass's clock read, never at a missed one; a skip timer drops
+//                  such a period (stats().skipped) and resumes the same way. The pass that ran run
+//                  i read its clock after run i-1 had ended (inline: one thread runs a shard's
+//                  passes one after another; caller-driven alike), so run i+1 is due no earlier than
+//                  the first grid point after run i-1's end, nor than run i's grid point plus a
+//                  period: a run before that bound is a missed period run again (fire_once_now) or
+//                  a dropped period run after all (skip). With an executor the re-arm happens in a
+//                  later pass whose clock read the harness cannot place, so the bound is the grid
+//                  point plus a period only;
+//   fixed_delay    each run starts at least a period after the previous run's callback returned
+//                  (the engine reads its clock after the return): a run sooner is a broken rule.
+// The bound is exact while no misfire happens, so the lateness of fire_once_now and skip runs is
+// measured against it like catch_up's (overstated, never understated, after a misfire), and a
+// fixed_delay run's against the tick after its predecessor's end plus a period.
+//   These bounds rest on the grid: the producer knows g0 exactly only if its schedule call took
+// less than a tick (see Producer::start_periodic()); a slot whose grid is only a lower bound
+// (GridState::inexact) keeps the plain bound (grid point plus a period).
+//
+// Forced misfires (--misfire-every). Misfires are rare at a 100 ms period, so the rules above would
+// seldom be put to the test: with --misfire-every, each callback thread makes, that often, one
+// fixed-rate run (catch_up, fire_once_now and skip in turn) spin until two periods and a tick past
+// the last grid point it can be for. Its next period then comes due while the thread is still
+// spinning, and the pass that handles it starts a whole period late: catch_up runs it and every
+// later missed one, fire_once_now runs it once and resumes after that pass, skip drops it. For a skip
+// timer on an exact grid with the inline executor that drop is certain, so the harness counts it
+// (forced_skips, once a later run of the timer shows that period was handled) and stats().skipped
+// must be at least that; it must also be no more than the skip
+// timers' grid points that passed without a run (the skip bound, computed at the end).
 //
 // Tick probes. One more periodic timer per shard, put there by the driver with schedule_every_on()
 // at a period of one tick (Misfire::fire_once_now, so a stall is one late run, not a run of
@@ -94,14 +130,24 @@ class Counter {
   std::atomic<std::uint64_t> v_{0};
 };
 
-enum class SlotState : std::uint32_t { idle = 0, pending = 1, fired = 2, cancelled = 3 };
+enum class SlotState : std::uint32_t {
+  idle = 0,
+  pending = 1,
+  fired = 2,
+  cancelled = 3,
+  cancelled_in_run = 4,  // periodic: cancelled while a run was recorded in progress
+  ran_after_cancel = 5,  // periodic: the one run begun before its cancel() returned has started
+};
 
-inline constexpr std::uint32_t kSeqMask = (std::uint32_t{1} << 30) - 1;
+inline constexpr unsigned kStateBits = 3;
+inline constexpr std::uint32_t kSeqMask = (std::uint32_t{1} << (32 - kStateBits)) - 1;
 constexpr std::uint32_t slot_word(std::uint32_t seq, SlotState s) noexcept {
-  return (seq & kSeqMask) << 2 | static_cast<std::uint32_t>(s);
+  return (seq & kSeqMask) << kStateBits | static_cast<std::uint32_t>(s);
 }
-constexpr std::uint32_t seq_of(std::uint32_t word) noexcept { return word >> 2; }
-constexpr SlotState state_of(std::uint32_t word) noexcept { return static_cast<SlotState>(word & 3); }
+constexpr std::uint32_t seq_of(std::uint32_t word) noexcept { return word >> kStateBits; }
+constexpr SlotState state_of(std::uint32_t word) noexcept {
+  return static_cast<SlotState>(word & ((1U << kStateBits) - 1));
+}
 constexpr std::uint32_t next_seq(std::uint32_t seq) noexcept { return (seq + 1) & kSeqMask; }
 
 struct Slot {
@@ -143,6 +189,33 @@ struct FirePeriodic {
 static_assert(sizeof(FireOnce) <= 24 && sizeof(FirePeriodic) <= 16,
               "a timer's callable must fit the engine's inline bytes (24, periodic 16)");
 
+// Whether the harness knows a periodic timer's grid exactly (see the header). The producer
+// decides after its schedule call; a run that finds it undecided decides inexact first (both by
+// compare-and-swap, so one of them decides, and a run never uses a grid decided exact after it).
+enum class GridState : std::uint8_t { undecided, exact, inexact };
+
+// One periodic slot's rule state (not the probes'). Written by the producer before the schedule
+// call, then by each run, one at a time: the engine orders each run after the one before (runs never
+// overlap, and the node's hand-offs are release/acquire pairs), and the producer's writes reach the
+// first run through the schedule's hand-off.
+struct PeriodicTrack {
+  std::int64_t first_due = 0;  // g0, the first run's grid point (a tick boundary)
+  // The earliest the next run may start: its grid point (catch_up, and the others while on time), a
+  // lower bound of it, or for fixed_delay the tick after the previous end plus a period.
+  std::int64_t next_due = 0;
+  std::int64_t prev_end = 0;  // the previous run's last clock read; 0 before the first run
+  std::uint64_t runs = 0;
+  bool skip_due = false;  // a forced misfire left a period that must be dropped (skip)
+  std::atomic<GridState> grid{GridState::undecided};
+};
+
+// What one kind of periodic timer did, on one thread. Written by that thread; read after stop().
+struct PolicyCounts {
+  std::uint64_t runs = 0;
+  std::uint64_t before_bound = 0;  // runs that started before the policy let them (a broken rule)
+  std::uint64_t forced = 0;        // forced misfires: runs that spun past two periods
+};
+
 // What the callbacks of one thread measure and check. Cache-line aligned: two threads' recorders
 // are written by two threads, and must not share a line.
 class alignas(kCacheLine) Recorder {
@@ -161,9 +234,17 @@ class alignas(kCacheLine) Recorder {
   std::uint64_t fired_after_cancel = 0;
   std::uint64_t stray_fires = 0;
   std::uint64_t overlapping_runs = 0;   // a periodic run that started while another one ran
-  std::uint64_t early_fires = 0;        // callback start < deadline
-  std::uint64_t fired_before_tick = 0;  // callback start < deadline rounded up to the tick
+  std::uint64_t early_fires = 0;        // one-shot callback start < deadline
+  std::uint64_t fired_before_tick = 0;  // one-shot callback start < deadline rounded up to the tick
   std::int64_t min_lateness_ns = std::numeric_limits<std::int64_t>::max();
+  // Periodic runs by kind (not the probes'); skips a forced misfire made certain (see the header);
+  // the allowed runs begun before a periodic cancel() returned.
+  std::array<PolicyCounts, kPeriodicKinds> policy{};
+  std::uint64_t forced_skips = 0;
+  std::uint64_t runs_after_cancel = 0;
+  // Forced misfires on this thread: when the next may come, and which fixed-rate kind it takes.
+  std::int64_t next_misfire = 0;
+  PeriodicPolicy misfire_turn = PeriodicPolicy::catch_up;
   std::uint32_t first_slot = 0;  // the slot of the first timer this thread ran (names a worker's
                                  // shard: one-shot and periodic timers are on their producer's)
   // The thread's kernel id, stored at its first callback (relaxed: read by the driver after the
@@ -192,16 +273,39 @@ class Recorders {
   // callbacks (the workers, plus the pool's threads with an executor); a callback on one more is
   // counted in unrecorded() and not recorded.
   // `periodic` holds every periodic slot; the last `probes.size()` of them are the shards' tick
-  // probes, probe i on shard i.
-  Recorders(Slot* slots, SlotRange periodic, SlotRange probes, std::size_t threads, std::int64_t tick_ns,
-            std::int64_t period_ns);
+  // probes, probe i on shard i. The options give the tick, the period, each periodic timer's
+  // policy, the forced misfires and the executor (which decides the bounds, see the header).
+  Recorders(Slot* slots, SlotRange periodic, SlotRange probes, std::size_t threads, const Options& o);
+
+  // The kind of the periodic timer of `slot` (not a probe).
+  PeriodicPolicy kind_of(std::uint32_t slot) const noexcept {
+    return policy_ != PeriodicPolicy::all
+               ? policy_
+               : static_cast<PeriodicPolicy>((slot - periodic_.begin) % kPeriodicKinds);
+  }
 
   // The arming producer, before it schedules the periodic timer of `slot`: its first run's grid
   // point (a multiple of the tick). The engine's hand-off publishes it to the first run.
   void set_first_run(std::uint32_t slot, std::int64_t due) noexcept {
-    next_due_[slot - periodic_.begin] = due;
-    if (probes_.contains(slot)) probe_state_[slot - probes_.begin].next_due = due;
+    if (probes_.contains(slot)) {
+      probe_state_[slot - probes_.begin].next_due = due;
+      return;
+    }
+    PeriodicTrack& k = track_[slot - periodic_.begin];
+    k.first_due = due;
+    k.next_due = due;
+    // Relaxed: the schedule's hand-off publishes it with the rest.
+    k.grid.store(GridState::undecided, std::memory_order_relaxed);
   }
+  // The arming producer, once its schedule call returned: whether the first grid point is exact
+  // (the call took less than a tick). Relaxed: only the value matters, not what precedes it.
+  void settle_grid(std::uint32_t slot, bool exact) noexcept {
+    GridState undecided = GridState::undecided;
+    track_[slot - periodic_.begin].grid.compare_exchange_strong(
+        undecided, exact ? GridState::exact : GridState::inexact, std::memory_order_relaxed);
+  }
+  // After stop(): one periodic slot's rule state.
+  const PeriodicTrack& track(std::uint32_t slot) const noexcept { return track_[slot - periodic_.begin]; }
 
   // Callbacks, on whatever thread runs them (t is the callback's first clock read).
   void on_fire(std::int64_t t, std::int64_t deadline, std::uint32_t slot, std::uint32_t seq) noexcept;
@@ -217,8 +321,11 @@ class Recorders {
 
  private:
   Recorder* mine(std::uint32_t slot) noexcept;
-  void record(Recorder& r, std::int64_t t, std::int64_t deadline, ConcurrentHistogram& lateness) noexcept;
+  void record(Recorder& r, std::int64_t t, std::int64_t deadline) noexcept;
   void on_probe(Recorder& r, std::int64_t t, std::uint32_t slot) noexcept;
+  // A periodic run's timing: its check, its lateness, a forced misfire, the next run's bound.
+  void time_run(Recorder& r, std::int64_t t, std::uint32_t slot) noexcept;
+  std::int64_t first_grid_point_after(const PeriodicTrack& k, std::int64_t t) const noexcept;
 
   Slot* const slots_;
   const SlotRange periodic_;
@@ -226,11 +333,11 @@ class Recorders {
   const std::size_t capacity_;
   const std::int64_t tick_ns_;
   const std::int64_t period_ns_;
+  const PeriodicPolicy policy_;
+  const std::int64_t misfire_every_ns_;
+  const bool inline_;  // callbacks on the shard's own thread (no executor): the tighter bounds hold
   std::unique_ptr<Recorder[]> recorders_;
-  // Per periodic slot, the grid point of its next run: written by the producer before the
-  // schedule, then by each run, which the engine orders after the run before (runs never overlap,
-  // and the node's return to its shard and its next hand-off are release/acquire pairs).
-  std::unique_ptr<std::int64_t[]> next_due_;
+  std::unique_ptr<PeriodicTrack[]> track_;  // per periodic slot (the probes' entries unused)
   std::unique_ptr<ProbeState[]> probe_state_;
   std::atomic<std::size_t> taken_{0};         // recorders handed out (may pass capacity_)
   std::atomic<std::uint64_t> unrecorded_{0};  // any thread; only past capacity_
