@@ -86,6 +86,8 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
       pin_(opts.pin_workers),
       manual_(opts.threads == Threads::manual),
       own_clock_(opts.clock != nullptr),
+      on_pass_(opts.on_pass),
+      on_pass_context_(opts.on_pass_context),
       cpu_(cpu),
       tick_ns_(static_cast<std::uint64_t>(opts.tick.count())),
       executor_(dynamic_cast<InlineExecutor*>(opts.executor.get()) != nullptr ? nullptr
@@ -393,13 +395,15 @@ std::optional<Nanos> Shard::next_deadline(Nanos now) const noexcept {
 
 std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
   passes_.fetch_add(1, std::memory_order_relaxed);
+  const std::optional<Nanos> planned = planned_ns_;
+  const std::uint64_t moves_before = on_pass_ != nullptr ? wheel_.stats().moved : 0;
   if (planned_ns_ && now > *planned_ns_) {
     const std::int64_t lag = (now - *planned_ns_).count();
     if (lag > max_lag_ns_.load(std::memory_order_relaxed)) max_lag_ns_.store(lag, std::memory_order_relaxed);
   }
   // Netty's order: cancels first (their nodes must not be transferred into the wheel as live
   // timers only to be unlinked again), then at most transfer_cap hand-offs, then what is due.
-  drain_cancels();
+  const std::size_t cancels = drain_cancels();
   drain_returned();
   const std::size_t moved = transfer(transfer_cap_);
   cap_hit_ = moved == transfer_cap_ && transfers_.size_approx() != 0;
@@ -417,15 +421,29 @@ std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
   }
   refill();
   publish_stats();
+  if (on_pass_ != nullptr) [[unlikely]] {
+    const PassReport report{.shard = index_,
+                            .planned = planned,
+                            .start = now,
+                            .end = clock_now(),
+                            .cancels = cancels,
+                            .transferred = moved,
+                            .fired = ran(),
+                            .moved = wheel_.stats().moved - moves_before};
+    on_pass_(on_pass_context_, report);
+  }
   return ran();
 }
 
-void Shard::drain_cancels() noexcept {
+std::size_t Shard::drain_cancels() noexcept {
   std::array<CancelRecord, kBulk> records;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
   std::size_t n = 0;
+  std::size_t taken = 0;
   while ((n = cancels_.try_dequeue_bulk(records.data(), kBulk)) != 0) {
     for (std::size_t i = 0; i < n; ++i) wheel_.retire(records[i].node, records[i].gen);
+    taken += n;
   }
+  return taken;
 }
 
 std::size_t Shard::transfer(std::size_t cap) noexcept {

@@ -172,7 +172,7 @@ class Shard {
     wheel_.for_each_pending(
         [&](Node* node) { fn(Timer(this, node, node->gen.load(std::memory_order_relaxed))); });
   }
-  void drain_cancels() noexcept;  // also used by the engine's destructor, after stop()
+  std::size_t drain_cancels() noexcept;  // records taken; also the engine's destructor, after stop()
   void drain_returned() noexcept;
   // A cancel that comes after stop() (the caller holds the engine's lifecycle mutex).
   void retire_now(Node* node, std::uint32_t cancelled_gen) noexcept {
@@ -213,6 +213,8 @@ class Shard {
   const bool pin_;
   const bool manual_;
   const bool own_clock_;  // EngineOptions::clock is set: passes read it (host_.now())
+  void (*const on_pass_)(void*, const PassReport&) noexcept;  // EngineOptions::on_pass
+  void* const on_pass_context_;
   const unsigned cpu_;
   const std::uint64_t tick_ns_;
   Executor* const executor_;  // null: callbacks run inline; else owned by the engine's options

@@ -89,6 +89,18 @@ enum class Threads {
   manual,   // no threads: the caller's own loop calls Engine::poll(shard) (see there)
 };
 
+// What one pass of a shard did, as EngineOptions::on_pass reports it. Times are the engine's clock.
+struct PassReport {
+  std::size_t shard = 0;
+  std::optional<Nanos> planned;    // the wake-up the wait before it aimed at, if it had one
+  Nanos start{0};                  // the clock read the pass ran at
+  Nanos end{0};                    // the clock read when it was done (read only for this report)
+  std::size_t cancels = 0;         // cancel records taken from the shard's queue
+  std::size_t transferred = 0;     // hand-offs moved into the wheel (at most transfer_cap)
+  std::size_t fired = 0;           // callbacks run (or handed to the executor)
+  std::uint64_t moved = 0;         // timers moved down a level of the wheel
+};
+
 // Runtime options, validated by the constructor (std::invalid_argument naming the bad value).
 struct EngineOptions {
   std::size_t shards = 0;                    // 0 = one per physical core (hwloc)
@@ -148,6 +160,12 @@ struct EngineOptions {
   // not throw (what it throws is dropped). Null: the first such exception is logged once, through
   // `log`, and the rest are only counted.
   std::function<void(std::exception_ptr)> on_callback_error{};
+  // Called at the end of every pass of every shard, on the thread that ran it (a worker, or the
+  // thread in poll()), with what the pass did: for profilers (the stress harness's per-pass
+  // histograms). It must be short and must not call the engine; noexcept by its type. Null (the
+  // default): nothing is reported, and a pass reads no clock and no counter for it.
+  void (*on_pass)(void* context, const PassReport& pass) noexcept = nullptr;
+  void* on_pass_context = nullptr;
 };
 
 // A copyable handle to one scheduled timer (24 bytes). A default-constructed Timer, or one from a
