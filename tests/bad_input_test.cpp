@@ -25,7 +25,6 @@
 #include <functional>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -36,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine_support.hpp"
 #include "manual_clock.hpp"
 #include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
@@ -48,65 +48,11 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Runs and destructions per id. Atomic, so that worker-mode tests may share it; declared before
-// the Wheel or Engine of each test, whose destructor destroys the callables never run.
-struct Hits {
-  explicit Hits(std::size_t n) : ran(n), destroyed(n) {}
-  std::vector<std::atomic<int>> ran;
-  std::vector<std::atomic<int>> destroyed;
-  std::atomic<std::size_t> runs{0};
-};
-
-// A move-only callable that counts its run and, once across its moves, its destruction.
-class Hit {
- public:
-  Hit(Hits* h, std::size_t id) noexcept : h_(h), id_(id) {}
-  Hit(Hit&& o) noexcept : h_(o.h_), id_(o.id_), armed_(std::exchange(o.armed_, false)) {}
-  Hit(const Hit&) = delete;
-  Hit& operator=(const Hit&) = delete;
-  Hit& operator=(Hit&&) = delete;
-  ~Hit() {
-    if (armed_) h_->destroyed[id_].fetch_add(1);
-  }
-  void operator()() {
-    h_->ran[id_].fetch_add(1);
-    h_->runs.fetch_add(1, std::memory_order_release);
-  }
-
- private:
-  Hits* h_;
-  std::size_t id_;
-  bool armed_ = true;
-};
-static_assert(sizeof(Hit) <= 24);
-
-struct LogSink {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  std::vector<std::string> containing(std::string_view what) {
-    std::lock_guard lock(mu);
-    std::vector<std::string> out;
-    for (const std::string& l : lines) {
-      if (l.find(what) != std::string::npos) out.push_back(l);
-    }
-    return out;
-  }
-};
-std::function<void(std::string_view)> log_into(const std::shared_ptr<LogSink>& sink) {
-  return [sink](std::string_view line) {
-    std::lock_guard lock(sink->mu);
-    sink->lines.emplace_back(line);
-  };
-}
-
-EngineOptions workers(std::size_t shards) {
-  EngineOptions o;
-  o.shards = shards;
-  o.pin_workers = false;
-  return o;
-}
-
-Clock::time_point at(Nanos t) { return Clock::time_point(std::chrono::duration_cast<Clock::duration>(t)); }
+// This file's names for the shared recording callable (engine_support.hpp): Hits counts runs and
+// destructions per id, atomically, so worker-mode tests may share it; declared before the Wheel or
+// Engine of each test, whose destructor destroys the callables never run.
+using Hits = Tally;
+using Hit = Probe;
 
 // `make()` must throw std::invalid_argument whose message contains every one of `words`.
 template <class Make>

@@ -32,18 +32,11 @@
 #include <utility>
 #include <vector>
 
+#include "engine_support.hpp"
 #include "manual_clock.hpp"
 #include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/status.hpp"
-
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define TICKWHEEL_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define TICKWHEEL_TEST_SANITIZED 1
-#endif
-#endif
 
 namespace tickwheel::test {
 namespace {
@@ -102,12 +95,9 @@ int in_child(const std::function<int()>& body) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-#if defined(TICKWHEEL_TEST_SANITIZED)
-#define SKIP_UNDER_SANITIZERS() \
-  GTEST_SKIP() << "a sanitizer runtime aborts on a failed mapping; this test runs in the plain builds"
-#else
-#define SKIP_UNDER_SANITIZERS() (void)0
-#endif
+// Why the memory-exhaustion tests skip themselves under a sanitizer.
+constexpr std::string_view kSanitizerSkip =
+    "a sanitizer runtime aborts on a failed mapping; this test runs in the plain builds";
 
 // Counts destructions of the callables, to check that none is lost when memory runs out.
 struct Destroys {
@@ -124,9 +114,7 @@ struct Destroys {
 };
 
 EngineOptions quiet_workers(std::size_t shards) {
-  EngineOptions o;
-  o.shards = shards;
-  o.pin_workers = false;
+  EngineOptions o = workers(shards);
   o.log = [](std::string_view) {};
   return o;
 }
@@ -138,7 +126,7 @@ constexpr int kStartedUnderTheLimit = 10;
 constexpr int kFailedWithNone = 20;  // 20 + k: the failed start left k workers running
 
 TEST(EngineEdges, AWorkerThatCannotBeCreatedFailsTheScheduleAndALaterStartCreatesOnlyTheMissing) {
-  SKIP_UNDER_SANITIZERS();
+  if (kSanitized) GTEST_SKIP() << kSanitizerSkip;
   constexpr std::size_t kShards = 4;
   // The room left above what the child has mapped, swept from none to plenty, so that some tries
   // fail on the first worker, some part way through, and the last ones start them all.
@@ -179,7 +167,7 @@ TEST(EngineEdges, AWorkerThatCannotBeCreatedFailsTheScheduleAndALaterStartCreate
 }
 
 TEST(EngineEdges, StopOutOfMemoryThrowsLosesNothingAndTheNextStopHandsTheTimersBack) {
-  SKIP_UNDER_SANITIZERS();
+  if (kSanitized) GTEST_SKIP() << kSanitizerSkip;
   const int rc = in_child([] {
     constexpr long kN = 2'000'000;  // the returned list needs 48 MB
     std::atomic<long> destroyed{0};
@@ -206,7 +194,7 @@ TEST(EngineEdges, StopOutOfMemoryThrowsLosesNothingAndTheNextStopHandsTheTimersB
 }
 
 TEST(EngineEdges, TheDestructorNeedsNoMemoryWithWorkersAndTimersPending) {
-  SKIP_UNDER_SANITIZERS();
+  if (kSanitized) GTEST_SKIP() << kSanitizerSkip;
   const int rc = in_child([] {
     constexpr long kN = 300'000;
     std::atomic<long> destroyed{0};

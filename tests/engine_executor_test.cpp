@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine_support.hpp"
 #include "support.hpp"
 #include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
@@ -31,20 +32,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-EngineOptions pooled(std::shared_ptr<Executor> executor, std::size_t shards = 1) {
-  EngineOptions o;
-  o.shards = shards;
-  o.pin_workers = false;
-  o.executor = std::move(executor);
-  return o;
-}
-
-std::shared_ptr<ThreadPoolExecutor> pool(std::size_t threads) {
-  ThreadPoolOptions p;
-  p.threads = threads;
-  return std::make_shared<ThreadPoolExecutor>(p);
-}
 
 std::thread::id worker_thread_of(Engine& e, std::size_t shard) {
   std::atomic<bool> done{false};
@@ -64,7 +51,7 @@ std::thread::id worker_thread_of(Engine& e, std::size_t shard) {
 
 TEST(EngineExecutor, ThreadPoolRunsEveryCallbackOnceOffTheWorker) {
   auto exec = pool(2);
-  Engine e(pooled(exec));
+  Engine e(workers(1, exec));
   constexpr int kTimers = 5000;
   std::vector<std::atomic<int>> ran(kTimers);
   std::mutex m;
@@ -94,7 +81,7 @@ TEST(EngineExecutor, ThreadPoolRunsEveryCallbackOnceOffTheWorker) {
 
 TEST(EngineExecutor, SlowCallbacksDoNotHoldUpTheTick) {
   auto exec = pool(3);
-  Engine e(pooled(exec));
+  Engine e(workers(1, exec));
   Gate gate;
   std::atomic<int> slow_started{0};
   struct Slow {
@@ -129,7 +116,7 @@ TEST(EngineExecutor, SlowCallbacksDoNotHoldUpTheTick) {
 
 TEST(EngineExecutor, AThrowingCallbackIsCaughtCountedAndPassedToTheHandler) {
   auto exec = pool(1);
-  EngineOptions o = pooled(exec);
+  EngineOptions o = workers(1, exec);
   std::mutex m;
   std::vector<std::string> messages;
   o.on_callback_error = [&](std::exception_ptr error) {
@@ -197,7 +184,7 @@ class LoopExecutor final : public Executor {
 
 TEST(EngineExecutor, AUsersOwnExecutorRunsTheCallbacksOnItsThread) {
   auto loop = std::make_shared<LoopExecutor>();
-  Engine e(pooled(loop, 2));
+  Engine e(workers(2, loop));
   std::atomic<int> on_loop{0}, elsewhere{0};
   const std::thread::id loop_id = loop->id();
   for (int i = 0; i < 1000; ++i) {
@@ -213,7 +200,7 @@ TEST(EngineExecutor, AUsersOwnExecutorRunsTheCallbacksOnItsThread) {
 
 TEST(EngineExecutor, StopWaitsForTasksAlreadyHandedOverAndIsRefusedInsideOne) {
   auto exec = pool(2);
-  Engine e(pooled(exec));
+  Engine e(workers(1, exec));
   struct State {
     Engine* e = nullptr;
     Gate gate;
@@ -246,7 +233,7 @@ TEST(EngineExecutor, StopWaitsForTasksAlreadyHandedOverAndIsRefusedInsideOne) {
 
 TEST(EngineExecutor, PeriodicTimersOnThePoolNeverOverlapAndStopReturnsThemPending) {
   auto exec = pool(3);
-  EngineOptions o = pooled(exec);
+  EngineOptions o = workers(1, exec);
   o.tick = 100us;
   Engine e(o);
   struct Shared {
@@ -282,7 +269,7 @@ TEST(EngineExecutor, PeriodicTimersOnThePoolNeverOverlapAndStopReturnsThemPendin
 
 TEST(EngineExecutor, FixedDelayOnThePoolCountsFromTheEndOfEachRun) {
   auto exec = pool(1);
-  EngineOptions o = pooled(exec);
+  EngineOptions o = workers(1, exec);
   o.tick = 100us;
   Engine e(o);
   struct Spans {
@@ -315,7 +302,7 @@ TEST(EngineExecutor, FixedDelayOnThePoolCountsFromTheEndOfEachRun) {
 
 TEST(EngineExecutor, APeriodicTimerCancelledInsideItsPoolRunEnds) {
   auto exec = pool(2);
-  Engine e(pooled(exec));
+  Engine e(workers(1, exec));
   LiveCount live;
   struct State {
     Timer self;
@@ -369,7 +356,7 @@ TEST(EngineExecutor, CallerDrivenPollHandsOverAndReArmsWhatComesBack) {
 }
 
 TEST(EngineExecutor, AnExplicitInlineExecutorRunsOnTheWorker) {
-  Engine e(pooled(std::make_shared<InlineExecutor>()));
+  Engine e(workers(1, std::make_shared<InlineExecutor>()));
   const std::thread::id worker = worker_thread_of(e, 0);
   std::atomic<int> on_worker{0};
   for (int i = 0; i < 100; ++i) {
@@ -394,20 +381,13 @@ TEST(EngineExecutor, ThreadPoolOptionsAreCheckedAndRefusedBindingIsNotFatal) {
   nowhere.threads = 2;
   nowhere.pin = true;
   nowhere.cpus = {100000};
-  std::vector<std::string> lines;
-  std::mutex m;
-  nowhere.log = [&](std::string_view line) {
-    std::lock_guard lock(m);
-    lines.emplace_back(line);
-  };
+  auto sink = std::make_shared<LogSink>();
+  nowhere.log = log_into(sink);
   auto p = std::make_shared<ThreadPoolExecutor>(nowhere);
   EXPECT_EQ(p->thread_count(), 2u);
   EXPECT_EQ(p->bound_cpus(), (std::vector<int>{-1, -1}));
-  {
-    std::lock_guard lock(m);
-    EXPECT_EQ(lines.size(), 1u) << "binding refused must be said once";
-  }
-  Engine e(pooled(p));
+  EXPECT_EQ(sink->snapshot().size(), 1u) << "binding refused must be said once";
+  Engine e(workers(1, p));
   std::atomic<int> ran{0};
   ASSERT_TRUE(e.schedule_after(0ns, [&ran] { ran.fetch_add(1); }));
   EXPECT_TRUE(eventually([&] { return ran.load() == 1; })) << "an unbound pool must still run tasks";

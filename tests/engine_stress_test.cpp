@@ -35,37 +35,22 @@
 #include <utility>
 #include <vector>
 
+#include "engine_support.hpp"
 #include "support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/status.hpp"
-
-#if defined(__SANITIZE_THREAD__)
-#define TICKWHEEL_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TICKWHEEL_TEST_TSAN 1
-#endif
-#endif
 
 namespace tickwheel::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-#if defined(TICKWHEEL_TEST_TSAN)
-constexpr std::uint64_t kDefaultTimers = 500'000;
-#elif defined(NDEBUG)
-constexpr std::uint64_t kDefaultTimers = 1'500'000;
-#else
-constexpr std::uint64_t kDefaultTimers = 300'000;
-#endif
+constexpr std::uint64_t kDefaultTimers = kUnderTsan ? 500'000 : kOptimised ? 1'500'000 : 300'000;
 
 constexpr std::size_t kShards = 2;
 constexpr std::size_t kProducers = 2;
 constexpr std::size_t kCancellers = 2;
 constexpr std::size_t kCancelWindow = 4096;  // cancellers pick among the last this many ids
-
-std::int64_t now_ns() { return Clock::now().time_since_epoch().count(); }
 
 // A 64-bit mix (splitmix64's finaliser): the per-id choices of the callbacks.
 constexpr std::uint64_t mix(std::uint64_t x) {
@@ -250,15 +235,8 @@ void exactly_once_with_stop_racing_everything(std::size_t pool_threads, std::siz
               static_cast<unsigned long long>(seed), produced, stop_at);
 
   Ctx c(produced, produced / 4);
-  EngineOptions opts;
-  opts.shards = kShards;
-  opts.pin_workers = false;  // the 2-core test machine runs the producers and cancellers too
-  if (pool_threads != 0) {
-    ThreadPoolOptions pool;
-    pool.threads = pool_threads;
-    opts.executor = std::make_shared<ThreadPoolExecutor>(pool);
-  }
-  auto engine = std::make_unique<Engine>(opts);
+  // Unpinned: the 2-core test machine runs the producers and cancellers too.
+  auto engine = std::make_unique<Engine>(workers(kShards, pool_threads != 0 ? pool(pool_threads) : nullptr));
   c.engine = engine.get();
 
   std::atomic<bool> cancellers_done{false};

@@ -23,7 +23,6 @@
 #include <functional>
 #include <latch>
 #include <memory>
-#include <mutex>
 #include <ostream>
 #include <set>
 #include <stdexcept>
@@ -33,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine_support.hpp"
 #include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
 #include "tickwheel/status.hpp"
@@ -43,93 +43,11 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::int64_t now_ns() { return Clock::now().time_since_epoch().count(); }
-
-// Per-timer records, indexed by an id captured in the callable. `runs` is bumped with release
-// after the per-id writes, so a thread that saw runs reach N (acquire) may read them. Declared
-// before the Engine in every test: the engine's destructor destroys the callables never run, and
-// they write here.
-struct Tally {
-  explicit Tally(std::size_t n) : ran(n), destroyed(n), thread(n), fired_ns(n), due_ns(n, 0) {}
-  std::vector<std::atomic<int>> ran;
-  std::vector<std::atomic<int>> destroyed;
-  std::vector<std::thread::id> thread;  // the thread that ran it
-  std::vector<std::int64_t> fired_ns;   // steady clock when the callback started
-  std::vector<std::int64_t> due_ns;     // earliest legal fire time; written before the schedule
-  std::atomic<std::size_t> runs{0};
-
-  bool wait_runs(std::size_t n) {
-    return eventually([&] { return runs.load(std::memory_order_acquire) >= n; });
-  }
-};
-
-// A move-only callable that records its run and, once across all its moves, its destruction (an
-// engine that destroyed a callable twice, or never, shows in `destroyed`). 16 bytes: it fits the
-// 24-byte inline storage.
-class Probe {
- public:
-  Probe(Tally* t, std::size_t id) noexcept : t_(t), id_(static_cast<std::uint32_t>(id)) {}
-  Probe(Probe&& o) noexcept : t_(o.t_), id_(o.id_), armed_(std::exchange(o.armed_, false)) {}
-  Probe(const Probe&) = delete;
-  Probe& operator=(const Probe&) = delete;
-  Probe& operator=(Probe&&) = delete;
-  ~Probe() {
-    if (armed_) t_->destroyed[id_].fetch_add(1, std::memory_order_relaxed);
-  }
-  void operator()() {
-    t_->fired_ns[id_] = now_ns();
-    t_->thread[id_] = std::this_thread::get_id();
-    t_->ran[id_].fetch_add(1, std::memory_order_relaxed);
-    t_->runs.fetch_add(1, std::memory_order_release);
-  }
-
- private:
-  Tally* t_;
-  std::uint32_t id_;
-  bool armed_ = true;
-};
-static_assert(sizeof(Probe) <= 24);
-
-// Which timers a stop() result names, through the public API only: cancels every returned handle
-// (each must win: a returned timer is still pending), then reports the ids whose own handle turned
-// cancelled() by it. Exact: once stopped no node is reused, and a handle matches only its own
-// lifetime of a node. `handles[id]` is the Timer the schedule of timer `id` returned.
-std::set<long> ids_of_returned(std::vector<Timer>& returned, const std::vector<Timer>& handles) {
-  std::vector<bool> before(handles.size());
-  for (std::size_t i = 0; i < handles.size(); ++i) before[i] = handles[i].cancelled();
-  for (Timer& t : returned) EXPECT_TRUE(t.cancel()) << "a timer returned by stop() did not cancel";
-  std::set<long> ids;
-  for (std::size_t i = 0; i < handles.size(); ++i) {
-    if (!before[i] && handles[i].cancelled()) ids.insert(static_cast<long>(i));
-  }
-  EXPECT_EQ(ids.size(), returned.size()) << "returned handles that name no timer of this test, or one twice";
-  return ids;
-}
-
-// Collects the log hook's notices (called from any thread).
-struct LogSink {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  std::vector<std::string> snapshot() {
-    std::lock_guard lock(mu);
-    return lines;
-  }
-};
-std::function<void(std::string_view)> log_into(const std::shared_ptr<LogSink>& sink) {
-  return [sink](std::string_view line) {
-    std::lock_guard lock(sink->mu);
-    sink->lines.emplace_back(line);
-  };
-}
-
 // Options, built by assignment: EngineOptions has members without default initializers (cpus,
 // log), so a designated initializer that leaves them out trips -Wmissing-field-initializers.
 struct Opts {
   EngineOptions o;
-  explicit Opts(std::size_t shards, bool pin = false) {
-    o.shards = shards;
-    o.pin_workers = pin;
-  }
+  explicit Opts(std::size_t shards, bool pin = false) : o(workers(shards)) { o.pin_workers = pin; }
   Opts& tick(Nanos t) {
     o.tick = t;
     return *this;
@@ -156,7 +74,6 @@ struct Opts {
   }
   operator EngineOptions() const { return o; }  // NOLINT: implicit by design
 };
-EngineOptions unpinned(std::size_t shards) { return Opts(shards); }
 
 // ---------------------------------------------------------------------------------------------
 // Construction and options
@@ -213,7 +130,7 @@ TEST(EngineOptions, AcceptsTheTickBoundaries) {
 
 TEST(EngineLifecycle, StartsLazilyOnFirstSchedule) {
   Tally t(1);
-  Engine e(unpinned(2));
+  Engine e(workers(2));
   std::this_thread::sleep_for(20ms);  // a worker started by the constructor would have passed by now
   EXPECT_EQ(e.stats().passes, 0u) << "the constructor started the workers";
   EXPECT_EQ(e.stats().wakeups, 0u);
@@ -226,7 +143,7 @@ TEST(EngineLifecycle, StartsLazilyOnFirstSchedule) {
 
 TEST(EngineLifecycle, StartIsIdempotent) {
   Tally t(2);
-  Engine e(unpinned(2));
+  Engine e(workers(2));
   e.start();
   e.start();
   ASSERT_TRUE(e.schedule_on(0, 0ns, Probe(&t, 0)));
@@ -237,7 +154,7 @@ TEST(EngineLifecycle, StartIsIdempotent) {
 
 TEST(EngineLifecycle, StopBeforeStartReturnsNothingAndRefusesSchedules) {
   Tally t(1);
-  Engine e(unpinned(2));
+  Engine e(workers(2));
   EXPECT_TRUE(e.stop().empty());
   Timer x = e.schedule_after(0ns, Probe(&t, 0));
   EXPECT_FALSE(x);
@@ -247,7 +164,7 @@ TEST(EngineLifecycle, StopBeforeStartReturnsNothingAndRefusesSchedules) {
 
 TEST(EngineLifecycle, StopIsIdempotentAndLaterSchedulesFailWithStopped) {
   Tally t(8);
-  Engine e(unpinned(2));
+  Engine e(workers(2));
   std::vector<Timer> handles;
   for (std::size_t i = 0; i < 4; ++i) {
     handles.push_back(e.schedule_on(i % 2, 1h, Probe(&t, i)));
@@ -266,13 +183,13 @@ TEST(EngineLifecycle, StopIsIdempotentAndLaterSchedulesFailWithStopped) {
     EXPECT_EQ(x->status(), Status::stopped);
   }
   for (std::size_t i = 4; i < 7; ++i) EXPECT_EQ(t.destroyed[i].load(), 1) << "refused callable " << i;
-  EXPECT_EQ(ids_of_returned(first, handles), (std::set<long>{0, 1, 2, 3}));
+  EXPECT_EQ(ids_of_returned(first, handles), (std::set<std::size_t>{0, 1, 2, 3}));
 }
 
 // ShardStats::rejected: "schedules refused (max_pending_per_shard, stopped, ...)".
 TEST(EngineLifecycle, SchedulesRefusedAfterStopAreCountedAsRejected) {
   Tally t(3);
-  Engine e(unpinned(2));
+  Engine e(workers(2));
   ASSERT_TRUE(e.schedule_on(0, 0ns, Probe(&t, 0)));
   ASSERT_TRUE(t.wait_runs(1));
   EXPECT_TRUE(e.stop().empty());
@@ -286,7 +203,7 @@ TEST(EngineLifecycle, SchedulesRefusedAfterStopAreCountedAsRejected) {
 TEST(EngineLifecycle, StopReturnsExactlyTheTimersThatNeitherFiredNorWereCancelled) {
   constexpr std::size_t kFire = 10, kCancel = 10, kKeep = 10, kN = kFire + kCancel + kKeep;
   Tally t(kN);
-  auto e = std::make_unique<Engine>(unpinned(2));
+  auto e = std::make_unique<Engine>(workers(2));
   std::vector<Timer> handles;
   for (std::size_t i = 0; i < kN; ++i) {
     const Nanos delay = i < kFire ? Nanos(0) : Nanos(1h);
@@ -304,8 +221,8 @@ TEST(EngineLifecycle, StopReturnsExactlyTheTimersThatNeitherFiredNorWereCancelle
     EXPECT_FALSE(r.cancelled()) << "a returned timer must still be pending";
     EXPECT_FALSE(r.expired()) << "a returned timer must still be pending";
   }
-  std::set<long> expected;
-  for (std::size_t i = kFire + kCancel; i < kN; ++i) expected.insert(static_cast<long>(i));
+  std::set<std::size_t> expected;
+  for (std::size_t i = kFire + kCancel; i < kN; ++i) expected.insert(i);
   EXPECT_EQ(ids_of_returned(returned, handles), expected);
   for (std::size_t i = 0; i < kN; ++i) EXPECT_EQ(t.ran[i].load(), i < kFire ? 1 : 0) << i;
 
@@ -315,7 +232,7 @@ TEST(EngineLifecycle, StopReturnsExactlyTheTimersThatNeitherFiredNorWereCancelle
 
 TEST(EngineLifecycle, ReturnedTimersAreCancellableOnceAndReportIt) {
   Tally t(3);
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   for (std::size_t i = 0; i < 3; ++i) ASSERT_TRUE(e.schedule_after(1h, Probe(&t, i)));
   std::vector<Timer> returned = e.stop();
   ASSERT_EQ(returned.size(), 3u);
@@ -331,7 +248,7 @@ TEST(EngineLifecycle, ReturnedTimersAreCancellableOnceAndReportIt) {
 // destroys its callable" (so whatever the callable owns is released then, not at destruction).
 TEST(EngineLifecycle, CancelOfAReturnedTimerDestroysItsCallable) {
   Tally t(3);
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   for (std::size_t i = 0; i < 3; ++i) ASSERT_TRUE(e.schedule_after(1h, Probe(&t, i)));
   std::vector<Timer> returned = e.stop();
   ASSERT_EQ(returned.size(), 3u);
@@ -348,7 +265,7 @@ TEST(EngineLifecycle, StopReturnsHandOffsNotYetTransferred) {
   constexpr std::size_t kQueued = 100, kProbes = 100'000;
   Tally t(kQueued + kProbes);
   HoldGate gate;
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   ReleaseOnExit guard{gate};
   ASSERT_TRUE(e.schedule_after(0ns, [g = &gate] { g->pass(); }));
   ASSERT_TRUE(gate.wait_entered());
@@ -374,19 +291,19 @@ TEST(EngineLifecycle, StopReturnsHandOffsNotYetTransferred) {
   ASSERT_LT(probe, kQueued + kProbes) << "schedules kept succeeding after stop() was called";
   EXPECT_EQ(last, Status::stopped);
 
-  std::set<long> ids = ids_of_returned(returned, handles);
+  std::set<std::size_t> ids = ids_of_returned(returned, handles);
   std::size_t scheduled = 0;
   for (std::size_t i = 0; i <= probe; ++i) {
     if (!handles[i]) continue;
     ++scheduled;
     const int ran = t.ran[i].load();
-    const bool back = ids.count(static_cast<long>(i)) != 0;
+    const bool back = ids.count(i) != 0;
     EXPECT_EQ(ran + (back ? 1 : 0), 1) << "timer " << i << " ran " << ran << " time(s), returned: " << back;
   }
   EXPECT_EQ(t.runs.load() + ids.size(), scheduled);
   for (std::size_t i = 0; i < kQueued; ++i) {
-    EXPECT_EQ(ids.count(static_cast<long>(i)), 1u)
-        << "hand-off " << i << " was queued behind a held worker and must be returned by stop()";
+    EXPECT_EQ(ids.count(i), 1u) << "hand-off " << i
+                                << " was queued behind a held worker and must be returned by stop()";
   }
 }
 
@@ -394,7 +311,7 @@ TEST(EngineLifecycle, DestructionStopsAndDestroysEveryCallable) {
   constexpr std::size_t kN = 100;
   Tally t(kN);
   {
-    Engine e(unpinned(2));
+    Engine e(workers(2));
     for (std::size_t i = 0; i < kN; ++i) {
       ASSERT_TRUE(e.schedule_on(i % 2, i < kN / 2 ? Nanos(0) : Nanos(1h), Probe(&t, i)));
     }
@@ -409,7 +326,7 @@ TEST(EngineLifecycle, DestructionStopsAndDestroysEveryCallable) {
 TEST(EngineLifecycle, DestructionAfterStopDestroysReturnedCallables) {
   Tally t(5);
   {
-    Engine e(unpinned(1));
+    Engine e(workers(1));
     for (std::size_t i = 0; i < 5; ++i) ASSERT_TRUE(e.schedule_after(1h, Probe(&t, i)));
     std::vector<Timer> returned = e.stop();
     EXPECT_EQ(returned.size(), 5u);
@@ -424,7 +341,7 @@ TEST(EngineLifecycle, DestructionAfterStopDestroysReturnedCallables) {
 
 TEST(EngineSchedule, ScheduleAfterRunsExactlyOnce) {
   Tally t(2);
-  Engine e(unpinned(2));
+  Engine e(workers(2));
   Timer a = e.schedule_after(0ns, Probe(&t, 0));
   Timer b = e.schedule_after(2ms, Probe(&t, 1));
   ASSERT_TRUE(a);
@@ -465,12 +382,12 @@ void expect_never_early(EngineOptions opts) {
   for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(t.ran[i].load(), 1) << i;
 }
 
-TEST(EngineSchedule, NeverFiresBeforeItsDeadline) { expect_never_early(unpinned(2)); }
+TEST(EngineSchedule, NeverFiresBeforeItsDeadline) { expect_never_early(workers(2)); }
 TEST(EngineSchedule, NeverFiresBeforeItsDeadlineAtAFineTick) { expect_never_early(Opts(2).tick(100us)); }
 
 TEST(EngineSchedule, ScheduleAtATimePoint) {
   Tally t(3);
-  Engine e(unpinned(2));
+  Engine e(workers(2));
   const auto deadline = Clock::now() + 15ms;
   t.due_ns[0] = deadline.time_since_epoch().count();
   std::vector<Timer> handles;
@@ -481,14 +398,14 @@ TEST(EngineSchedule, ScheduleAtATimePoint) {
   ASSERT_TRUE(t.wait_runs(2));
   EXPECT_GE(t.fired_ns[0], t.due_ns[0]) << "fired " << (t.due_ns[0] - t.fired_ns[0]) << "ns early";
   std::vector<Timer> returned = e.stop();
-  EXPECT_EQ(ids_of_returned(returned, handles), std::set<long>{2});
+  EXPECT_EQ(ids_of_returned(returned, handles), std::set<std::size_t>{2});
   EXPECT_EQ(t.ran[0].load(), 1);
   EXPECT_EQ(t.ran[1].load(), 1);
 }
 
 TEST(EngineSchedule, ExtremeDelaysSaturateInsteadOfOverflowing) {
   Tally t(3);
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   std::vector<Timer> handles;
   handles.push_back(e.schedule_after(Nanos::max(), Probe(&t, 0)));
   handles.push_back(e.schedule_after(Nanos::max() - 1ns, Probe(&t, 1)));
@@ -496,14 +413,14 @@ TEST(EngineSchedule, ExtremeDelaysSaturateInsteadOfOverflowing) {
   for (const Timer& h : handles) ASSERT_TRUE(h);
   ASSERT_TRUE(t.wait_runs(1));
   std::vector<Timer> returned = e.stop();
-  EXPECT_EQ(ids_of_returned(returned, handles), (std::set<long>{0, 1}));
+  EXPECT_EQ(ids_of_returned(returned, handles), (std::set<std::size_t>{0, 1}));
   EXPECT_EQ(t.ran[2].load(), 1);
 }
 
 TEST(EngineSchedule, ScheduleOnRunsOnThatShardsWorker) {
   constexpr std::size_t kShards = 3, kPer = 6;
   Tally t(kShards * kPer);
-  Engine e(unpinned(kShards));
+  Engine e(workers(kShards));
   for (std::size_t i = 0; i < kShards * kPer; ++i) {
     Timer x = e.schedule_on(i % kShards, Nanos(std::chrono::milliseconds(i % 4)), Probe(&t, i));
     ASSERT_TRUE(x);
@@ -523,7 +440,7 @@ TEST(EngineSchedule, ScheduleOnRunsOnThatShardsWorker) {
 
 TEST(EngineSchedule, ScheduleOnAMissingShardFails) {
   Tally t(3);
-  Engine e(unpinned(2));
+  Engine e(workers(2));
   Timer a = e.schedule_on(e.shard_count(), 0ns, Probe(&t, 0));
   Timer b = e.schedule_on(e.shard_count() + 1000, 0ns, Probe(&t, 1));
   for (const Timer* x : {&a, &b}) {
@@ -546,7 +463,7 @@ TEST(EngineSchedule, ScheduleOnAMissingShardFails) {
 void spread_threads_over_shards(bool together) {
   constexpr std::size_t kShards = 2, kThreads = 4, kPer = 20;
   Tally t(kThreads * kPer);
-  Engine e(unpinned(kShards));
+  Engine e(workers(kShards));
   std::vector<std::size_t> first_shard(kThreads, 0);
   std::vector<int> moved(kThreads, 0);
   std::latch all_scheduled(kThreads);
@@ -602,7 +519,7 @@ TEST(EngineTimer, DefaultTimerNamesNothing) {
 TEST(EngineCancel, InTransitBeforeItFires) {
   Tally t(2);
   HoldGate gate;
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   ReleaseOnExit guard{gate};
   ASSERT_TRUE(e.schedule_after(0ns, [g = &gate] { g->pass(); }));
   ASSERT_TRUE(gate.wait_entered());
@@ -629,7 +546,7 @@ TEST(EngineCancel, InTransitBeforeItFires) {
 TEST(EngineCancel, InTheWheelWhileOverdue) {
   Tally t(2);
   HoldGate gate;
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   ReleaseOnExit guard{gate};
   Timer x = e.schedule_after(5ms, Probe(&t, 0));
   ASSERT_TRUE(x);
@@ -650,7 +567,7 @@ TEST(EngineCancel, InTheWheelWhileOverdue) {
 
 TEST(EngineCancel, FarTimerInTheWheelIsUnlinkedOnTheNextPass) {
   Tally t(2);
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   Timer x = e.schedule_after(1h, Probe(&t, 0));
   ASSERT_TRUE(x);
   ASSERT_TRUE(eventually([&] { return e.stats().pending == 1; })) << "never transferred";
@@ -668,7 +585,7 @@ TEST(EngineCancel, FarTimerInTheWheelIsUnlinkedOnTheNextPass) {
 
 TEST(EngineCancel, AfterItFiredIsFalse) {
   Tally t(1);
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   Timer x = e.schedule_after(0ns, Probe(&t, 0));
   ASSERT_TRUE(x);
   ASSERT_TRUE(t.wait_runs(1));
@@ -681,7 +598,7 @@ TEST(EngineCancel, AfterItFiredIsFalse) {
 
 TEST(EngineCancel, ThroughACopyOfTheHandle) {
   Tally t(1);
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   Timer x = e.schedule_after(1h, Probe(&t, 0));
   Timer y = x;
   EXPECT_TRUE(y.cancel());
@@ -694,7 +611,7 @@ TEST(EngineCancel, ThroughACopyOfTheHandle) {
 TEST(EngineCancel, StaleHandleTouchesNoOtherTimer) {
   constexpr std::size_t kLater = 20'000;
   Tally t(1 + kLater);
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   Timer old = e.schedule_after(0ns, Probe(&t, 0));
   ASSERT_TRUE(t.wait_runs(1));
   ASSERT_TRUE(eventually([&] { return t.destroyed[0].load() == 1; }));
@@ -841,7 +758,7 @@ struct Nest {
 TEST(EngineCallback, SchedulesOnItsOwnShardAndOnAnother) {
   Tally t(2);
   Nest n;
-  Engine e(unpinned(2));
+  Engine e(workers(2));
   n.engine = &e;
   n.tally = &t;
   ASSERT_TRUE(e.schedule_on(1, 0ns, [n = &n] {
@@ -875,7 +792,7 @@ struct Chain {
 
 TEST(EngineCallback, RearmingChainRunsEveryStep) {
   Chain c;
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   c.engine = &e;
   c.target = 200;
   ASSERT_TRUE(e.schedule_after(0ns, [c = &c] { c->step(); }));
@@ -887,7 +804,7 @@ TEST(EngineCallback, RearmingChainRunsEveryStep) {
 
 TEST(EngineCallback, CancelsAnotherTimer) {
   Tally t(2);
-  Engine e(unpinned(2));
+  Engine e(workers(2));
   struct Ctx {
     Timer victims[2];
     std::atomic<int> won{0};
@@ -911,7 +828,7 @@ TEST(EngineCallback, CancelsAnotherTimer) {
 
 TEST(EngineCallback, StopInsideACallbackThrowsLogicErrorAndTheEngineGoesOn) {
   Tally t(1);
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   struct Ctx {
     Engine* engine;
     std::atomic<int> logic_error{0}, other{0}, returned{0};
@@ -940,7 +857,7 @@ TEST(EngineCallback, StopInsideACallbackThrowsLogicErrorAndTheEngineGoesOn) {
 
 TEST(EngineCallback, AThrowingCallbackDoesNotKillTheWorker) {
   Tally t(21);
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   ASSERT_TRUE(e.schedule_after(0ns, Probe(&t, 0)));
   ASSERT_TRUE(t.wait_runs(1));
   const std::thread::id worker = t.thread[0];
@@ -1128,7 +1045,7 @@ TEST(EngineBinding, PinnedWorkersReportWhereTheyAreBound) {
 
 TEST(EngineStats, CountersAddUpPerShardAndInTotal) {
   Tally t(64);
-  Engine e(unpinned(2));
+  Engine e(workers(2));
   std::vector<Timer> far;
   for (std::size_t i = 0; i < 20; ++i) ASSERT_TRUE(e.schedule_on(i % 2, 0ns, Probe(&t, i)));
   for (std::size_t i = 20; i < 40; ++i) far.push_back(e.schedule_on(i % 2, 1h, Probe(&t, i)));
@@ -1186,7 +1103,7 @@ TEST(EngineStats, InTransitCancelsKeepPendingRight) {
   constexpr std::size_t kN = 10, kCancel = 4;
   Tally t(kN + 1);
   HoldGate gate;
-  Engine e(unpinned(1));
+  Engine e(workers(1));
   ReleaseOnExit guard{gate};
   ASSERT_TRUE(e.schedule_after(0ns, [g = &gate] { g->pass(); }));
   ASSERT_TRUE(gate.wait_entered());

@@ -22,9 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -34,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine_support.hpp"
 #include "manual_clock.hpp"
 #include "support.hpp"
 #include "thread_support.hpp"
@@ -41,126 +40,13 @@
 #include "tickwheel/status.hpp"
 #include "tickwheel/wheel.hpp"
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define TICKWHEEL_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define TICKWHEEL_TEST_SANITIZED 1
-#endif
-#endif
-
 namespace tickwheel::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
-// Per-timer records, indexed by an id captured in the callable. `runs` is bumped with release after
-// the per-id writes, so a thread that saw it reach N (acquire) may read them. `seq` numbers the
-// runs, for order checks in caller-driven tests (one thread). Declared before the Engine in every
-// test: the engine's destructor destroys the callables never run, and they write here.
-struct Tally {
-  explicit Tally(std::size_t n) : ran(n), destroyed(n), thread(n), seq(n, -1) {}
-  std::vector<std::atomic<int>> ran;
-  std::vector<std::atomic<int>> destroyed;
-  std::vector<std::thread::id> thread;  // the thread that ran it
-  std::vector<long> seq;                // the run's place among all runs
-  std::atomic<long> next_seq{0};
-  std::atomic<std::size_t> runs{0};
-
-  bool wait_runs(std::size_t n) {
-    return eventually([&] { return runs.load(std::memory_order_acquire) >= n; });
-  }
-  int total_destroyed() const {
-    int n = 0;
-    for (const auto& d : destroyed) n += d.load();
-    return n;
-  }
-};
-
-// What a Probe does after recording its run.
-enum class Throw : std::uint8_t { none, std_exception, integer, other_type };
-struct NotAnException {};
-
-// A move-only callable that records its run, then throws if told to, and records its destruction
-// once across its moves (an engine that destroyed a callable twice, or never, shows in
-// `destroyed`). 16 bytes: it fits the 24-byte inline storage.
-class Probe {
- public:
-  Probe(Tally* t, std::size_t id, Throw how = Throw::none) noexcept
-      : t_(t), id_(static_cast<std::uint32_t>(id)), how_(how) {}
-  Probe(Probe&& o) noexcept : t_(o.t_), id_(o.id_), how_(o.how_), armed_(std::exchange(o.armed_, false)) {}
-  Probe(const Probe&) = delete;
-  Probe& operator=(const Probe&) = delete;
-  Probe& operator=(Probe&&) = delete;
-  ~Probe() {
-    if (armed_) t_->destroyed[id_].fetch_add(1, std::memory_order_relaxed);
-  }
-  void operator()() {
-    t_->thread[id_] = std::this_thread::get_id();
-    t_->seq[id_] = t_->next_seq.fetch_add(1, std::memory_order_relaxed);
-    t_->ran[id_].fetch_add(1, std::memory_order_relaxed);
-    t_->runs.fetch_add(1, std::memory_order_release);
-    switch (how_) {
-      case Throw::none: return;
-      case Throw::std_exception: throw std::runtime_error("injected fault");
-      case Throw::integer: throw 42;
-      case Throw::other_type: throw NotAnException{};
-    }
-  }
-
- private:
-  Tally* t_;
-  std::uint32_t id_;
-  Throw how_;
-  bool armed_ = true;
-};
-static_assert(sizeof(Probe) <= 24);
-
+// The kind of exception the i-th throwing callable throws: the three kinds in turn.
 Throw nth_fault(std::size_t i) { return static_cast<Throw>(1 + i % 3); }
-
-// Collects the log hook's notices (called from any thread).
-struct LogSink {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  std::size_t count_containing(std::string_view what) {
-    std::lock_guard lock(mu);
-    return static_cast<std::size_t>(std::count_if(
-        lines.begin(), lines.end(), [&](const std::string& l) { return l.find(what) != std::string::npos; }));
-  }
-};
-std::function<void(std::string_view)> log_into(const std::shared_ptr<LogSink>& sink) {
-  return [sink](std::string_view line) {
-    std::lock_guard lock(sink->mu);
-    sink->lines.emplace_back(line);
-  };
-}
-
-EngineOptions workers(std::size_t shards) {
-  EngineOptions o;
-  o.shards = shards;
-  o.pin_workers = false;  // the 2-core test machine runs the test thread too
-  return o;
-}
-
-std::chrono::steady_clock::time_point at(Nanos t) {
-  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(t));
-}
-
-// The ids whose handles a stop() result names, through the public API only: cancels every returned
-// handle (each must win: a returned timer is still pending), then reports the ids whose own handle
-// turned cancelled() by it. Exact: once stopped no node is reused.
-std::set<std::size_t> ids_of_returned(std::vector<Timer>& returned, const std::vector<Timer>& handles) {
-  std::vector<bool> before(handles.size());
-  for (std::size_t i = 0; i < handles.size(); ++i) before[i] = handles[i].cancelled();
-  for (Timer& t : returned) EXPECT_TRUE(t.cancel()) << "a timer returned by stop() did not cancel";
-  std::set<std::size_t> ids;
-  for (std::size_t i = 0; i < handles.size(); ++i) {
-    if (!before[i] && handles[i].cancelled()) ids.insert(i);
-  }
-  EXPECT_EQ(ids.size(), returned.size()) << "returned handles that name no timer of this test";
-  return ids;
-}
 
 void expect_stats_add_up(const EngineStats& s) {
   EXPECT_EQ(s.scheduled, s.fired + s.cancelled + s.pending)
@@ -218,7 +104,7 @@ TEST(FaultInjection, ThrowingCallbacksAreCountedExactlyAndTheWorkersGoOn) {
   expect_stats_add_up(s);
   EXPECT_TRUE(e.stop().empty());
   for (std::size_t id = 0; id < kTotal; ++id) EXPECT_EQ(t.destroyed[id].load(), 1) << "callable " << id;
-  EXPECT_EQ(sink->count_containing("threw"), 1u) << "the throw notice must be given once per engine";
+  EXPECT_EQ(sink->containing("threw").size(), 1u) << "the throw notice must be given once per engine";
 }
 
 // Caller-driven: a throwing callback counts against poll()'s limit like any other, the pass goes on
@@ -839,13 +725,7 @@ TEST(FaultInjection, AClockJumpRunsWhatIsDueOnceInTickOrderAndNothingElse) {
 // ---------------------------------------------------------------------------------------------
 // Memory under churn
 
-#if defined(TICKWHEEL_TEST_SANITIZED)
-constexpr std::uint64_t kDefaultChurnOps = 200'000;
-#elif defined(NDEBUG)
-constexpr std::uint64_t kDefaultChurnOps = 10'000'000;
-#else
-constexpr std::uint64_t kDefaultChurnOps = 500'000;
-#endif
+constexpr std::uint64_t kDefaultChurnOps = kSanitized ? 200'000 : kOptimised ? 10'000'000 : 500'000;
 
 constexpr std::uint32_t kPopulation = 65'536;
 constexpr std::size_t kCancelsPerRound = 128;
@@ -1027,14 +907,14 @@ TEST(FaultInjection, EngineChurnWithAStablePopulationStopsGrowingMemory) {
         "[ churn ] engine: %llu operations, resident %.1f MiB after the warm-up, %.1f MiB at the end\n",
         static_cast<unsigned long long>(c.ops), static_cast<double>(warm) / (1 << 20),
         static_cast<double>(end) / (1 << 20));
-#if defined(TICKWHEEL_TEST_SANITIZED)
-    // Not compared under a sanitizer: ASan's quarantine and TSan's shadow and history memory grow
-    // with the work done, whatever the engine does. The accounting below still runs.
-    std::printf("[ churn ] resident memory not compared under a sanitizer\n");
-#else
-    EXPECT_LE(end, warm + kRssTolerance)
-        << "resident memory grew by " << (end - warm) << " bytes after the warm-up";
-#endif
+    if (kSanitized) {
+      // Not compared under a sanitizer: ASan's quarantine and TSan's shadow and history memory grow
+      // with the work done, whatever the engine does. The accounting below still runs.
+      std::printf("[ churn ] resident memory not compared under a sanitizer\n");
+    } else {
+      EXPECT_LE(end, warm + kRssTolerance)
+          << "resident memory grew by " << (end - warm) << " bytes after the warm-up";
+    }
     EXPECT_EQ(e.poll(0, fake_now()), 0u);  // moves the last replacements into the wheel; none is due
     const EngineStats s = e.stats();
     EXPECT_EQ(s.scheduled, c.scheduled);

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine_support.hpp"
 #include "manual_clock.hpp"
 #include "support.hpp"
 #include "thread_support.hpp"
@@ -489,18 +490,9 @@ TEST_F(RepeatedTimerManual, TheDestructorFromInsideItsCallbackLetsTheRunFinishTh
 // ---- Threads ----
 
 EngineOptions threaded(std::size_t shards, std::shared_ptr<Executor> executor = {}) {
-  EngineOptions o;
-  o.shards = shards;
+  EngineOptions o = workers(shards, std::move(executor));
   o.tick = 100us;
-  o.pin_workers = false;
-  o.executor = std::move(executor);
   return o;
-}
-
-std::shared_ptr<ThreadPoolExecutor> pool(std::size_t threads) {
-  ThreadPoolOptions p;
-  p.threads = threads;
-  return std::make_shared<ThreadPoolExecutor>(p);
 }
 
 // Counts runs in on_trigger and any two that overlap. Sequentially consistent throughout: the

@@ -158,29 +158,7 @@ class EngineRun {
   }
 
  private:
-  // The callable every timer carries, 16 bytes so that a periodic timer can carry it too. It holds
-  // one entry of alive_ from its creation to its destruction, handed on by the move constructor,
-  // so the model sees when the engine destroys a callable, and a second destruction.
-  class Fire {
-   public:
-    Fire(EngineRun* run, std::uint32_t serial) noexcept : run_(run), serial_(serial), owner_(true) {
-      run_->alive_.insert(serial_);
-    }
-    Fire(Fire&& o) noexcept : run_(o.run_), serial_(o.serial_), owner_(std::exchange(o.owner_, false)) {}
-    Fire(const Fire&) = delete;
-    Fire& operator=(const Fire&) = delete;
-    Fire& operator=(Fire&&) = delete;
-    ~Fire() {
-      if (owner_) run_->died(serial_);
-    }
-    void operator()() { run_->on_fire(serial_); }
-
-   private:
-    EngineRun* run_;
-    std::uint32_t serial_;
-    bool owner_;
-  };
-  static_assert(sizeof(Fire) <= 16, "must fit a periodic timer's node");
+  friend class Fire<EngineRun>;  // calls born(), on_fire() and died()
 
   // The executor: it queues each task and runs none until the input says so.
   class QueueExecutor final : public Executor {
@@ -442,17 +420,14 @@ class EngineRun {
 
   void op_schedule_every(std::uint8_t op) {
     const unsigned kind = (op >> 4) % 4;  // 0 and 1: any shard; 2: a given one; 3: one past the last
-    const std::int64_t p = decode_period(in_, tick_);
-    const std::uint8_t flags = in_.u8();
-    PeriodicOptions opts;
-    opts.cadence = (flags & 1) != 0 ? Cadence::fixed_delay : Cadence::fixed_rate;
-    opts.misfire = static_cast<Misfire>((flags >> 1) % 3);
-    if ((flags & 0x80) != 0) opts.initial_delay = Nanos(delay());
+    const PeriodicCall call = PeriodicCall::decode(in_, tick_, [this] { return delay(); });
+    const std::int64_t p = call.period_ns;
+    const PeriodicOptions& opts = call.options;
     std::size_t asked = Engine::any_shard;
     if (kind == 2) asked = in_.u8() % shards_;
     if (kind == 3) asked = shards_ + in_.u8() % 2;
     const Expect e = expect(asked);
-    if ((flags & 0x78) == 0x78) {
+    if (call.null_fn) {
       // A null function pointer is refused first, whatever the period or the shard.
       const tickwheel::Timer t = engine_->schedule_every_on(asked, Nanos(p), kNullFn, opts);
       check(!t && t.status() == Status::null_callback && engine_->stats().rejected == e.rejected,
@@ -466,15 +441,14 @@ class EngineRun {
       t = kind == 0 ? engine_->schedule_every(Nanos(p), std::move(fn), opts)
                     : engine_->schedule_every_on(asked, Nanos(p), std::move(fn), opts);
     }
-    const std::int64_t first =
-        opts.initial_delay ? std::max<std::int64_t>(opts.initial_delay->count(), 0) : p;
+    const std::int64_t first = call.first_delay();
     TICKWHEEL_FUZZ_TRACE(
         "schedule_every #%u (period %lld, %s, misfire %u, first %lld, shard %lld) -> %s, shard %zu", serial,
         ll(p), opts.cadence == Cadence::fixed_rate ? "fixed rate" : "fixed delay",
         static_cast<unsigned>(opts.misfire), ll(first),
         asked == Engine::any_shard ? -1LL : static_cast<long long>(asked),
         std::string(to_string(t.status())).c_str(), t.shard());
-    if (PeriodicRule::refused(p, opts.cadence, tick_)) {
+    if (call.refused(tick_)) {
       // Refused before a shard is chosen, so before no_such_shard and stopped; not counted.
       check(!t && t.status() == Status::bad_period, "a bad period was not refused with bad_period", p);
       check(engine_->stats().rejected == e.rejected, "bad_period was counted as rejected");
@@ -483,10 +457,7 @@ class EngineRun {
     if (kind == 3) return no_such_shard(t, e);
     Rec rec;
     rec.periodic = true;
-    rec.rule = PeriodicRule{.cadence = opts.cadence,
-                            .misfire = opts.misfire,
-                            .period_ns = p,
-                            .period_ticks = static_cast<std::uint64_t>(p / tick_)};
+    rec.rule = call.rule(tick_);
     record(t, serial, e, rec, sat_add(g_clock, first));
   }
 
@@ -1210,6 +1181,7 @@ class EngineRun {
     return what >= 0xF0;
   }
 
+  void born(std::uint32_t serial) { alive_.insert(serial); }
   void died(std::uint32_t serial) {
     check(alive_.erase(serial) == 1, "a callable was destroyed twice", serial);
     awaiting_death_.erase(serial);

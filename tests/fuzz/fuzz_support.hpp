@@ -1,15 +1,18 @@
 // tests/fuzz/fuzz_support.hpp — what the two fuzz targets share: the byte reader that turns a
-// fuzzer input into decisions, the failure report, time arithmetic done the slow, obvious way, and
-// the periodic timer's re-arm rules written out from wheel.hpp (the reference models must not
-// borrow the library's own helpers, or a shared bug would cancel out).
+// fuzzer input into decisions, the callable their timers carry, the failure report, time
+// arithmetic done the slow, obvious way, and the periodic timer's re-arm rules written out from
+// wheel.hpp (the reference models must not borrow the library's own helpers, or a shared bug would
+// cancel out).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <utility>
 
 #include "tickwheel/wheel.hpp"
 
@@ -58,6 +61,33 @@ class Bytes {
   std::size_t front_;
   std::size_t back_;
   bool from_back_ = false;
+};
+
+// The callable every timer of a target carries, 16 bytes so that a periodic timer can carry it
+// too. It stands for one callable from its creation to its destruction, handed on by the move
+// constructor, so the model sees when the library destroys a callable, and a second destruction.
+// `Run` is the target's driver, which befriends Fire<Run>: Fire calls its born(serial) when made,
+// on_fire(serial) when run, and died(serial) when the last owner is destroyed.
+template <class Run>
+class Fire {
+ public:
+  Fire(Run* run, std::uint32_t serial) noexcept : run_(run), serial_(serial), owner_(true) {
+    static_assert(sizeof(Fire) <= 16, "must fit a periodic timer's node");
+    run_->born(serial_);
+  }
+  Fire(Fire&& o) noexcept : run_(o.run_), serial_(o.serial_), owner_(std::exchange(o.owner_, false)) {}
+  Fire(const Fire&) = delete;
+  Fire& operator=(const Fire&) = delete;
+  Fire& operator=(Fire&&) = delete;
+  ~Fire() {
+    if (owner_) run_->died(serial_);
+  }
+  void operator()() { run_->on_fire(serial_); }
+
+ private:
+  Run* run_;
+  std::uint32_t serial_;
+  bool owner_;
 };
 
 // A disagreement between the library and its reference model: print it and abort, which
@@ -175,6 +205,45 @@ struct PeriodicRule {
     const std::uint64_t next = due + period_ticks;
     if (next > T || misfire == Misfire::catch_up) return next < max_tick ? next : max_tick;
     return first_grid_point_after(due, T, max_tick);
+  }
+};
+
+// A schedule_every call as both targets decode it: the period (decode_period), then a flags byte:
+// bit 0 the cadence (set: fixed delay), bits 1-2 the misfire policy, bit 7 an initial delay (then
+// read by the target's own `delay`), and bits 3-6 all set a null function pointer instead of a
+// callable.
+struct PeriodicCall {
+  std::int64_t period_ns = 0;
+  PeriodicOptions options;
+  bool null_fn = false;
+
+  template <class Delay>
+  static PeriodicCall decode(Bytes& in, std::int64_t tick_ns, Delay delay) {
+    PeriodicCall c;
+    c.period_ns = decode_period(in, tick_ns);
+    const std::uint8_t flags = in.u8();
+    c.options.cadence = (flags & 1) != 0 ? Cadence::fixed_delay : Cadence::fixed_rate;
+    c.options.misfire = static_cast<Misfire>((flags >> 1) % 3);
+    if ((flags & 0x80) != 0) c.options.initial_delay = Nanos(delay());
+    c.null_fn = (flags & 0x78) == 0x78;
+    return c;
+  }
+
+  // Whether schedule_every refuses the period with Status::bad_period.
+  bool refused(std::int64_t tick_ns) const noexcept {
+    return PeriodicRule::refused(period_ns, options.cadence, tick_ns);
+  }
+  // The delay to the first run, as wheel.hpp states it: the initial delay if set (a negative one
+  // counts as 0), else one period.
+  std::int64_t first_delay() const noexcept {
+    return options.initial_delay ? std::max<std::int64_t>(options.initial_delay->count(), 0) : period_ns;
+  }
+  // The rules of the runs after the first, for a period schedule_every accepts.
+  PeriodicRule rule(std::int64_t tick_ns) const noexcept {
+    return PeriodicRule{.cadence = options.cadence,
+                        .misfire = options.misfire,
+                        .period_ns = period_ns,
+                        .period_ticks = static_cast<std::uint64_t>(period_ns / tick_ns)};
   }
 };
 

@@ -114,29 +114,7 @@ class WheelRun {
   }
 
  private:
-  // The callable every timer carries, 16 bytes so that a periodic timer can carry it too. It holds
-  // one entry of alive_ from its creation to its destruction, handed on by the move constructor,
-  // so the model sees when the wheel destroys a callable, and a second destruction.
-  class Fire {
-   public:
-    Fire(WheelRun* run, std::uint32_t serial) noexcept : run_(run), serial_(serial), owner_(true) {
-      run_->alive_.insert(serial_);
-    }
-    Fire(Fire&& o) noexcept : run_(o.run_), serial_(o.serial_), owner_(std::exchange(o.owner_, false)) {}
-    Fire(const Fire&) = delete;
-    Fire& operator=(const Fire&) = delete;
-    Fire& operator=(Fire&&) = delete;
-    ~Fire() {
-      if (owner_) run_->died(serial_);
-    }
-    void operator()() { run_->on_fire(serial_); }
-
-   private:
-    WheelRun* run_;
-    std::uint32_t serial_;
-    bool owner_;
-  };
-  static_assert(sizeof(Fire) <= 16, "must fit a periodic timer's node");
+  friend class Fire<WheelRun>;  // calls born(), on_fire() and died()
 
   enum class Place : std::uint8_t { wheel, late, due, running };
 
@@ -296,33 +274,24 @@ class WheelRun {
   }
 
   void op_schedule_every() {
-    const std::int64_t p = decode_period(in_, tick_);
-    const std::uint8_t flags = in_.u8();
-    PeriodicOptions opts;
-    opts.cadence = (flags & 1) != 0 ? Cadence::fixed_delay : Cadence::fixed_rate;
-    opts.misfire = static_cast<Misfire>((flags >> 1) % 3);
-    if ((flags & 0x80) != 0) opts.initial_delay = Nanos(delay());
-    if ((flags & 0x78) == 0x78) return null_callback(wheel_->schedule_every(Nanos(p), kNullFn, opts));
+    const PeriodicCall call = PeriodicCall::decode(in_, tick_, [this] { return delay(); });
+    const std::int64_t p = call.period_ns;
+    if (call.null_fn) return null_callback(wheel_->schedule_every(Nanos(p), kNullFn, call.options));
     const std::uint32_t serial = next_serial_++;
     TimerId id;
     {
       Fire fn(this, serial);
-      id = wheel_->schedule_every(Nanos(p), std::move(fn), opts);
+      id = wheel_->schedule_every(Nanos(p), std::move(fn), call.options);
     }
-    if (PeriodicRule::refused(p, opts.cadence, tick_)) {
+    if (call.refused(tick_)) {
       check(!id && id.status() == Status::bad_period, "a bad period was not refused with bad_period", p);
       check_failed_id(id);
       return;
     }
     Timer t;
     t.periodic = true;
-    t.rule = PeriodicRule{.cadence = opts.cadence,
-                          .misfire = opts.misfire,
-                          .period_ns = p,
-                          .period_ticks = static_cast<std::uint64_t>(p / tick_)};
-    const std::int64_t first =
-        opts.initial_delay ? std::max<std::int64_t>(opts.initial_delay->count(), 0) : p;
-    expect_scheduled(id, serial, t, due_tick(sat_add(now_, first), tick_));
+    t.rule = call.rule(tick_);
+    expect_scheduled(id, serial, t, due_tick(sat_add(now_, call.first_delay()), tick_));
   }
 
   // Checks a schedule's outcome and records the timer. Linked for `due`: in the due slot if that is
@@ -807,6 +776,7 @@ class WheelRun {
     }
   }
 
+  void born(std::uint32_t serial) { alive_.insert(serial); }
   void died(std::uint32_t serial) {
     check(alive_.erase(serial) == 1, "a callable was destroyed twice", serial);
     const auto it = timers_.find(serial);

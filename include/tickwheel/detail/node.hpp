@@ -96,7 +96,9 @@ constexpr std::uint32_t in_state(std::uint32_t pending, std::uint32_t state) noe
   return pending - kPending + state;
 }
 // The pending value of the lifetime a running value belongs to.
-constexpr std::uint32_t pending_of_running(std::uint32_t running) noexcept { return running - kRunning + kPending; }
+constexpr std::uint32_t pending_of_running(std::uint32_t running) noexcept {
+  return running - kRunning + kPending;
+}
 static_assert(in_state(5, kCancelled) == 7 && in_state(5, kRunning) == 8 && pending_of_running(8) == 5);
 static_assert(next_lifetime(0) == 1 && next_lifetime(2) == 5 && next_lifetime(3) == 5 &&
               next_lifetime(4) == 5);
