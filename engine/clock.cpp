@@ -2,9 +2,11 @@
 // its rate, measured once per process.
 #include "clock.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -18,12 +20,13 @@ constexpr unsigned kAgeShift = 4;  // the anchor's age: 1/16 of the tick
 
 // Whether the kernel keeps time with the TSC: then it found it invariant and synchronised.
 bool kernel_uses_tsc() noexcept {
-  std::FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
-  if (f == nullptr) return false;
+  const int fd =
+      ::open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
   std::array<char, 32> name{};
-  const bool read = std::fgets(name.data(), static_cast<int>(name.size()), f) != nullptr;
-  (void)std::fclose(f);
-  return read && std::strncmp(name.data(), "tsc\n", 4) == 0;
+  const ssize_t got = ::read(fd, name.data(), name.size() - 1);
+  ::close(fd);
+  return got >= 4 && std::strncmp(name.data(), "tsc\n", 4) == 0;
 }
 
 // ns per TSC tick with the 25% margin, in 32.32 fixed point; 0 if the TSC is not to be used. The

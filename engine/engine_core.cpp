@@ -74,9 +74,10 @@ EngineCore::EngineCore(EngineOptions opts)
                                 "before the engine's construction, as CLOCK_MONOTONIC does)");
   }
   shards_.reserve(n);
-  for (std::size_t i = 0; i < n; ++i)
+  for (std::size_t i = 0; i < n; ++i) {
     shards_.push_back(std::make_unique<Shard>(
         *this, i, topology_.pu_for(i, opts_.cpus, Topology::From::first_core), opts_, start));
+  }
   has_executor_ = opts_.executor != nullptr && dynamic_cast<InlineExecutor*>(opts_.executor.get()) == nullptr;
   // Relaxed: a count, ordering nothing.
   const std::size_t alive = g_live_engines.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -185,12 +186,13 @@ Timer EngineCore::commit(const Reservation& r, Nanos when, bool relative) noexce
   // seen without it; fail() takes it back. Relaxed: see ProducerState::PerShard.
   mine.scheduled.store(mine.scheduled.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (!shard->hand_over(*mine.transfer, node)) return fail(r, Status::out_of_memory);
-  r.producer->posted_to(*shard, mine);
+  ProducerState::posted_to(*shard, mine);
   // hand_over() ended with a seq_cst fence after the enqueue, and stop() has one between its store
   // of stopped_ and its drain of the queues (Dekker): so if this load sees false, stop()'s drain
   // will see the node, and if it sees true the node may have come too late for the drain.
-  if (stopped_.load(std::memory_order_relaxed)) [[unlikely]]
+  if (stopped_.load(std::memory_order_relaxed)) [[unlikely]] {
     return settle_late(r, gen);
+  }
   return {shard, node, gen};
 }
 
@@ -261,7 +263,7 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
   if (state != nullptr) {
     ProducerState::PerShard& mine = state->shards[shard.index()];
     shard.post_cancel(*mine.cancel, node, cancelled_gen);
-    state->posted_to(shard, mine);
+    ProducerState::posted_to(shard, mine);
   }
   // With no state (out of memory on this thread's first use) the record is not posted; the node
   // stays linked, harmless, until its time comes: the worker's claim then fails and recycles it.

@@ -31,7 +31,7 @@ class EngineCore final : public ShardHost {
   // Stops as stop() does. Inside one of this engine's callbacks, which ~Engine's contract forbids,
   // stop() throws, and the exception leaving the destructor terminates: the answer intended, since
   // the join that stop() would do there could never return.
-  ~EngineCore();  // NOLINT(bugprone-exception-escape): only on that misuse, as said above
+  ~EngineCore() override;  // NOLINT(bugprone-exception-escape): only on that misuse, as said above
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
   EngineCore(EngineCore&&) = delete;

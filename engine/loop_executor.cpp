@@ -48,7 +48,7 @@ struct LoopExecutor::Impl {
     Lane(Lane&&) = delete;
     Lane& operator=(Lane&&) = delete;
 
-    void signal() noexcept {
+    void signal() const noexcept {
       const std::uint64_t one = 1;
       (void)::write(fd, &one, sizeof one);  // fails only if the counter would overflow: readable anyway
     }

@@ -58,7 +58,7 @@ struct ProducerState {
   ProducerState(std::thread::id id, const std::vector<std::unique_ptr<Shard>>& all);
 
   // Posted one more hand-off or cancel to `shard`: nudges its worker once per kNudgeEvery.
-  void posted_to(Shard& shard, PerShard& mine) noexcept {
+  static void posted_to(Shard& shard, PerShard& mine) noexcept {
     if (++mine.posted == kNudgeEvery) [[unlikely]] {
       mine.posted = 0;
       shard.nudge();

@@ -47,6 +47,7 @@ class ShardHost {
   // A cancel won on one of the shard's timers (Timer::cancel, any thread): see EngineCore.
   virtual void on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen, bool linked) noexcept = 0;
 
+  virtual ~ShardHost() = default;
   ShardHost(const ShardHost&) = delete;
   ShardHost& operator=(const ShardHost&) = delete;
   ShardHost(ShardHost&&) = delete;
@@ -54,7 +55,6 @@ class ShardHost {
 
  protected:
   ShardHost() = default;
-  ~ShardHost() = default;  // not deleted through this interface
 };
 
 }  // namespace tickwheel::detail
