@@ -888,7 +888,9 @@ struct OwnedWheel {
   static constexpr std::string_view kName = "wheel";
   tickwheel::Wheel w{tickwheel::WheelOptions{.tick = kTick}};
   using Handle = tickwheel::TimerId;
-  Handle schedule(Nanos delay) noexcept { return w.schedule_after(delay, [] {}); }
+  Handle schedule(Nanos delay) noexcept {
+    return w.schedule_after(delay, [] {});
+  }
   bool cancel(Handle& h) noexcept { return w.cancel(h); }
 };
 struct OwnedEngine {
@@ -905,7 +907,9 @@ struct OwnedEngine {
   ~OwnedEngine() { e.release_shard(0); }
   OwnedEngine(const OwnedEngine&) = delete;
   OwnedEngine& operator=(const OwnedEngine&) = delete;
-  Handle schedule(Nanos delay) noexcept { return e.schedule_after(delay, [] {}); }
+  Handle schedule(Nanos delay) noexcept {
+    return e.schedule_after(delay, [] {});
+  }
   static bool cancel(Handle& h) noexcept { return h.cancel(); }
 };
 
@@ -1010,18 +1014,19 @@ void register_all() {
     benchmark::AddCustomContext("case:" + std::string(c.name), std::string(c.description));
   }
   names += ",owned";
-  for (const auto& [queue, fn] :
-       {std::pair{OwnedWheel::kName, &BM_Owned<OwnedWheel>}, std::pair{OwnedEngine::kName, &BM_Owned<OwnedEngine>}}) {
+  for (const auto& [queue, fn] : {std::pair{OwnedWheel::kName, &BM_Owned<OwnedWheel>},
+                                  std::pair{OwnedEngine::kName, &BM_Owned<OwnedEngine>}}) {
     benchmark::RegisterBenchmark(("owned/" + std::string(queue)).c_str(), fn)
         ->Arg(static_cast<std::int64_t>(OwnedOp::schedule))
         ->Arg(static_cast<std::int64_t>(OwnedOp::cancel))
         ->Iterations(kOpsPerThread)
         ->Unit(benchmark::kNanosecond);
   }
-  benchmark::AddCustomContext("case:owned",
-                              "arg 0: schedule_after, arg 1: cancel, from the thread that owns a caller-driven "
-                              "shard (straight into its wheel), beside the same calls on a standalone Wheel; " +
-                                  std::to_string(kOwnedPending) + " pending");
+  benchmark::AddCustomContext(
+      "case:owned",
+      "arg 0: schedule_after, arg 1: cancel, from the thread that owns a caller-driven "
+      "shard (straight into its wheel), beside the same calls on a standalone Wheel; " +
+          std::to_string(kOwnedPending) + " pending");
   benchmark::AddCustomContext("cases", names);
   benchmark::AddCustomContext("queues",
                               std::string(EngineQueue::kName) + "," + std::string(HeapQueue::kName));

@@ -92,13 +92,13 @@ enum class Threads {
 // What one pass of a shard did, as EngineOptions::on_pass reports it. Times are the engine's clock.
 struct PassReport {
   std::size_t shard = 0;
-  std::optional<Nanos> planned;    // the wake-up the wait before it aimed at, if it had one
-  Nanos start{0};                  // the clock read the pass ran at
-  Nanos end{0};                    // the clock read when it was done (read only for this report)
-  std::size_t cancels = 0;         // cancel records taken from the shard's queue
-  std::size_t transferred = 0;     // hand-offs moved into the wheel (at most transfer_cap)
-  std::size_t fired = 0;           // callbacks run (or handed to the executor)
-  std::uint64_t moved = 0;         // timers moved down a level of the wheel
+  std::optional<Nanos> planned;  // the wake-up the wait before it aimed at, if it had one
+  Nanos start{0};                // the clock read the pass ran at
+  Nanos end{0};                  // the clock read when it was done (read only for this report)
+  std::size_t cancels = 0;       // cancel records taken from the shard's queue
+  std::size_t transferred = 0;   // hand-offs moved into the wheel (at most transfer_cap)
+  std::size_t fired = 0;         // callbacks run (or handed to the executor)
+  std::uint64_t moved = 0;       // timers moved down a level of the wheel
 };
 
 // Runtime options, validated by the constructor (std::invalid_argument naming the bad value).
