@@ -67,8 +67,8 @@ bool Timer::cancel() noexcept {
   const std::uint32_t running = detail::in_state(gen_, detail::kRunning);  // periodic only
   std::uint32_t expected = gen_;
   for (;;) {
-    // acq_rel: pairs with the worker's claim (Wheel::claim) and, for a periodic timer, its re-arm
-    // (Wheel::rearm) on the same word: exactly one of two racing compare-and-swaps succeeds, and
+    // acq_rel: pairs with the worker's claim (ShardPolicy::claim) and, for a periodic timer, its
+    // re-arm (ShardPolicy::rearm) on the same word: exactly one of two racing compare-and-swaps succeeds, and
     // the loser sees the winner's state.
     if (node_->gen.compare_exchange_strong(expected, cancelled, std::memory_order_acq_rel,
                                            std::memory_order_acquire)) {

@@ -63,6 +63,7 @@ EngineCore::EngineCore(EngineOptions opts)
     : opts_(validated(std::move(opts))),
       uid_(g_next_engine_uid.fetch_add(1, std::memory_order_relaxed)),
       deadline_clock_(opts_.tick),
+      ticks_(static_cast<std::uint64_t>(opts_.tick.count())),
       producers_(uid_, shards_) {
   const std::size_t cores = topology_.core_pus().size();
   const std::size_t n = opts_.shards != 0 ? opts_.shards : cores;
@@ -172,7 +173,8 @@ Timer EngineCore::commit(const Reservation& r, Nanos when, bool relative) noexce
   Node* const node = r.node;
   Shard* const shard = r.shard;
   const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
-  node->due = static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));  // ns; see adopt()
+  // The tick, by a multiplication (TickDivider), so that the worker links the node as it comes.
+  node->due = ticks_.due(deadline);
   const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
   // Relaxed: the node reaches the worker through the hand-off queue (release/acquire), and other
   // threads through the Timer this returns, which the caller must pass on with its own ordering.
@@ -185,7 +187,7 @@ Timer EngineCore::commit(const Reservation& r, Nanos when, bool relative) noexce
   // Counted before the hand-off (whose enqueue releases it), so that no claim of the timer can be
   // seen without it; fail() takes it back. Relaxed: see ProducerState::PerShard.
   mine.scheduled.store(mine.scheduled.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (!shard->hand_over(*mine.transfer, node)) return fail(r, Status::out_of_memory);
+  if (!shard->hand_over(*mine.transfer, node, deadline)) return fail(r, Status::out_of_memory);
   ProducerState::posted_to(*shard, mine);
   // hand_over() ended with a seq_cst fence after the enqueue, and stop() has one between its store
   // of stopped_ and its drain of the queues (Dekker): so if this load sees false, stop()'s drain

@@ -1,8 +1,8 @@
 // engine/engine_core.hpp — what an Engine is made of: its options, the topology, the shards, the
 // registry of producer threads, and the lifecycle (lazy start, stop). The schedule path, in order:
 // Engine::submit (engine.hpp) -> EngineCore::acquire (a shard, admission, a node) -> the callable
-// stored in the node -> EngineCore::commit (the deadline, the generation) -> Shard::hand_over (the
-// queue, the wake-up; shard.cpp) -> the shard's next pass -> Wheel::adopt.
+// stored in the node -> EngineCore::commit (the deadline's tick, the generation) -> Shard::hand_over
+// (the queue, the wake-up; shard.cpp) -> the shard's next pass -> ShardWheel::adopt (shard_wheel.cpp).
 #pragma once
 
 #include <array>
@@ -113,6 +113,7 @@ class EngineCore final : public ShardHost {
   EngineOptions opts_;
   const std::uint64_t uid_;
   const DeadlineClock deadline_clock_;
+  const TickDivider ticks_;  // a deadline's tick, computed by the producer (see commit())
   Topology topology_;
 
   // Declared before the shards: their overflow pools hold nodes the wheels still link at teardown.

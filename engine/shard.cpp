@@ -89,27 +89,18 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
       on_pass_(opts.on_pass),
       on_pass_context_(opts.on_pass_context),
       cpu_(cpu),
-      tick_ns_(static_cast<std::uint64_t>(opts.tick.count())),
+      ticks_(static_cast<std::uint64_t>(opts.tick.count())),
       executor_(dynamic_cast<InlineExecutor*>(opts.executor.get()) != nullptr ? nullptr
                                                                               : opts.executor.get()),
-      wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0}),
+      wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0},
+             ShardPolicy{.claims = &claimed_, .shard = this}, arena_.id),
       reserve_target_(kReserveStart),
-      wake_(wakeup_kind(opts), index, &opts.wake_loop) {
-  wheel_.share(&claimed_);
-  wheel_.pool_.use_arena(arena_.id);
-  if (executor_ != nullptr) wheel_.set_dispatch(&Shard::dispatch, this);
-  wheel_.set_run_clock(&Shard::run_clock, &host_);
-}
-
-// The engine's clock when an inline fixed-delay run returns, as run_task() reads it on an executor.
-Nanos Shard::run_clock(const void* core) noexcept {
-  return std::max(static_cast<const ShardHost*>(core)->now(), Nanos(0));
-}
+      wake_(wakeup_kind(opts), index, &opts.wake_loop) {}
 
 // ---- Any thread ----
 
-bool Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
-  const std::uint64_t due = node->due;  // the deadline in ns, until the worker adopts it
+bool Shard::hand_over(moodycamel::ProducerToken& token, Node* node, Nanos deadline) noexcept {
+  const auto due = static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));
   // The enqueue publishes the node (release; the worker's dequeue acquires it). It allocates only
   // when the producer's block list must grow, which stops once it covers the peak backlog; if
   // that allocation fails nothing was handed over and the caller fails the schedule.
@@ -120,13 +111,14 @@ bool Shard::hand_over(moodycamel::ProducerToken& token, Node* node) noexcept {
   return true;
 }
 
-void Shard::dispatch(void* self, Node* node) noexcept {
-  auto* shard = static_cast<Shard*>(self);
+bool Shard::dispatch(Node* node) noexcept {
+  if (executor_ == nullptr) return false;
   // Relaxed: only the thread in the pass writes it (the worker, or the thread polling a
   // caller-driven shard: polls never overlap, and polling_ orders one after another), and stop()
   // reads it after joining the worker or waiting out the poll.
-  shard->dispatched_.store(shard->dispatched_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  shard->executor_->execute(Task(shard, node));
+  dispatched_.store(dispatched_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  executor_->execute(Task(this, node));
+  return true;
 }
 
 void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noexcept {
@@ -144,14 +136,17 @@ void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noex
   std::uint64_t next_ns = std::numeric_limits<std::uint64_t>::max();  // a one-shot wakes no one
   if (meta != 0) {
     if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay)) {
-      // The worker places the next run from here (Wheel::rearm_returned); the node is this
-      // thread's until the enqueue below publishes it (release; the worker's dequeue acquires).
-      node->due = static_cast<std::uint64_t>(std::max<Nanos::rep>(host_.now().count(), 0));
-      next_ns = detail::saturating_add(node->due, Meta::period(meta));
+      // The next run is one period after this one ended: its tick goes back in `due`
+      // (ShardWheel::rearm_returned). The node is this thread's until the enqueue below publishes
+      // it (release; the worker's dequeue acquires).
+      const Nanos next =
+          detail::saturating_add(run_end(), Nanos(static_cast<Nanos::rep>(Meta::period(meta))));
+      node->due = ticks_.due(next);
+      next_ns = static_cast<std::uint64_t>(next.count());
     } else {
       // The next grid point, or a later one if the timer misfired: waking for the first is never
       // late. `due` is the run's tick, written by the worker before it handed the task over.
-      next_ns = detail::saturating_add(node->due * tick_ns_, Meta::period(meta));
+      next_ns = detail::saturating_add(node->due * ticks_.tick(), Meta::period(meta));
     }
   }
   // An enqueue fails only when the queue cannot allocate; a node must not be lost, so try again
@@ -347,11 +342,11 @@ void Shard::prepare() noexcept {
 // The timers asked for plus the hand-out reserve that prepare() fills from the same pool next.
 void Shard::reserve_memory() noexcept {
   const std::uint64_t nodes = std::uint64_t{reserve_} + reserve_target_;
-  const int err = wheel_.pool_.reserve(nodes, lock_memory_);
+  const int err = wheel_.reserve(nodes, lock_memory_);
   if (err == 0) return;
   try {
     host_.note_once(ShardHost::Notice::reserve_refused, "tickwheel: shard " + std::to_string(index_) + ": " +
-                                                            wheel_.pool_.describe_refusal(nodes, err));
+                                                            wheel_.describe_refusal(nodes, err));
   } catch (...) {  // NOLINT(bugprone-empty-catch): no memory for the line, or the log hook threw
   }
 }

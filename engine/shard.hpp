@@ -5,7 +5,7 @@
 //   producer: node from its cache (refilled in bulk from free_nodes_, or from its own overflow
 //             pool when the reserve is empty) -> callable stored -> transfers_.enqueue (its token)
 //   worker:   each pass drains cancels_, moves at most transfer_cap nodes from transfers_ into the
-//             wheel (Wheel::adopt), advances the wheel to now (callbacks run, claiming each node
+//             wheel (ShardWheel::adopt), advances the wheel to now (callbacks run, claiming each node
 //             by compare-and-swap), tops free_nodes_ back up from the wheel's pool, then waits.
 //   cancel:   any thread wins the compare-and-swap on the node's generation, then posts
 //             {node, cancelled generation} on cancels_; the worker unlinks and recycles the node
@@ -32,9 +32,10 @@
 
 #include "clock.hpp"
 #include "shard_host.hpp"
+#include "shard_wheel.hpp"
+#include "tickwheel/detail/arith.hpp"
 #include "tickwheel/detail/memory.hpp"
 #include "tickwheel/engine.hpp"
-#include "tickwheel/wheel.hpp"
 #include "wakeup.hpp"
 
 namespace tickwheel::detail {
@@ -58,9 +59,10 @@ class Shard {
   ShardHost& host() const noexcept { return host_; }
 
   // ---- Any thread. ----
-  // Hands a prepared node to the worker; wakes it iff the node is due before its planned wake-up.
-  // False, with nothing handed over, if the queue could not allocate room.
-  [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node) noexcept;
+  // Hands a prepared node to the worker; wakes it iff the node's deadline (in nanoseconds, the
+  // node's `due` being its tick) is before the worker's planned wake-up. False, with nothing handed
+  // over, if the queue could not allocate room.
+  [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node, Nanos deadline) noexcept;
   void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
   // Wakes the sleeper whatever its plan (Engine::clock_moved(): an engine on a clock of the user's,
   // whose workers sleep until woken).
@@ -169,7 +171,7 @@ class Shard {
   // retired (see EngineCore::on_cancel), so the walk's lists stay as they are.
   template <class Fn>
   void hand_back(Fn&& fn) {
-    wheel_.for_each_pending(
+    wheel_.for_each_pending_node(
         [&](Node* node) { fn(Timer(this, node, node->gen.load(std::memory_order_relaxed))); });
   }
   std::size_t drain_cancels() noexcept;  // records taken; also the engine's destructor, after stop()
@@ -189,11 +191,14 @@ class Shard {
   std::size_t pass(Nanos now, std::size_t limit) noexcept;
   std::size_t transfer(std::size_t cap) noexcept;
   void refill() noexcept;
-  // Wakes the worker if it sleeps, or is about to, past due_ns. Called after an enqueue.
-  static void dispatch(void* self, Node* node) noexcept;  // the wheel's executor hook
-  static Nanos run_clock(const void* core) noexcept;      // the wheel's clock for fixed-delay runs
-  void callback_threw() noexcept;                         // inside a catch block, any thread
-  void top_up(std::size_t want) noexcept;                 // moves up to `want` free nodes into the reserve
+  // The wheel's policy (ShardPolicy) asks these, on the thread in the pass.
+  friend struct ShardPolicy;
+  // Hands a claimed node to the executor (true), or leaves it to run in the pass (false: none).
+  bool dispatch(Node* node) noexcept;
+  // When an inline fixed-delay run ended: the engine's clock now.
+  Nanos run_end() const noexcept { return std::max(host_.now(), Nanos(0)); }
+  void callback_threw() noexcept;          // inside a catch block, any thread
+  void top_up(std::size_t want) noexcept;  // moves up to `want` free nodes into the reserve
   void wait();
   void sleep_until(std::optional<Nanos> deadline);
   // The engine's clock: CLOCK_MONOTONIC, or EngineOptions::clock through the host.
@@ -216,7 +221,7 @@ class Shard {
   void (*const on_pass_)(void*, const PassReport&) noexcept;  // EngineOptions::on_pass
   void* const on_pass_context_;
   const unsigned cpu_;
-  const std::uint64_t tick_ns_;
+  const TickDivider ticks_;   // the engine's tick, for the next-run ticks run_task() computes
   Executor* const executor_;  // null: callbacks run inline; else owned by the engine's options
 
   // The arena the wheel's node memory comes from (see detail/memory.hpp); declared before the
@@ -230,7 +235,7 @@ class Shard {
   } arena_;
 
   // Worker only (and the stopping thread after join).
-  Wheel wheel_;
+  ShardWheel wheel_;
   std::thread thread_;
   std::optional<Nanos> planned_ns_;  // the deadline the last wait aimed at, for the tick lag
   bool cap_hit_ = false;

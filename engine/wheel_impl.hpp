@@ -1,5 +1,7 @@
-// engine/wheel.cpp — the hierarchical timing wheel: cancel, reschedule, the queries, clear, advance,
-// cascading, next_deadline.
+// engine/wheel_impl.hpp — how the hierarchical timing wheel works: cancel, reschedule, the queries,
+// clear, advance, cascading, next_deadline; the out-of-line members of BasicWheel<Policy>. Included
+// only by the two files that compile them, once per policy: engine/wheel.cpp (the standalone
+// Wheel) and engine/shard_wheel.cpp (an Engine shard's wheel).
 //
 // Invariants (checked by assertions in debug builds and by tests/wheel_model_test.cpp outside):
 //   I1  cur_ is the tick being processed. Every timer due before cur_ has run; the ones due at cur_
@@ -28,6 +30,8 @@
 //       first. Moves are queued only while cur_ == target_ outside a pass, and nothing changes
 //       cur_ or target_ before the queue is flushed. A standalone wheel only (the Engine's shard
 //       never reschedules).
+#pragma once
+
 #include "tickwheel/wheel.hpp"
 
 #include <algorithm>
@@ -38,50 +42,30 @@
 #include <system_error>
 
 namespace tickwheel {
-namespace {
+namespace detail {
 
-std::string nanos_text(Nanos n) { return std::to_string(n.count()) + "ns"; }
+inline std::string nanos_text(Nanos n) { return std::to_string(n.count()) + "ns"; }
 
 // Prefetch a node whose links we will write soon.
 inline void prefetch_node(const void* node) noexcept { __builtin_prefetch(node, 1, 3); }
 
-}  // namespace
-
-TimerId checked(TimerId id) {
-  if (!id) {
-    const Status why = id.status();
-    std::string message = std::string("tickwheel: schedule failed: ") + std::string(to_string(why));
-    if (why == Status::bad_period) {
-      message +=
-          " (a period must be > 0 and at most 2^60 - 1 ns, and a fixed-rate period a whole "
-          "number of ticks: use Cadence::fixed_delay or a finer tick)";
-    }
-    throw ScheduleError(why, message.c_str());
-  }
-  return id;
-}
-
-namespace detail {
-
-std::uint64_t periodic_meta(Nanos period, const PeriodicOptions& opts, Nanos tick) noexcept {
-  using Meta = PeriodicMeta;
-  assert(opts.cadence <= Cadence::fixed_delay && opts.misfire <= Misfire::skip);
-  if (period.count() <= 0 || static_cast<std::uint64_t>(period.count()) > Meta::kMaxPeriod) return 0;
-  if (opts.cadence == Cadence::fixed_rate && period.count() % tick.count() != 0) return 0;
-  return Meta::make(static_cast<std::uint64_t>(period.count()), static_cast<unsigned>(opts.cadence),
-                    static_cast<unsigned>(opts.misfire));
-}
-
 }  // namespace detail
 
-Wheel::Wheel(WheelOptions opts) : tick_(opts.tick), now_(opts.start), max_pending_(opts.max_pending) {
+template <class Policy>
+BasicWheel<Policy>::BasicWheel(WheelOptions opts, Policy policy)
+    : tick_(opts.tick),
+      now_(opts.start),
+      max_pending_(opts.max_pending),
+      policy_(policy),
+      ticks_(static_cast<std::uint64_t>(std::max<Nanos::rep>(opts.tick.count(), 1))) {  // checked below
   if (opts.tick < kMinTick || opts.tick > kMaxTick) {
-    throw std::invalid_argument("tickwheel::Wheel: tick must be between 1us and 1h (" + nanos_text(kMinTick) +
-                                ".." + nanos_text(kMaxTick) + "), got " + nanos_text(opts.tick));
+    throw std::invalid_argument("tickwheel::Wheel: tick must be between 1us and 1h (" +
+                                detail::nanos_text(kMinTick) + ".." + detail::nanos_text(kMaxTick) +
+                                "), got " + detail::nanos_text(opts.tick));
   }
   if (opts.start.count() < 0) {
     throw std::invalid_argument("tickwheel::Wheel: start must not be negative, got " +
-                                nanos_text(opts.start));
+                                detail::nanos_text(opts.start));
   }
   constexpr std::uint64_t kPoolLimit = detail::NodePool::kMaxNodes - 1;
   if (opts.max_pending > kPoolLimit) {
@@ -101,9 +85,8 @@ Wheel::Wheel(WheelOptions opts) : tick_(opts.tick), now_(opts.start), max_pendin
         "tickwheel::Wheel: lock_memory needs a reserve (it locks the reserve), got 0");
   }
   if (max_pending_ == 0) max_pending_ = kPoolLimit;
-  const auto tick = static_cast<std::uint64_t>(tick_.count());
-  max_tick_ = static_cast<std::uint64_t>(Nanos::max().count()) / tick;
-  cur_ = static_cast<std::uint64_t>(opts.start.count()) / tick;
+  max_tick_ = ticks_.max_tick();
+  cur_ = ticks_.floor(static_cast<std::uint64_t>(opts.start.count()));
   target_ = cur_;
   slots_ = std::make_unique<std::array<Slot, kAllSlots>>();  // value-initialised: every head null
   count_ = std::make_unique<std::array<std::uint32_t, kAllSlots>>();
@@ -115,7 +98,8 @@ Wheel::Wheel(WheelOptions opts) : tick_(opts.tick), now_(opts.start), max_pendin
   }
 }
 
-Wheel::~Wheel() {
+template <class Policy>
+BasicWheel<Policy>::~BasicWheel() {
   flush_unlinks();
   for (unsigned s = 0; s < kAllSlots; ++s) {
     for (Node* head : (*slots_)[s].head) {
@@ -124,22 +108,26 @@ Wheel::~Wheel() {
   }
 }
 
-bool Wheel::occupied(unsigned slot) const noexcept {
+template <class Policy>
+bool BasicWheel<Policy>::occupied(unsigned slot) const noexcept {
   return ((occupied_[slot / 64] >> (slot % 64)) & 1) != 0;
 }
 
 // Byte offset of a list link from the start of the slot array; a link inside a node (its `next`)
 // gives an offset past the array, as unsigned arithmetic wraps.
-std::uintptr_t Wheel::head_offset(Node* const* link) const noexcept {
+template <class Policy>
+std::uintptr_t BasicWheel<Policy>::head_offset(Node* const* link) const noexcept {
   return reinterpret_cast<std::uintptr_t>(link) - reinterpret_cast<std::uintptr_t>(slots_->data());
 }
 
-bool Wheel::is_slot_head(Node* const* link) const noexcept {
+template <class Policy>
+bool BasicWheel<Policy>::is_slot_head(Node* const* link) const noexcept {
   return head_offset(link) < sizeof(Slot) * kAllSlots;
 }
 
 // Clears slot's bit (and its count) if it has no node left (I4).
-void Wheel::note_if_empty(unsigned slot) noexcept {
+template <class Policy>
+void BasicWheel<Policy>::note_if_empty(unsigned slot) noexcept {
   std::uintptr_t any = 0;
   for (Node* head : (*slots_)[slot].head) any |= reinterpret_cast<std::uintptr_t>(head);
   if (any != 0) return;
@@ -148,7 +136,8 @@ void Wheel::note_if_empty(unsigned slot) noexcept {
 }
 
 // Bit w set <=> sub-list w of the slot is non-empty.
-unsigned Wheel::ways_in_use(unsigned slot) const noexcept {
+template <class Policy>
+unsigned BasicWheel<Policy>::ways_in_use(unsigned slot) const noexcept {
   unsigned mask = 0;
   const Slot& s = (*slots_)[slot];
   for (unsigned w = 0; w < kWays; ++w) mask |= static_cast<unsigned>(s.head[w] != nullptr) << w;
@@ -157,7 +146,8 @@ unsigned Wheel::ways_in_use(unsigned slot) const noexcept {
 
 // Unlinks a node from whatever slot holds it. The slot is looked up (from `pprev`) only when the
 // node was the last of its sub-list, the one case where the slot can have become empty.
-void Wheel::unlink(Node* node) noexcept {
+template <class Policy>
+void BasicWheel<Policy>::unlink(Node* node) noexcept {
   Node* next = node->next;
   Node** pprev = node->pprev;
   *pprev = next;
@@ -173,7 +163,8 @@ void Wheel::unlink(Node* node) noexcept {
 // Takes the first node of sub-list `way` of `slot`. Precondition: that sub-list is non-empty.
 // The write to the successor's `pprev` is what brings the successor into cache: walks visit the
 // sub-lists in turn, so it has the other sub-lists' pops' time to arrive before it is needed.
-Wheel::Node* Wheel::pop_head(unsigned slot, unsigned way) noexcept {
+template <class Policy>
+typename BasicWheel<Policy>::Node* BasicWheel<Policy>::pop_head(unsigned slot, unsigned way) noexcept {
   Node** head = &(*slots_)[slot].head[way];
   Node* node = *head;
   Node* next = node->next;
@@ -187,7 +178,8 @@ Wheel::Node* Wheel::pop_head(unsigned slot, unsigned way) noexcept {
   return node;
 }
 
-bool Wheel::cancel(TimerId id) noexcept {
+template <class Policy>
+bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   Node* node = pool_.find(id.index_);
   // Only a pending generation matches (I5), so a failed id (gen 0) or a free node never does.
@@ -227,7 +219,8 @@ bool Wheel::cancel(TimerId id) noexcept {
 // generation matches, so a failed id (gen 0), a free node, a fired, cancelled or running timer and
 // another lifetime's timer never do. The generation loads of the calls below are relaxed: they are
 // for standalone wheels (reschedule() and clear() assert it), whose one thread wrote every value.
-Wheel::Node* Wheel::pending_node(TimerId id) const noexcept {
+template <class Policy>
+typename BasicWheel<Policy>::Node* BasicWheel<Policy>::pending_node(TimerId id) const noexcept {
   Node* node = pool_.find(id.index_);
   if (node == nullptr || (id.gen_ & 3) != detail::kPending) return nullptr;
   return node->gen.load(std::memory_order_relaxed) == id.gen_ ? node : nullptr;
@@ -242,15 +235,17 @@ Wheel::Node* Wheel::pending_node(TimerId id) const noexcept {
 // later place it by its new due. At level 0 a unit is one tick, so only due == old_due qualifies.
 // Only while the wheel is caught up (cur_ == target_): then every node due after cur_ is in a
 // wheel slot; when it lags, the due slot can hold periodic timers due after cur_.
-bool Wheel::in_place(std::uint64_t old_due, std::uint64_t due) const noexcept {
+template <class Policy>
+bool BasicWheel<Policy>::in_place(std::uint64_t old_due, std::uint64_t due) const noexcept {
   if (cur_ != target_ || old_due <= cur_) return false;
   const unsigned shift = kLevelBits * wheel_level(old_due);
   return (due >> shift) == (old_due >> shift);
 }
 
-bool Wheel::reschedule(TimerId id, Nanos deadline) noexcept {
+template <class Policy>
+bool BasicWheel<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
-  assert(!shared_ && "an Engine's wheel is rescheduled by its shard only");
+  assert(!Policy::kShared && "an Engine's wheel is rescheduled by its shard only");
   Node* node = pending_node(id);
   if (node == nullptr) return false;
   const std::uint64_t due = due_tick(deadline);
@@ -296,7 +291,8 @@ bool Wheel::reschedule(TimerId id, Nanos deadline) noexcept {
   return true;
 }
 
-bool Wheel::is_pending(TimerId id) const noexcept {
+template <class Policy>
+bool BasicWheel<Policy>::is_pending(TimerId id) const noexcept {
   const Node* node = pool_.find(id.index_);
   if (node == nullptr || (id.gen_ & 3) != detail::kPending) return false;
   const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
@@ -304,22 +300,25 @@ bool Wheel::is_pending(TimerId id) const noexcept {
   return gen == id.gen_ || gen == id.gen_ - detail::kPending + detail::kRunning;
 }
 
-std::optional<Nanos> Wheel::deadline(TimerId id) const noexcept {
+template <class Policy>
+std::optional<Nanos> BasicWheel<Policy>::deadline(TimerId id) const noexcept {
   const Node* node = pending_node(id);
   if (node == nullptr) return std::nullopt;
   // No overflow: due <= max_tick_, the last tick a Nanos can hold.
   return Nanos(static_cast<Nanos::rep>(node->due & ~kMoving) * tick_.count());
 }
 
-std::optional<Nanos> Wheel::remaining(TimerId id) const noexcept {
+template <class Policy>
+std::optional<Nanos> BasicWheel<Policy>::remaining(TimerId id) const noexcept {
   const std::optional<Nanos> at = deadline(id);
   if (!at) return std::nullopt;
   return std::max(*at - now_, Nanos(0));  // both in [0, Nanos::max()]: no overflow
 }
 
-std::size_t Wheel::clear() noexcept {
+template <class Policy>
+std::size_t BasicWheel<Policy>::clear() noexcept {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
-  assert(!shared_ && "an Engine's wheel is drained by its shard only");
+  assert(!Policy::kShared && "an Engine's wheel is drained by its shard only");
   if (in_advance_) return 0;
   flush_unlinks();  // queued nodes are cancelled already: unlinked and recycled first
   std::size_t cleared = 0;
@@ -340,7 +339,8 @@ std::size_t Wheel::clear() noexcept {
 // Ends the lifetime of every node of a slot, as a cancel does, and empties it (its occupancy bit
 // is the caller's). The sub-lists are walked together, a node of each in turn with its successor
 // prefetched, so that up to kWays misses are in flight instead of one chain's. Returns how many.
-std::size_t Wheel::clear_slot(unsigned slot) noexcept {
+template <class Policy>
+std::size_t BasicWheel<Policy>::clear_slot(unsigned slot) noexcept {
   std::array<Node*, kWays> cursor = (*slots_)[slot].head;
   (*slots_)[slot].head.fill(nullptr);
   (*count_)[slot] = 0;
@@ -350,7 +350,7 @@ std::size_t Wheel::clear_slot(unsigned slot) noexcept {
     for (Node*& node : cursor) {
       if (node == nullptr) continue;
       Node* next = node->next;
-      if (next != nullptr) prefetch_node(next);
+      if (next != nullptr) detail::prefetch_node(next);
       // Every linked node is pending here (I5: the queue is flushed, no callback is running).
       const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
       assert((gen & 3) == detail::kPending);
@@ -365,56 +365,20 @@ std::size_t Wheel::clear_slot(unsigned slot) noexcept {
   return cleared;
 }
 
-// Takes a due node whose generation the caller loaded as `gen` from pending to `state`: kFired
-// for a one-shot timer, kRunning for a periodic one. A standalone wheel owns its nodes outright; a
-// wheel inside an Engine races cancel() on other threads, and exactly one compare-and-swap wins.
-// NOLINTNEXTLINE(readability-make-member-function-const): it changes the state of a node the wheel owns
-bool Wheel::claim(Node* node, std::uint32_t gen, std::uint32_t state) noexcept {
-  const std::uint32_t claimed = gen - detail::kPending + state;
-  if (!shared_) {
-    assert((gen & 3) == detail::kPending);
-    node->gen.store(claimed, std::memory_order_relaxed);
-    return true;
-  }
-  std::uint32_t expected = gen;
-  // acq_rel: pairs with the canceller's compare-and-swap, so the loser of the race sees the
-  // winner's state. The callable itself was published to this thread by the hand-off queue.
-  if ((gen & 3) != detail::kPending ||
-      !node->gen.compare_exchange_strong(expected, claimed, std::memory_order_acq_rel,
-                                         std::memory_order_relaxed)) {
-    return false;
-  }
-  if (state == detail::kFired) {
-    // Release, only this thread writes it: see share().
-    claims_->store(claims_->load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  }
-  return true;
-}
-
 // Running -> pending, the generation unchanged (so the timer's id stays valid), and linked at
 // `next`: in the wheel if that is after this call's now, else in the due slot, for the next call
 // (I3), so a timer that is behind runs once per call and cannot livelock a pass. If a cancel came
 // while the callback ran, the re-arm is refused and the lifetime ends here instead.
-void Wheel::rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept {
-  const std::uint32_t pending = running - detail::kRunning + detail::kPending;
-  bool rearmed = true;
-  if (!shared_) {
-    // Only cancel(), from inside the callback, can have moved it on; it counted the cancel.
-    rearmed = node->gen.load(std::memory_order_relaxed) == running;
-    if (rearmed) node->gen.store(pending, std::memory_order_relaxed);
-  } else {
-    std::uint32_t expected = running;
-    // acq_rel: pairs with a canceller's compare-and-swap running -> cancelled, as claim() does
-    // with pending -> cancelled; exactly one of the two wins. The canceller leaves the recycling,
-    // and the counting, to this thread, and its cancel record then finds the node unlinked.
-    rearmed = node->gen.compare_exchange_strong(expected, pending, std::memory_order_acq_rel,
-                                                std::memory_order_relaxed);
-    if (!rearmed) {
+template <class Policy>
+void BasicWheel<Policy>::rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept {
+  if (!policy_.rearm(node, running)) {
+    // A cancel took it during the run. One from another thread leaves the counting, and the
+    // recycling, to this thread (its cancel record then finds the node unlinked); the standalone
+    // wheel's own cancel() counted itself.
+    if constexpr (Policy::kShared) {
       --pending_;
       ++stats_.cancelled;
     }
-  }
-  if (!rearmed) {
     detail::destroy_callable(node);
     pool_.release(node);
     return;
@@ -427,12 +391,13 @@ void Wheel::rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcep
 // which it also frees. Their neighbours are cold, so all of them are prefetched first and the
 // misses overlap; then the unlinks run. Adjacent queued nodes are fine: each unlink reads the
 // links as the previous one left them.
-void Wheel::flush_unlinks() noexcept {
+template <class Policy>
+void BasicWheel<Policy>::flush_unlinks() noexcept {
   if (moves_queued_ != 0) flush_moves();
   for (unsigned i = 0; i < unlink_queued_; ++i) {
     const Node* node = unlink_queue_[i];
-    prefetch_node(node->pprev);
-    if (node->next != nullptr) prefetch_node(node->next);
+    detail::prefetch_node(node->pprev);
+    if (node->next != nullptr) detail::prefetch_node(node->next);
   }
   for (unsigned i = 0; i < unlink_queued_; ++i) {
     unlink(unlink_queue_[i]);
@@ -446,13 +411,14 @@ void Wheel::flush_unlinks() noexcept {
 // skipped: a cancel unlinks it from where it still is. Runs only while the wheel is caught up
 // (cur_ == target_; outside a pass, or at the start of advance() before anything moves), as when
 // the moves were queued, so a one-shot and a periodic timer are placed alike.
-void Wheel::flush_moves() noexcept {
+template <class Policy>
+void BasicWheel<Policy>::flush_moves() noexcept {
   assert(cur_ == target_);
   for (unsigned i = 0; i < moves_queued_; ++i) {
     const Node* node = move_queue_[i];
     if (node->gen.load(std::memory_order_relaxed) != move_gen_[i]) continue;
-    prefetch_node(node->pprev);
-    if (node->next != nullptr) prefetch_node(node->next);
+    detail::prefetch_node(node->pprev);
+    if (node->next != nullptr) detail::prefetch_node(node->next);
   }
   for (unsigned i = 0; i < moves_queued_; ++i) {
     Node* node = move_queue_[i];
@@ -469,7 +435,8 @@ void Wheel::flush_moves() noexcept {
 // round robin from the sub-lists. A node due at cur_ goes to level 0's slot for cur_, which the
 // caller fires next. No callback runs here, so the mask of non-empty sub-lists stays exact and the
 // slot's bit is settled once at the end. Returns how many moved.
-std::uint64_t Wheel::move_down(unsigned slot, std::uint64_t max_nodes) noexcept {
+template <class Policy>
+std::uint64_t BasicWheel<Policy>::move_down(unsigned slot, std::uint64_t max_nodes) noexcept {
   std::uint64_t moved = 0;
   Slot& from = (*slots_)[slot];
   unsigned ways = ways_in_use(slot);
@@ -502,7 +469,8 @@ std::uint64_t Wheel::move_down(unsigned slot, std::uint64_t max_nodes) noexcept 
 // Moves all nodes of `from` into `to`. If `to` is empty, O(kWays): sub-lists move whole. Otherwise
 // each sub-list of `from` goes in front of the same sub-list of `to`, which costs a walk of `from`
 // only: for the due slot that is one visit per link into it, never a second walk of leftovers.
-void Wheel::merge(unsigned from, unsigned to) noexcept {
+template <class Policy>
+void BasicWheel<Policy>::merge(unsigned from, unsigned to) noexcept {
   if (!occupied(from)) return;
   if (!occupied(to)) return splice(from, to);
   Slot& src = (*slots_)[from];
@@ -524,7 +492,8 @@ void Wheel::merge(unsigned from, unsigned to) noexcept {
 }
 
 // Moves all nodes of `from` into the empty slot `to`. O(kWays): sub-lists move whole.
-void Wheel::splice(unsigned from, unsigned to) noexcept {
+template <class Policy>
+void BasicWheel<Policy>::splice(unsigned from, unsigned to) noexcept {
   if (!occupied(from)) return;
   Slot& src = (*slots_)[from];
   Slot& dst = (*slots_)[to];
@@ -544,7 +513,8 @@ void Wheel::splice(unsigned from, unsigned to) noexcept {
 // Runs the callbacks of a firing slot (late or batch), round robin over its sub-lists, until it is
 // empty or `budget` have run. A callback may cancel nodes of the slot, so each head is re-read
 // before it is taken; it cannot add to it (what it schedules goes to a wheel slot or the due slot).
-std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
+template <class Policy>
+std::size_t BasicWheel<Policy>::fire(unsigned slot, std::size_t budget) {
   std::size_t ran = 0;
   if (!occupied(slot)) return ran;
   unsigned ways = ways_in_use(slot);
@@ -565,7 +535,7 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
       }
       assert(node->due <= cur_);
       --pending_;
-      if (!claim(node, node->gen.load(std::memory_order_relaxed), detail::kFired)) {
+      if (!policy_.claim(node, node->gen.load(std::memory_order_relaxed), detail::kFired)) {
         // Cancelled from another thread after it was linked: the canceller's claim won, so it
         // never runs; recycled here, and the queued cancel record will find it gone.
         detail::destroy_callable(node);
@@ -575,10 +545,7 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
       }
       ++stats_.fired;
       ++ran;
-      if (dispatch_ != nullptr) {
-        dispatch_(dispatch_context_, node);  // the executor runs it and returns the node
-        continue;
-      }
+      if (policy_.dispatch(node)) continue;  // an executor runs it and gives the node back
       try {
         node->thunk(node->storage.data(), detail::Op::run);
       } catch (...) {
@@ -596,10 +563,11 @@ std::size_t Wheel::fire(unsigned slot, std::size_t budget) {
 // stays in pending_ through its run; only a cancel takes it out. If the callback throws, the timer
 // is re-armed first, then the exception leaves. With an executor the run is handed over instead,
 // and the node, still running, comes back through rearm_returned().
-std::size_t Wheel::fire_periodic(Node* node, std::uint64_t meta) {
+template <class Policy>
+std::size_t BasicWheel<Policy>::fire_periodic(Node* node, std::uint64_t meta) {
   using Meta = detail::PeriodicMeta;
   const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
-  if (!claim(node, gen, detail::kRunning)) {
+  if (!policy_.claim(node, gen, detail::kRunning)) {
     // Cancelled from another thread while linked, as in fire().
     detail::destroy_callable(node);
     pool_.release(node);
@@ -621,16 +589,11 @@ std::size_t Wheel::fire_periodic(Node* node, std::uint64_t meta) {
     }
   }
   ++stats_.fired;
-  if (dispatch_ != nullptr) {
-    dispatch_(dispatch_context_, node);
-    return 1;
-  }
-  // A fixed-delay run ends when its callback returns: the engine's clock then, if the wheel has
-  // one (read only for fixed delay), else this call's now.
+  if (policy_.dispatch(node)) return 1;
+  // A fixed-delay run ends when its callback returns: when the policy says (read only for fixed
+  // delay; an Engine reads its clock), else this call's now.
   const bool delay = Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay);
-  const auto ran_until = [&]() noexcept {
-    return delay && run_clock_ != nullptr ? run_clock_(run_clock_context_) : now_;
-  };
+  const auto ran_until = [&]() noexcept { return delay ? policy_.run_end(now_) : now_; };
   try {
     node->thunk(node->storage.data(), detail::Op::run);
   } catch (...) {
@@ -642,10 +605,12 @@ std::size_t Wheel::fire_periodic(Node* node, std::uint64_t meta) {
 }
 
 // The tick of a periodic timer's next run after the run for tick `due` that ended at `ran_until`
-// (see Cadence and Misfire in wheel.hpp), clamped to the horizon. Inline runs end, in the wheel's
-// time, at the run clock's reading (set_run_clock) or else the now of the advance() that ran them;
-// an executor's runs at the time it reported.
-std::uint64_t Wheel::next_run(std::uint64_t meta, std::uint64_t due, Nanos ran_until) const noexcept {
+// (see Cadence and Misfire in wheel.hpp), clamped to the horizon. An inline run ends at the
+// policy's run_end(): an Engine's clock, a standalone wheel's the now of the advance() that ran it.
+// (A run on an Engine's executor places its own next fixed-delay run: see ShardWheel.)
+template <class Policy>
+std::uint64_t BasicWheel<Policy>::next_run(std::uint64_t meta, std::uint64_t due,
+                                           Nanos ran_until) const noexcept {
   using Meta = detail::PeriodicMeta;
   const std::uint64_t period_ns = Meta::period(meta);
   if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay)) {
@@ -663,7 +628,9 @@ std::uint64_t Wheel::next_run(std::uint64_t meta, std::uint64_t due, Nanos ran_u
 
 // The first tick of the grid due, due + period, ... after target_, clamped to the horizon.
 // Precondition: due <= target_.
-std::uint64_t Wheel::first_grid_point_after_now(std::uint64_t due, std::uint64_t period) const noexcept {
+template <class Policy>
+std::uint64_t BasicWheel<Policy>::first_grid_point_after_now(std::uint64_t due,
+                                                             std::uint64_t period) const noexcept {
   return std::min(due + ((target_ - due) / period + 1) * period, max_tick_);
 }
 
@@ -672,7 +639,8 @@ std::uint64_t Wheel::first_grid_point_after_now(std::uint64_t due, std::uint64_t
 // of the remaining time to that unit's start that this call covers. Called every tick, a slot of
 // n nodes is moved n / 256^L at a time; called rarely, proportionally more. Moved nodes are due
 // after `target` by construction, so pacing never makes work due in this pass.
-void Wheel::pace(std::uint64_t target, unsigned top) noexcept {
+template <class Policy>
+void BasicWheel<Policy>::pace(std::uint64_t target, unsigned top) noexcept {
   if (target <= cur_) return;
   for (unsigned level = top; level >= 1; --level) {
     const unsigned shift = kLevelBits * level;
@@ -689,7 +657,8 @@ void Wheel::pace(std::uint64_t target, unsigned top) noexcept {
 
 // At tick t, every upper-level slot whose unit starts at t moves down in full (I2). Top level
 // first, so that its nodes can drop straight to the lowest level that holds them.
-void Wheel::cascade_at(std::uint64_t t, unsigned top) noexcept {
+template <class Policy>
+void BasicWheel<Policy>::cascade_at(std::uint64_t t, unsigned top) noexcept {
   for (unsigned level = top; level >= 1; --level) {
     const unsigned shift = kLevelBits * level;
     if ((t & ((std::uint64_t{1} << shift) - 1)) != 0) continue;
@@ -698,13 +667,15 @@ void Wheel::cascade_at(std::uint64_t t, unsigned top) noexcept {
   }
 }
 
-Wheel::LevelWords Wheel::level_words(unsigned level) const noexcept {
-  return std::span(occupied_).subspan(std::size_t{level} * kWordsPerLevel).first<kWordsPerLevel>();
+template <class Policy>
+typename BasicWheel<Policy>::LevelWords BasicWheel<Policy>::level_words(unsigned level) const noexcept {
+  return std::span(occupied_).subspan(std::size_t{level} * kWordsPerLevel).template first<kWordsPerLevel>();
 }
 
 // Distance from bit `start` to the first set bit of a kSlots-bit ring (one level's bitmap), going
 // up and wrapping; kSlots if none is set.
-unsigned Wheel::find_from(LevelWords words, unsigned start) noexcept {
+template <class Policy>
+unsigned BasicWheel<Policy>::find_from(LevelWords words, unsigned start) noexcept {
   const unsigned i = start / 64;
   const unsigned j = start % 64;
   if (const std::uint64_t a = words[i] >> j) return static_cast<unsigned>(std::countr_zero(a));
@@ -719,14 +690,16 @@ unsigned Wheel::find_from(LevelWords words, unsigned start) noexcept {
   return kSlots;
 }
 
-bool Wheel::level_empty(unsigned level) const noexcept {
+template <class Policy>
+bool BasicWheel<Policy>::level_empty(unsigned level) const noexcept {
   std::uint64_t any = 0;
   for (const std::uint64_t word : level_words(level)) any |= word;
   return any == 0;
 }
 
 // I2's consequence, for debug assertions: no upper level holds a node in its current unit's slot.
-bool Wheel::current_units_empty(unsigned top) const noexcept {
+template <class Policy>
+bool BasicWheel<Policy>::current_units_empty(unsigned top) const noexcept {
   for (unsigned level = 1; level <= top; ++level) {
     const auto unit = static_cast<unsigned>((cur_ >> (kLevelBits * level)) & (kSlots - 1));
     if (occupied(level * kSlots + unit)) return false;
@@ -735,7 +708,8 @@ bool Wheel::current_units_empty(unsigned top) const noexcept {
 }
 
 // The highest level with a timer in it (0 if none): every per-level loop stops there.
-unsigned Wheel::top_level() const noexcept {
+template <class Policy>
+unsigned BasicWheel<Policy>::top_level() const noexcept {
   for (unsigned level = kLevels - 1; level > 0; --level) {
     if (!level_empty(level)) return level;
   }
@@ -744,7 +718,8 @@ unsigned Wheel::top_level() const noexcept {
 
 // The first tick after cur_ at which something happens: a level-0 slot fires, or an upper-level
 // slot's unit starts. UINT64_MAX if the wheel levels are empty. O(levels).
-std::uint64_t Wheel::next_event_tick(unsigned top) const noexcept {
+template <class Policy>
+std::uint64_t BasicWheel<Policy>::next_event_tick(unsigned top) const noexcept {
   std::uint64_t best = ~std::uint64_t{0};
   for (unsigned level = 0; level <= top; ++level) {
     if (level_empty(level)) continue;
@@ -759,8 +734,9 @@ std::uint64_t Wheel::next_event_tick(unsigned top) const noexcept {
 
 // The slots the next pass will walk first, given cur_: the next non-empty level-0 slot and the
 // look-ahead slot of each upper level. Calls fn(slot) for each occupied one.
+template <class Policy>
 template <class Fn>
-void Wheel::for_each_upcoming_slot(Fn&& fn) const noexcept {
+void BasicWheel<Policy>::for_each_upcoming_slot(Fn&& fn) const noexcept {
   if (!level_empty(0)) {
     const auto from = static_cast<unsigned>((cur_ + 1) & (kSlots - 1));
     fn((from + find_from(level_words(0), from)) & (kSlots - 1));
@@ -776,14 +752,15 @@ void Wheel::for_each_upcoming_slot(Fn&& fn) const noexcept {
 // will walk (stage 1); the start of the next pass, by when those have arrived, prefetches their
 // successors (stage 2). Walks then find two nodes per sub-list in cache, and the misses of all the
 // slots overlap instead of being taken slot by slot, one chain at a time.
-void Wheel::prefetch_upcoming(bool successors) const noexcept {
+template <class Policy>
+void BasicWheel<Policy>::prefetch_upcoming(bool successors) const noexcept {
   for_each_upcoming_slot([&](unsigned slot) {
     for (Node* head : (*slots_)[slot].head) {
       if (head == nullptr) continue;
       if (!successors) {
-        prefetch_node(head);
+        detail::prefetch_node(head);
       } else if (Node* next = head->next) {
-        prefetch_node(next);
+        detail::prefetch_node(next);
       }
     }
   });
@@ -795,7 +772,8 @@ void Wheel::prefetch_upcoming(bool successors) const noexcept {
 // cur_ never lags behind time that holds nothing due, so placement and next_deadline() stay exact.
 // The steps stop early while late timers wait in the due slot, so those keep their place ahead of
 // later ticks. With budget 0 no callback runs and nothing can throw.
-std::size_t Wheel::step(std::uint64_t target, std::size_t budget) {
+template <class Policy>
+std::size_t BasicWheel<Policy>::step(std::uint64_t target, std::size_t budget) {
   std::size_t ran = 0;
   while (cur_ < target && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
          (ran < budget || !occupied(kDueSlot))) {
@@ -810,15 +788,15 @@ std::size_t Wheel::step(std::uint64_t target, std::size_t budget) {
   return ran;
 }
 
-std::size_t Wheel::advance(Nanos now, std::size_t limit) {
+template <class Policy>
+std::size_t BasicWheel<Policy>::advance(Nanos now, std::size_t limit) {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   if (in_advance_) return 0;
   const ScopedFlag in_advance(in_advance_);
   ++stats_.passes;
   flush_unlinks();
   if (now > now_) now_ = now;
-  const std::uint64_t target = std::min(
-      static_cast<std::uint64_t>(now_.count()) / static_cast<std::uint64_t>(tick_.count()), max_tick_);
+  const std::uint64_t target = std::min(ticks_.floor(static_cast<std::uint64_t>(now_.count())), max_tick_);
   target_ = target;
   const std::uint64_t moved_before = stats_.moved;
   prefetch_upcoming(/*successors=*/true);
@@ -848,12 +826,14 @@ std::size_t Wheel::advance(Nanos now, std::size_t limit) {
 // Logically const: it changes no observable state. Nodes are queued only by cancel() and
 // reschedule(), non-const calls, so a wheel with a non-empty queue was not defined const and the
 // cast is sound.
-void Wheel::finish_unlinks() const noexcept {
+template <class Policy>
+void BasicWheel<Policy>::finish_unlinks() const noexcept {
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): sound, as said above
-  if (unlink_queued_ != 0 || moves_queued_ != 0) const_cast<Wheel*>(this)->flush_unlinks();
+  if (unlink_queued_ != 0 || moves_queued_ != 0) const_cast<BasicWheel*>(this)->flush_unlinks();
 }
 
-std::optional<Nanos> Wheel::next_deadline() const noexcept {
+template <class Policy>
+std::optional<Nanos> BasicWheel<Policy>::next_deadline() const noexcept {
   // Queued unlinks leave slots marked occupied by dead nodes; finish them so the answer is exact.
   finish_unlinks();
   if (pending_ == 0) return std::nullopt;
@@ -866,73 +846,14 @@ std::optional<Nanos> Wheel::next_deadline() const noexcept {
   return Nanos(static_cast<Nanos::rep>(t) * tick_.count());
 }
 
-WheelStats Wheel::stats() const noexcept {
+template <class Policy>
+WheelStats BasicWheel<Policy>::stats() const noexcept {
   WheelStats s = stats_;
   s.pool_nodes = pool_.touched();
   s.pool_capacity = pool_.capacity();
   s.pool_segments = pool_.segments();
   s.bytes = pool_.bytes_touched() + sizeof(Slot) * kAllSlots + sizeof(std::uint32_t) * kAllSlots;
   return s;
-}
-
-}  // namespace tickwheel
-
-namespace tickwheel {
-
-// ---- Hooks for the Engine's shard (friend); all on the shard's worker thread. ----
-
-void Wheel::adopt(Node* node) noexcept {
-  ++stats_.scheduled;  // it was scheduled, whether or not it is still pending
-  // A producer leaves the deadline in nanoseconds (>= 0): the division by the tick is done here,
-  // on the worker, not on every producer's schedule path.
-  node->due = due_tick(Nanos(static_cast<Nanos::rep>(node->due)));
-  if ((node->gen.load(std::memory_order_acquire) & 3) != detail::kPending) {
-    // Cancelled while in the hand-off queue: its cancel record finds it unlinked and skips it.
-    detail::destroy_callable(node);
-    pool_.release(node);
-    ++stats_.cancelled;
-    return;
-  }
-  link(node, node->due <= cur_ ? kDueSlot : wheel_slot(node->due));
-  ++pending_;
-}
-
-bool Wheel::retire(Node* node, std::uint32_t cancelled_gen) noexcept {
-  // Still that lifetime, still linked: ours to unlink. Otherwise a walk or adopt() recycled it.
-  if (node->pprev == nullptr || node->gen.load(std::memory_order_relaxed) != cancelled_gen) return false;
-  unlink(node);
-  detail::destroy_callable(node);
-  pool_.release(node);
-  --pending_;
-  ++stats_.cancelled;
-  return true;
-}
-
-void Wheel::rearm_returned(Node* node) noexcept {
-  using Meta = detail::PeriodicMeta;
-  const std::uint64_t meta = node->thunk(node->storage.data(), detail::Op::meta);
-  assert(meta != 0);
-  // Running, or cancelled during the run (running - 1): either way the running value is the
-  // lifetime's multiple of four, which rearm() expects. A returned node is unlinked (I5).
-  const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
-  const std::uint32_t running = (gen & 3) == 0 ? gen : gen + 1;
-  assert(node->pprev == nullptr && ((gen & 3) == 0 || (gen & 3) == detail::kCancelled));
-  // `due` holds the run's tick (fixed rate) or, as the executor left it, when the run ended in
-  // nanoseconds (fixed delay); next_run() reads the one its cadence needs.
-  const bool delay = Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay);
-  const Nanos ran_until(delay ? static_cast<Nanos::rep>(node->due) : 0);
-  rearm(node, running, next_run(meta, node->due, ran_until));
-}
-
-std::size_t Wheel::take_free_nodes(std::span<Node*> out) noexcept {
-  std::size_t got = 0;
-  for (Node*& slot : out) {
-    Node* node = pool_.acquire();
-    if (node == nullptr) break;
-    slot = node;
-    ++got;
-  }
-  return got;
 }
 
 }  // namespace tickwheel

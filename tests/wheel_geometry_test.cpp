@@ -3,17 +3,20 @@
 // The header is read at run time (its path comes from CMake as TICKWHEEL_WHEEL_HEADER); each row
 // `//   L   granularity   holds-less-than   <at 1 ms>   <at 1 us>` must say 2^(kLevelBits*L) and
 // kSlots * 2^(kLevelBits*L) (64^L and 128 * 64^L in the first design, 256^L and 512 * 256^L now),
-// and the two human-readable spans must round to the same values.
+// and the two human-readable spans must round to the same values. Also the deadline -> tick
+// arithmetic every schedule does (detail::TickDivider), against plain division.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tickwheel/detail/arith.hpp"
 #include "tickwheel/wheel.hpp"
 
 #ifndef TICKWHEEL_WHEEL_HEADER
@@ -185,6 +188,42 @@ TEST(WheelGeometry, SmallestTickReachesPastTheEndOfNanos) {
   // And one level fewer would not.
   EXPECT_LT(top_reach_ns / static_cast<long double>(granularity(1)),
             static_cast<long double>(Nanos::max().count()));
+}
+
+// TickDivider's multiply-and-correct quotient equals the divide, floor and rounded-up, at the legal
+// ticks' ends, awkward ticks between, and values at multiples of the tick, just off them, near 0 and
+// near the end of Nanos, plus a fixed-seed sample across the whole range.
+TEST(TickDivider, MatchesDivisionForEveryKindOfTickAndValue) {
+  constexpr std::uint64_t kMax = static_cast<std::uint64_t>(Nanos::max().count());
+  const std::vector<std::uint64_t> ticks = {
+      1000, 1001, 1024, 4095, 999'983, 1'000'000, 1U << 20U, 123'456'789, 3'600'000'000'000};
+  std::mt19937_64 rng(20261125);
+  for (const std::uint64_t tick : ticks) {
+    const detail::TickDivider d(tick);
+    ASSERT_EQ(d.max_tick(), kMax / tick);
+    const auto check = [&](std::uint64_t n) {
+      ASSERT_EQ(d.floor(n), n / tick) << "n=" << n << " tick=" << tick;
+      const std::uint64_t ceil = n / tick + (n % tick != 0 ? 1 : 0);
+      ASSERT_EQ(d.due(Nanos(static_cast<Nanos::rep>(n))), std::min(ceil, kMax / tick))
+          << "n=" << n << " tick=" << tick;
+    };
+    for (std::uint64_t k = 0; k < 2000; ++k) {
+      check(k);
+      check(k * tick);
+      check(k * tick + 1);
+      if (k != 0) check(k * tick - 1);
+      check(kMax - k);
+    }
+    for (int i = 0; i < 200'000; ++i) {
+      const std::uint64_t n = rng() >> 1U;  // < 2^63
+      check(n);
+      check(n >> (rng() % 63));
+    }
+  }
+  const detail::TickDivider d(1000);
+  EXPECT_EQ(d.due(Nanos(0)), 0U);
+  EXPECT_EQ(d.due(Nanos(-5)), 0U);
+  EXPECT_EQ(d.due(Nanos::min()), 0U);
 }
 
 }  // namespace

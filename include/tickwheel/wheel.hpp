@@ -90,8 +90,14 @@
 
 namespace tickwheel {
 namespace detail {
-class Shard;
+struct PlainPolicy;
+class ShardWheel;
 }  // namespace detail
+template <class Policy>
+class BasicWheel;
+// The wheel this header is about: BasicWheel with the plain policy (below). The other policy,
+// the Engine's, lives in the engine's own sources; users never name either.
+using Wheel = BasicWheel<detail::PlainPolicy>;
 
 using Nanos = std::chrono::nanoseconds;
 
@@ -119,7 +125,8 @@ class TimerId {
   friend constexpr bool operator==(TimerId, TimerId) noexcept = default;
 
  private:
-  friend class Wheel;
+  template <class Policy>
+  friend class BasicWheel;
   constexpr TimerId(std::uint32_t index, std::uint32_t gen) noexcept : index_(index), gen_(gen) {}
   static constexpr TimerId failure(Status why) noexcept { return {static_cast<std::uint32_t>(why), 0}; }
 
@@ -218,7 +225,43 @@ struct WheelStats {
   std::uint64_t rescheduled_in_place = 0;
 };
 
-class Wheel {
+namespace detail {
+// How a wheel claims a due node, runs it and re-arms it: the one thing the standalone wheel and an
+// Engine's shard do differently. The wheel's code (engine/wheel_impl.hpp) is the same for both and
+// calls its policy at these points; the policy is a compile-time parameter, so the standalone
+// wheel pays for no test of the Engine's needs on its hot path. This is the standalone wheel's:
+// one thread owns every node, so a claim and a re-arm are plain stores (relaxed: no other thread
+// reads them), and every run is inline. The Engine's (engine/shard_wheel.hpp) claims by
+// compare-and-swap against cancels from other threads and may hand runs to an executor.
+struct PlainPolicy {
+  // Others may cancel this wheel's nodes from other threads; the wheel then counts the cancels its
+  // claims and re-arms lose. Never, here.
+  static constexpr bool kShared = false;
+  // Takes a due node whose generation the wheel loaded as `gen` from pending to `state` (kFired for
+  // a one-shot timer, kRunning for a periodic one); false if a cancel took it first.
+  static bool claim(Node* node, std::uint32_t gen, std::uint32_t state) noexcept {
+    assert((gen & 3) == kPending);
+    node->gen.store(in_state(gen, state), std::memory_order_relaxed);
+    return true;
+  }
+  // Takes a periodic node whose run ended from `running` back to pending (the same lifetime, so its
+  // id stays valid); false if a cancel took it during the run. Here only cancel() from inside the
+  // callback can have, and that cancel counted itself.
+  static bool rearm(Node* node, std::uint32_t running) noexcept {
+    if (node->gen.load(std::memory_order_relaxed) != running) return false;
+    node->gen.store(pending_of_running(running), std::memory_order_relaxed);
+    return true;
+  }
+  // Hands a claimed node to another thread to run instead of running it in the pass: never here.
+  static constexpr bool dispatch(Node* /*node*/) noexcept { return false; }
+  // When an inline run of a fixed-delay timer ended: the now of the advance() that ran it, since a
+  // standalone wheel never reads a clock.
+  static constexpr Nanos run_end(Nanos pass_now) noexcept { return pass_now; }
+};
+}  // namespace detail
+
+template <class Policy>
+class BasicWheel {
  public:
   static constexpr unsigned kLevelBits = 8;              // each level is 256x coarser
   static constexpr unsigned kSlotBits = kLevelBits + 1;  // 512 slots: two revolutions
@@ -236,11 +279,11 @@ class Wheel {
   // of 64 bytes per reserved timer (3.4 to 110 ms per million on the project's VM), and throws
   // std::system_error if the memory cannot be mapped (ENOMEM) or, with lock_memory, if mlock is
   // refused (EPERM, ENOMEM or EAGAIN; the message names the bytes and RLIMIT_MEMLOCK).
-  explicit Wheel(WheelOptions opts = {});
+  explicit BasicWheel(WheelOptions opts = {}, Policy policy = {});
   // Destroys the callables of all pending timers without running them; unmaps the pool.
-  ~Wheel();
-  Wheel(const Wheel&) = delete;
-  Wheel& operator=(const Wheel&) = delete;
+  ~BasicWheel();
+  BasicWheel(const BasicWheel&) = delete;
+  BasicWheel& operator=(const BasicWheel&) = delete;
 
   // Schedules fn() to run in the first advance(now) with now >= deadline rounded up to the tick.
   // A deadline whose tick is at or before the current one (in the past, or a zero or negative delay
@@ -441,54 +484,11 @@ class Wheel {
   WheelStats stats() const noexcept;
 
  private:
-  friend class detail::Shard;
+  // Everything below is the wheel's own (engine/wheel_impl.hpp). The Engine's shard wheel
+  // (engine/shard_wheel.hpp) derives from the core with its own policy and adds, through this
+  // friendship, the hooks its queues need; nothing of it is on the standalone wheel's path.
+  friend class detail::ShardWheel;
   using Node = detail::Node;
-
-  // Engine hooks (detail::Shard, on its worker thread). A shared wheel claims each due node by
-  // compare-and-swap, since other threads may cancel it, and counts each one-shot claim in
-  // *claims (a release store, before the callback starts: the shard's admission and pending count
-  // read it from other threads).
-  void share(std::atomic<std::uint64_t>* claims) noexcept {
-    shared_ = true;
-    claims_ = claims;
-  }
-  // Links a node a producer prepared (callable, pending gen, and in `due` the deadline in
-  // nanoseconds, >= 0) and handed over; recycles it instead if it was cancelled in transit.
-  // A periodic node's fixed-rate grid starts at that deadline's tick.
-  void adopt(Node* node) noexcept;
-  // Unlinks and recycles a node another thread cancelled, if it is still that lifetime and still
-  // linked; returns whether it did. A periodic node cancelled while it ran is unlinked: the fire
-  // path, whose re-arm the cancel refused, recycles it, and this is a no-op.
-  bool retire(Node* node, std::uint32_t cancelled_gen) noexcept;
-  // Fills `out` with nodes from the pool for producers to prepare (growing it if need be); returns
-  // how many it could hand out, from the front.
-  std::size_t take_free_nodes(std::span<Node*> out) noexcept;
-  // Calls fn(node) for every node that holds a pending timer (a periodic one between its runs).
-  // O(pending) plus one test per 64 slots.
-  template <class Fn>
-  requires std::invocable<Fn&, Node*>
-  void for_each_pending(Fn&& fn) const noexcept { visit_pending(fn); }
-  void release_node(Node* node) noexcept { pool_.release(node); }
-  // With an executor: fire() hands each claimed node to dispatch(context, node) instead of running
-  // it (counted as fired; a one-shot node no longer pending). The executor runs the callable and
-  // gives the node back to the shard, which calls release_node() for a one-shot node (its callable
-  // destroyed by the run) and rearm_returned() for a periodic one (still running, or cancelled
-  // during the run; for a fixed-delay timer `due` then holds when the run ended, in nanoseconds).
-  using Dispatch = void (*)(void* context, Node* node);
-  void set_dispatch(Dispatch dispatch, void* context) noexcept {
-    dispatch_ = dispatch;
-    dispatch_context_ = context;
-  }
-  void rearm_returned(Node* node) noexcept;
-  // Inside an Engine: the clock read when an inline run of a fixed-delay timer returns, so that the
-  // next run is one period after the run's end, as Engine::schedule_every promises. Unset (a
-  // standalone Wheel, which never reads a clock), the run ends at the now of the advance() call.
-  using RunClock = Nanos (*)(const void* context) noexcept;
-  void set_run_clock(RunClock clock, const void* context) noexcept {
-    run_clock_ = clock;
-    run_clock_context_ = context;
-  }
-  bool claim(Node* node, std::uint32_t gen, std::uint32_t state) noexcept;
 
   static constexpr unsigned kWheelSlots = kLevels * kSlots;
   static constexpr unsigned kDueSlot = kWheelSlots;        // due by the current call, for the next one
@@ -496,7 +496,7 @@ class Wheel {
   static constexpr unsigned kBatchSlot = kWheelSlots + 2;  // the timers of tick cur_ being run
   static constexpr unsigned kAllSlots = kWheelSlots + 3;
   static constexpr unsigned kUnlinkBatch = 32;
-  // Set in a node's due while a move reschedule() queued is pending (engine/wheel.cpp, I6). A due
+  // Set in a node's due while a move reschedule() queued is pending (engine/wheel_impl.hpp, I6). A due
   // in ticks is below 2^54 (horizon() at the smallest tick), so the bit is free.
   static constexpr std::uint64_t kMoving = std::uint64_t{1} << 63;
   static_assert(static_cast<std::uint64_t>(std::numeric_limits<Nanos::rep>::max() / kMinTick.count()) <
@@ -596,12 +596,8 @@ class Wheel {
   std::size_t pending_ = 0;
   unsigned way_ = 0;  // next sub-list for an insertion, round robin
   bool in_advance_ = false;
-  bool shared_ = false;                           // inside an Engine: fires claim nodes by compare-and-swap
-  std::atomic<std::uint64_t>* claims_ = nullptr;  // inside an Engine: see share()
-  Dispatch dispatch_ = nullptr;                   // inside an Engine with an executor: see set_dispatch()
-  void* dispatch_context_ = nullptr;
-  RunClock run_clock_ = nullptr;  // inside an Engine: see set_run_clock()
-  const void* run_clock_context_ = nullptr;
+  [[no_unique_address]] Policy policy_;                 // see detail::PlainPolicy
+  detail::TickDivider ticks_;                           // tick_ as a divisor, for every deadline's tick
   mutable bool visiting_ = false;                       // inside for_each_pending(): see ScopedFlag
   std::unique_ptr<std::array<Slot, kAllSlots>> slots_;  // the heads, one cache line per slot
   std::array<std::uint64_t, kBitmapWords> occupied_{};  // bit s set <=> slot s has a node
@@ -619,7 +615,8 @@ class Wheel {
 
 // ---- The hot path, inline so that a schedule compiles down to straight-line code. ----
 
-inline Wheel::Node* Wheel::acquire_node() noexcept {
+template <class Policy>
+inline typename BasicWheel<Policy>::Node* BasicWheel<Policy>::acquire_node() noexcept {
   if (pending_ >= max_pending_) [[unlikely]] {
     ++stats_.rejected;
     return nullptr;
@@ -631,22 +628,21 @@ inline Wheel::Node* Wheel::acquire_node() noexcept {
   return node;
 }
 
-inline Status Wheel::acquire_failure() const noexcept {
+template <class Policy>
+inline Status BasicWheel<Policy>::acquire_failure() const noexcept {
   return pending_ >= max_pending_ ? Status::max_pending_reached : Status::out_of_memory;
 }
 
 // Deadline -> tick, rounded up so that a timer never fires early, clamped to the horizon.
-inline std::uint64_t Wheel::due_tick(Nanos deadline) const noexcept {
-  if (deadline.count() <= 0) return 0;
-  const auto d = static_cast<std::uint64_t>(deadline.count());
-  const auto t = static_cast<std::uint64_t>(tick_.count());
-  const std::uint64_t due = d / t + (d % t != 0 ? 1 : 0);
-  return due < max_tick_ ? due : max_tick_;
+template <class Policy>
+inline std::uint64_t BasicWheel<Policy>::due_tick(Nanos deadline) const noexcept {
+  return ticks_.due(deadline);
 }
 
 // The lowest level whose kSlots slots reach `due`: the least L with (due >> bL) - (cur_ >> bL) <
 // kSlots (b = kLevelBits). Precondition: due > cur_.
-inline unsigned Wheel::wheel_level(std::uint64_t due) const noexcept {
+template <class Policy>
+inline unsigned BasicWheel<Policy>::wheel_level(std::uint64_t due) const noexcept {
   const std::uint64_t delta = due - cur_;
   if (delta < kSlots) return 0;
   // delta < kSlots << (kLevelBits * L)  <=>  bit_width(delta) <= kSlotBits + kLevelBits * L; the
@@ -657,12 +653,14 @@ inline unsigned Wheel::wheel_level(std::uint64_t due) const noexcept {
 }
 
 // The slot of the lowest level whose kSlots slots reach `due`. Precondition: due > cur_.
-inline unsigned Wheel::wheel_slot(std::uint64_t due) const noexcept {
+template <class Policy>
+inline unsigned BasicWheel<Policy>::wheel_slot(std::uint64_t due) const noexcept {
   const unsigned level = wheel_level(due);
   return level * kSlots + static_cast<unsigned>((due >> (kLevelBits * level)) & (kSlots - 1));
 }
 
-inline void Wheel::link(Node* node, unsigned slot) noexcept {
+template <class Policy>
+inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
   Node** head = &(*slots_)[slot].head[way_++ & (kWays - 1)];
   Node* first = *head;
   node->next = first;
@@ -673,7 +671,8 @@ inline void Wheel::link(Node* node, unsigned slot) noexcept {
   ++(*count_)[slot];
 }
 
-inline TimerId Wheel::commit(Node* node, Nanos deadline) noexcept {
+template <class Policy>
+inline TimerId BasicWheel<Policy>::commit(Node* node, Nanos deadline) noexcept {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   const std::uint64_t due = due_tick(deadline);
   // The id is built from registers: re-reading gen and index right after storing gen makes the
@@ -690,5 +689,8 @@ inline TimerId Wheel::commit(Node* node, Nanos deadline) noexcept {
   ++stats_.scheduled;
   return {index, gen};
 }
+
+// The standalone wheel's code is compiled once, in the library (engine/wheel.cpp).
+extern template class BasicWheel<detail::PlainPolicy>;
 
 }  // namespace tickwheel

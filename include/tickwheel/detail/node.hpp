@@ -45,9 +45,10 @@ struct alignas(kCacheLine) Node {
   // pprev == nullptr  <=>  the node is not in any slot (free, or being fired).
   Node* next;
   Node** pprev;
-  // The deadline: in ticks, rounded up, while the node is in a wheel; in nanoseconds while it is in
-  // an Engine's hand-off queue (the worker divides by the tick in Wheel::adopt) and, for a
-  // fixed-delay periodic timer, when an executor gives it back (the end of its run).
+  // The deadline, in ticks (rounded up, clamped to the horizon: TickDivider::due), wherever the node
+  // is: in a wheel, in an Engine's hand-off queue (the producer divided, by a multiplication), and
+  // when an executor gives a periodic node back (for a fixed-delay timer, the tick of its next run,
+  // which the executor's thread computed when the run ended).
   std::uint64_t due;
   // Generation and state of the node's current lifetime, in one word, so that a cancel and a fire
   // racing on different threads are decided by one compare-and-swap. Lifetime k uses four values:

@@ -1,0 +1,72 @@
+// engine/shard_wheel.cpp — an Engine shard's wheel, compiled: BasicWheel with the shard's policy
+// (engine/wheel_impl.hpp is the code), and the hooks of engine/shard_wheel.hpp.
+#include "shard_wheel.hpp"
+
+#include <cassert>
+
+#include "shard.hpp"
+#include "wheel_impl.hpp"
+
+namespace tickwheel {
+namespace detail {
+
+bool ShardPolicy::dispatch(Node* node) const noexcept { return shard->dispatch(node); }
+
+Nanos ShardPolicy::run_end(Nanos /*pass_now*/) const noexcept { return shard->run_end(); }
+
+void ShardWheel::adopt(Node* node) noexcept {
+  ++stats_.scheduled;  // it was scheduled, whether or not it is still pending
+  // Acquire: pairs with a canceller's compare-and-swap, so a node cancelled in transit is seen so.
+  if ((node->gen.load(std::memory_order_acquire) & 3) != kPending) {
+    // Cancelled while in the hand-off queue: its cancel record finds it unlinked and skips it.
+    destroy_callable(node);
+    pool_.release(node);
+    ++stats_.cancelled;
+    return;
+  }
+  assert(node->due <= max_tick_);
+  link(node, node->due <= cur_ ? kDueSlot : wheel_slot(node->due));
+  ++pending_;
+}
+
+bool ShardWheel::retire(Node* node, std::uint32_t cancelled_gen) noexcept {
+  // Still that lifetime, still linked: ours to unlink. Otherwise a walk or adopt() recycled it.
+  if (node->pprev == nullptr || node->gen.load(std::memory_order_relaxed) != cancelled_gen) return false;
+  unlink(node);
+  destroy_callable(node);
+  pool_.release(node);
+  --pending_;
+  ++stats_.cancelled;
+  return true;
+}
+
+void ShardWheel::rearm_returned(Node* node) noexcept {
+  const std::uint64_t meta = node->thunk(node->storage.data(), Op::meta);
+  assert(meta != 0);
+  // Running, or cancelled during the run (running - 1): either way the running value is the
+  // lifetime's multiple of four, which rearm() expects. A returned node is unlinked (I5).
+  const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+  const std::uint32_t running = (gen & 3) == 0 ? gen : gen + 1;
+  assert(node->pprev == nullptr && ((gen & 3) == 0 || (gen & 3) == kCancelled));
+  const bool delay = PeriodicMeta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay);
+  // Fixed delay: `due` is the next run's tick already. Fixed rate: the run's tick, and next_run()
+  // reads no end of the run.
+  rearm(node, running, delay ? node->due : next_run(meta, node->due, Nanos(0)));
+}
+
+std::size_t ShardWheel::take_free_nodes(std::span<Node*> out) noexcept {
+  std::size_t got = 0;
+  for (Node*& slot : out) {
+    Node* node = pool_.acquire();
+    if (node == nullptr) break;
+    slot = node;
+    ++got;
+  }
+  return got;
+}
+
+}  // namespace detail
+
+template class BasicWheel<detail::ShardPolicy>;
+
+}  // namespace tickwheel
