@@ -19,6 +19,12 @@
 //       first, then the batch. Nothing enters the late slot while it runs, so no call runs a timer
 //       twice.
 //   I4  occupied_ bit s is set iff slot s has a node; count_[s] >= the number of nodes in slot s.
+//       (I4') nonempty_words_ bit w is set iff occupied_[w] != 0: every change of occupied_ goes
+//       through set_occupied() / clear_occupied(), or clears it whole (clear()).
+//   I7  next_event_ <= next_event_tick(): the first tick after cur_ at which a level-0 slot fires
+//       or an upper-level slot's unit starts is never before it. step() sets it exactly; link()
+//       lowers it to the event of the slot it fills; unlinks and cancels leave it, which can only
+//       make it early (then advance() takes the full path and step() sets it again).
 //   I5  A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
 //       between its runs: it is unlinked while it runs, state running), except: a node
 //       cancelled by Wheel::cancel() waiting in unlink_queue_ (callable gone; the queue is flushed
@@ -131,7 +137,7 @@ void BasicWheel<Policy>::note_if_empty(unsigned slot) noexcept {
   std::uintptr_t any = 0;
   for (Node* head : (*slots_)[slot].head) any |= reinterpret_cast<std::uintptr_t>(head);
   if (any != 0) return;
-  occupied_[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
+  clear_occupied(slot);
   (*count_)[slot] = 0;
 }
 
@@ -328,6 +334,7 @@ std::size_t BasicWheel<Policy>::clear() noexcept {
     }
     occupied_[w] = 0;
   }
+  nonempty_words_ = 0;
   // Outside advance() no periodic callback is running, so every pending timer was linked.
   assert(cleared == pending_);
   pending_ = 0;
@@ -457,7 +464,7 @@ std::uint64_t BasicWheel<Policy>::move_down(unsigned slot, std::uint64_t max_nod
     }
   }
   if (ways == 0) {
-    occupied_[slot / 64] &= ~(std::uint64_t{1} << (slot % 64));
+    clear_occupied(slot);
     (*count_)[slot] = 0;
   } else {
     (*count_)[slot] -= static_cast<std::uint32_t>(std::min<std::uint64_t>((*count_)[slot], moved));
@@ -486,7 +493,7 @@ void BasicWheel<Policy>::merge(unsigned from, unsigned to) noexcept {
     first->pprev = &dst.head[w];
     src.head[w] = nullptr;
   }
-  occupied_[from / 64] &= ~(std::uint64_t{1} << (from % 64));
+  clear_occupied(from);
   (*count_)[to] += (*count_)[from];
   (*count_)[from] = 0;
 }
@@ -505,8 +512,8 @@ void BasicWheel<Policy>::splice(unsigned from, unsigned to) noexcept {
       src.head[w] = nullptr;
     }
   }
-  occupied_[from / 64] &= ~(std::uint64_t{1} << (from % 64));
-  occupied_[to / 64] |= std::uint64_t{1} << (to % 64);
+  clear_occupied(from);
+  set_occupied(to);
   (*count_)[from] = 0;
 }
 
@@ -692,9 +699,32 @@ unsigned BasicWheel<Policy>::find_from(LevelWords words, unsigned start) noexcep
 
 template <class Policy>
 bool BasicWheel<Policy>::level_empty(unsigned level) const noexcept {
-  std::uint64_t any = 0;
-  for (const std::uint64_t word : level_words(level)) any |= word;
-  return any == 0;
+  constexpr std::uint64_t kLevelMask = (std::uint64_t{1} << kWordsPerLevel) - 1;
+  return ((nonempty_words_ >> (level * kWordsPerLevel)) & kLevelMask) == 0;
+}
+
+// Whether advance() to `target` has nothing to do but move cur_ there: nothing due or left from a
+// pass cut short (the due, late and batch slots, which share the last bitmap word), no event up to
+// target (I7), and no look-ahead slot for pace() to move a share of. Then no callback, cascade or
+// pacing move happens on the way, which is the common case of a loop that advances every tick: the
+// call costs a few loads instead of the level scans. O(levels in use) for the look-ahead slots.
+template <class Policy>
+bool BasicWheel<Policy>::quiet_until(std::uint64_t target) const noexcept {
+  static_assert(kDueSlot / 64 == kBatchSlot / 64 && kDueSlot % 64 == 0, "the extra slots share one word");
+  if (target >= next_event_ || ((nonempty_words_ >> (kDueSlot / 64)) & 1) != 0) return false;
+  for (unsigned level = 1, top = top_level(); level <= top; ++level) {
+    const unsigned shift = kLevelBits * level;
+    if (occupied(level * kSlots + static_cast<unsigned>(((cur_ >> shift) + 1) & (kSlots - 1)))) return false;
+  }
+  return true;
+}
+
+// I4', for debug assertions: the summary word says which bitmap words are non-zero.
+template <class Policy>
+bool BasicWheel<Policy>::summary_exact() const noexcept {
+  std::uint64_t words = 0;
+  for (unsigned w = 0; w < kBitmapWords; ++w) words |= static_cast<std::uint64_t>(occupied_[w] != 0) << w;
+  return words == nonempty_words_;
 }
 
 // I2's consequence, for debug assertions: no upper level holds a node in its current unit's slot.
@@ -710,10 +740,9 @@ bool BasicWheel<Policy>::current_units_empty(unsigned top) const noexcept {
 // The highest level with a timer in it (0 if none): every per-level loop stops there.
 template <class Policy>
 unsigned BasicWheel<Policy>::top_level() const noexcept {
-  for (unsigned level = kLevels - 1; level > 0; --level) {
-    if (!level_empty(level)) return level;
-  }
-  return 0;
+  constexpr std::uint64_t kWheelWords = (std::uint64_t{1} << (kLevels * kWordsPerLevel)) - 1;
+  const std::uint64_t words = nonempty_words_ & kWheelWords;  // not the due, late and batch slots
+  return words == 0 ? 0 : (static_cast<unsigned>(std::bit_width(words)) - 1) / kWordsPerLevel;
 }
 
 // The first tick after cur_ at which something happens: a level-0 slot fires, or an upper-level
@@ -779,7 +808,8 @@ std::size_t BasicWheel<Policy>::step(std::uint64_t target, std::size_t budget) {
          (ran < budget || !occupied(kDueSlot))) {
     // Recomputed each step: a callback may have scheduled a timer above the previous top level.
     const unsigned top = top_level();
-    cur_ = std::min(next_event_tick(top), target);
+    next_event_ = next_event_tick(top);
+    cur_ = std::min(next_event_, target);
     cascade_at(cur_, top);
     assert(current_units_empty(top));
     splice(static_cast<unsigned>(cur_ & (kSlots - 1)), kBatchSlot);
@@ -795,9 +825,14 @@ std::size_t BasicWheel<Policy>::advance(Nanos now, std::size_t limit) {
   const ScopedFlag in_advance(in_advance_);
   ++stats_.passes;
   flush_unlinks();
+  assert(summary_exact());
   if (now > now_) now_ = now;
   const std::uint64_t target = std::min(ticks_.floor(static_cast<std::uint64_t>(now_.count())), max_tick_);
   target_ = target;
+  if (quiet_until(target)) {
+    cur_ = target;  // what step() would do: nothing happens on the way (I7)
+    return 0;
+  }
   const std::uint64_t moved_before = stats_.moved;
   prefetch_upcoming(/*successors=*/true);
 
