@@ -115,25 +115,25 @@ BasicWheel<Policy>::~BasicWheel() {
 }
 
 template <class Policy>
-bool BasicWheel<Policy>::occupied(unsigned slot) const noexcept {
+inline bool BasicWheel<Policy>::occupied(unsigned slot) const noexcept {
   return ((occupied_[slot / 64] >> (slot % 64)) & 1) != 0;
 }
 
 // Byte offset of a list link from the start of the slot array; a link inside a node (its `next`)
 // gives an offset past the array, as unsigned arithmetic wraps.
 template <class Policy>
-std::uintptr_t BasicWheel<Policy>::head_offset(Node* const* link) const noexcept {
+inline std::uintptr_t BasicWheel<Policy>::head_offset(Node* const* link) const noexcept {
   return reinterpret_cast<std::uintptr_t>(link) - reinterpret_cast<std::uintptr_t>(slots_->data());
 }
 
 template <class Policy>
-bool BasicWheel<Policy>::is_slot_head(Node* const* link) const noexcept {
+inline bool BasicWheel<Policy>::is_slot_head(Node* const* link) const noexcept {
   return head_offset(link) < sizeof(Slot) * kAllSlots;
 }
 
 // Clears slot's bit (and its count) if it has no node left (I4).
 template <class Policy>
-void BasicWheel<Policy>::note_if_empty(unsigned slot) noexcept {
+inline void BasicWheel<Policy>::note_if_empty(unsigned slot) noexcept {
   std::uintptr_t any = 0;
   for (Node* head : (*slots_)[slot].head) any |= reinterpret_cast<std::uintptr_t>(head);
   if (any != 0) return;
@@ -153,7 +153,7 @@ unsigned BasicWheel<Policy>::ways_in_use(unsigned slot) const noexcept {
 // Unlinks a node from whatever slot holds it. The slot is looked up (from `pprev`) only when the
 // node was the last of its sub-list, the one case where the slot can have become empty.
 template <class Policy>
-void BasicWheel<Policy>::unlink(Node* node) noexcept {
+inline void BasicWheel<Policy>::unlink(Node* node) noexcept {
   Node* next = node->next;
   Node** pprev = node->pprev;
   *pprev = next;
@@ -170,7 +170,7 @@ void BasicWheel<Policy>::unlink(Node* node) noexcept {
 // The write to the successor's `pprev` is what brings the successor into cache: walks visit the
 // sub-lists in turn, so it has the other sub-lists' pops' time to arrive before it is needed.
 template <class Policy>
-typename BasicWheel<Policy>::Node* BasicWheel<Policy>::pop_head(unsigned slot, unsigned way) noexcept {
+inline typename BasicWheel<Policy>::Node* BasicWheel<Policy>::pop_head(unsigned slot, unsigned way) noexcept {
   Node** head = &(*slots_)[slot].head[way];
   Node* node = *head;
   Node* next = node->next;

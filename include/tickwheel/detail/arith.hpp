@@ -36,9 +36,9 @@ class TickDivider {
         inverse_(~std::uint64_t{0} / tick_ns),
         max_tick_(static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / tick_ns) {}
 
-  // floor(n / tick), for n < 2^63. inverse_ is floor((2^64 - 1) / tick), so the product's high
-  // half q is floor(n / tick) or one less (n * (2^64 / tick - 1) / 2^64 > n / tick - 1/2 for
-  // n < 2^63); one compare of the remainder settles which.
+  // floor(n / tick). inverse_ is floor((2^64 - 1) / tick), so the product's high half q is
+  // floor(n / tick) or one less (n * (2^64 / tick - 1) / 2^64 > n / tick - 1 for any n < 2^64);
+  // one compare of the remainder settles which.
   std::uint64_t floor(std::uint64_t n) const noexcept {
     std::uint64_t q = mul_high(n, inverse_);
     if (n - q * tick_ >= tick_) ++q;
@@ -48,14 +48,12 @@ class TickDivider {
   // at or before 0, and at most max_tick().
   std::uint64_t due(std::chrono::nanoseconds deadline) const noexcept {
     if (deadline.count() <= 0) return 0;
-    const auto n = static_cast<std::uint64_t>(deadline.count());
+    // ceil(n / tick) = floor((n + tick - 1) / tick). The sum stays below 2^64 (n < 2^63, tick <
+    // 2^42), and the reasoning of floor() holds up to 2^64: the high half is the quotient or one
+    // less.
+    const std::uint64_t n = static_cast<std::uint64_t>(deadline.count()) + tick_ - 1;
     std::uint64_t q = mul_high(n, inverse_);
-    std::uint64_t r = n - q * tick_;
-    if (r >= tick_) {
-      ++q;
-      r -= tick_;
-    }
-    q += r != 0 ? 1 : 0;
+    if (n - q * tick_ >= tick_) ++q;
     return q < max_tick_ ? q : max_tick_;
   }
   // The last tick a Nanos can reach: floor(Nanos::max() / tick).
