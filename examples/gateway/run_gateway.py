@@ -58,6 +58,9 @@ def parse_args():
     p.add_argument("--service-us", type=float, default=1000.0, help="upstream mean service time (default 1000)")
     p.add_argument("--drop", type=float, default=0.05, help="share the upstream never answers (default 0.05)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rt-priority", type=int, default=0,
+                   help="run each server under SCHED_FIFO at this priority (chrt -f; 0: no, the default), so "
+                        "that other work on a shared machine does not preempt its threads")
     p.add_argument("--out", default="gateway-report", help="directory for the JSON, the SVG and each run's files")
     p.add_argument("--check-files", action="store_true", help="also check that the JSON and the SVG parse")
     return p.parse_args()
@@ -123,6 +126,8 @@ def run_one(a, c, run, out):
         cmd = [a.server, "--mode", mode, "--tick-us", str(c["tick_us"])] + common
         if mode == "manual":
             cmd += ["--wait", "ms" if c["mode"] == "manual-ms" else "ns"]
+    if a.rt_priority:
+        cmd = ["chrt", "-f", str(a.rt_priority)] + cmd
     server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     line = server.stdout.readline()
     if not line.startswith("port "):
@@ -380,7 +385,7 @@ def main():
     report = {
         "command": command, "machine": host,
         "parameters": {k: getattr(a, k) for k in ("shapes", "ticks", "seconds", "runs", "loops", "timeout_us",
-                                                  "idle_ms", "service_us", "drop", "seed")},
+                                                  "idle_ms", "service_us", "drop", "seed", "rt_priority")},
         "configurations": [
             {**c, "median": results[c["slug"]]["median"],
              "runs": [{"metrics": m, "violations": v} for m, v in results[c["slug"]]["metrics"]],
