@@ -228,6 +228,7 @@ void write_report(std::ostream& out, const ServerReport& r) {
   j.histogram("idle_lateness", r.idle_lateness);
   j.field("cpu_s", r.cpu_s).field("max_rss_kb", r.max_rss_kb);
   j.field("pending_at_stop", r.pending_at_stop);
+  j.field("passes", r.passes).field("wakeups", r.wakeups);
   j.end_object();
 }
 

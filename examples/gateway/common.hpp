@@ -353,6 +353,8 @@ struct ServerReport {
   double cpu_s = 0;  // from the first connection to the stop signal
   std::int64_t max_rss_kb = 0;
   std::uint64_t pending_at_stop = 0;
+  std::uint64_t passes = 0;   // tickwheel: the engine's passes (polls, or worker passes)
+  std::uint64_t wakeups = 0;  // tickwheel: returns from a blocking wait (the loops', or the workers')
 };
 void write_report(std::ostream& out, const ServerReport& r);
 

@@ -171,6 +171,7 @@ def metrics(r):
         "cpu_us_per_req": 1e6 * s["cpu_s"] / max(s["counts"]["requests"], 1),
         "rss_mb": s["max_rss_kb"] / 1024,
         "timeouts": s["lateness"]["count"],
+        "wakeups_per_s": s.get("wakeups", 0) / max(l["seconds"], 1e-9),
     }
     for h in ("lateness", "past_tick"):
         if h in s:
@@ -248,8 +249,9 @@ def svg(configs, results, title):
            f'font-family="sans-serif" font-size="12">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{ml}" y="24" font-size="15">{esc(title)}</text>',
-           f'<text x="{ml}" y="42" fill="#555">request-timeout lateness (fire time - deadline), solid; '
-           'tickwheel past the tick (minus the tick rounding), dashed; medians\' run</text>']
+           f'<text x="{ml}" y="42" fill="#555">request-timeout lateness (fire time - deadline): solid, long '
+           'dashes at a 100 us tick; tickwheel past the tick (lateness minus the tick\'s rounding): dotted. '
+           'Each configuration\'s run with the median p99.</text>']
     # x: percentile p on a log scale of 1 / (1 - p): 0%, 90%, 99%, 99.9%, 99.99%, then max at the end.
     xs = [0.0, 90.0, 99.0, 99.9, 99.99]
     def xpos(p):
@@ -360,7 +362,9 @@ def main():
             print(f"  run {run + 1}: {c['name']}: {m['rps']:,.0f} req/s, lateness p99 "
                   f"{m['lateness_p99_us']:,.0f} us" +
                   (f", past the tick p99 {m['past_tick_p99_us']:,.0f} us" if "past_tick_p99_us" in m else "") +
-                  f", {m['cpu_us_per_req']:.1f} us CPU/req" + (f", VIOLATIONS {bad}" if bad else ""), flush=True)
+                  f", {m['cpu_us_per_req']:.1f} us CPU/req" +
+                  (f", {m['wakeups_per_s']:,.0f} engine wake-ups/s" if c["mode"] != "asio" else "") +
+                  (f", VIOLATIONS {bad}" if bad else ""), flush=True)
     for c in configs:
         slot = results[c["slug"]]
         keys = set().union(*(m.keys() for m, _ in slot["metrics"])) if slot["metrics"] else set()

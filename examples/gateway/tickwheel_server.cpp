@@ -535,6 +535,7 @@ int run(const Options& o) {
   // tasks it waits for; manual: it wakes each owner and waits for it to let go), then the loops.
   server.upstream.stop();
   const std::size_t pending = server.engine.stop().size();
+  const tickwheel::EngineStats stats = server.engine.stats();
   for (auto& loop : server.loops) loop->stop();
 
   ServerReport r;
@@ -555,6 +556,8 @@ int run(const Options& o) {
   }
   r.max_rss_kb = end.max_rss_kb;
   r.pending_at_stop = pending;
+  r.passes = stats.passes;
+  r.wakeups = stats.wakeups;
   if (!o.json.empty()) {
     std::ofstream out(o.json);
     write_report(out, r);
