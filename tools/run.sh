@@ -4,7 +4,8 @@
 #
 #   tools/run.sh test      Release build under build/, then the whole CTest suite; extra arguments go
 #                          to ctest, e.g. `tools/run.sh test -L unit` (labels: unit, model,
-#                          concurrency, slow, compile_fail, package, readme, fuzz, stress, tools)
+#                          concurrency, slow, compile_fail, package, readme, fuzz, stress, tools,
+#                          gateway)
 #   tools/run.sh stress    Release build, then the stress harness with its default profile
 #                          (extra arguments go to tickwheel-stress; try --help)
 #   tools/run.sh bench     Release build, then both benchmark binaries, the Wheel's (tickwheel-bench)
