@@ -142,6 +142,7 @@ class Loop {
   asio::io_context io_{1};
   tcp::acceptor acceptor_;
   ServiceTime service_;
+  bool warned_fds_ = false;
   Records<Conn> conns_;
   Records<Request> requests_;
   std::vector<char> scratch_ = std::vector<char>(64 * 1024);
@@ -192,6 +193,12 @@ Loop::Loop(Server& server, std::size_t index, std::uint16_t port)
 void Loop::accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
     if (ec) {
+      if (ec == asio::error::no_descriptors && !warned_fds_) {
+        warned_fds_ = true;
+        std::fprintf(
+            stderr,
+            "tickwheel-gateway-asio: accept: out of file descriptors (raise RLIMIT_NOFILE: ulimit -n)\n");
+      }
       if (ec != asio::error::operation_aborted) accept();
       return;
     }

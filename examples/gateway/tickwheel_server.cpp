@@ -142,6 +142,7 @@ class Loop {
   int ep_ = -1;
   int stop_fd_ = -1;
   bool stopping_ = false;
+  bool warned_fds_ = false;
   ServiceTime service_;
   Pool<Conn> conns_;
   Pool<Request> requests_;
@@ -310,7 +311,14 @@ void Loop::dispatch(const epoll_event& ev) {
 void Loop::accept_all() {
   for (;;) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or out of descriptors (the client sees the connect fail)
+    if (fd < 0) {  // EAGAIN; or out of descriptors, said once (the client's connect then times out)
+      if ((errno == EMFILE || errno == ENFILE) && !warned_fds_) {
+        warned_fds_ = true;
+        std::fprintf(stderr,
+                     "tickwheel-gateway: accept: out of file descriptors (raise RLIMIT_NOFILE: ulimit -n)\n");
+      }
+      return;
+    }
     server_.first_connection();
     set_nodelay(fd);
     const std::uint32_t slot = conns_.take();
