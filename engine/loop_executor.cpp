@@ -66,11 +66,15 @@ struct LoopExecutor::Impl {
 
   static std::size_t drain(Lane& lane, std::size_t limit) noexcept {
     lane.drainer.store(this_thread_number(), std::memory_order_relaxed);
-    // Take the signal back before looking at the queue (acq_rel: if it reads an execute()'s true,
-    // that task's enqueue is visible to the dequeues below); an execute() after this writes again.
-    lane.signalled.exchange(false, std::memory_order_acq_rel);
+    // Reset the eventfd first, then take the signal back, then look at the queue. In this order an
+    // execute() that finds the flag false (after the exchange) writes a counter that nothing here
+    // resets, so the fd stays readable for it. The other order loses a wake-up: an execute() between
+    // the exchange and the read writes the fd, the read erases it, and the flag, true again, stops
+    // every later execute() from writing while the loop waits on a clear fd.
     std::uint64_t count = 0;
     (void)::read(lane.fd, &count, sizeof count);  // resets the counter; EAGAIN if it was 0
+    // acq_rel: if it reads an execute()'s true, that task's enqueue is visible to the dequeues below.
+    lane.signalled.exchange(false, std::memory_order_acq_rel);
     std::size_t ran = 0;
     Task task;
     while (ran < limit && lane.queue.try_dequeue(task)) {

@@ -382,6 +382,53 @@ TEST(EngineLoop, StopOnTheLoopThatRunsTheTasksRunsThemInsteadOfWaitingForItself)
   EXPECT_TRUE(returned.empty());
 }
 
+// A loop that drains its lane only when the lane's fd is readable, as executor.hpp says to, must
+// never find tasks waiting behind an fd that is not. drain() once took the signal back before it
+// reset the eventfd: an execute() in between wrote the fd, the reset erased that write, and the lane
+// stayed "signalled" with its fd clear, so no later execute() wrote again, the loop slept for ever
+// and stop() waited for ever for its tasks (found by the gateway example's workers mode). Here the
+// worker fires rounds of timers due at one instant, one long burst of execute()s each, while the
+// loop drains as fast as it can: each drain's window is crossed by an execute(). A lane with tasks
+// queued whose fd stays unreadable for a second is a lost wake-up (execute() writes within
+// microseconds of its enqueue): counted, then drained so that the test goes on.
+TEST(EngineLoop, ALoopThatDrainsOnlyWhenItsFdIsReadableLosesNoWakeUp) {
+  constexpr int kRounds = 40;
+  constexpr int kPerRound = 10'000;
+  auto tasks = std::make_shared<LoopExecutor>(1);
+  EngineOptions o;
+  o.shards = 1;
+  o.pin_workers = false;
+  o.executor = tasks;
+  Engine e(o);
+  std::atomic<int> ran{0}, lost{0};
+  std::atomic<bool> done{false};
+  std::thread loop([&] {
+    const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    (void)::epoll_ctl(ep, EPOLL_CTL_ADD, tasks->fd(0), &ev);
+    while (!done.load()) {
+      if (::epoll_wait(ep, &ev, 1, 100) == 1) {
+        (void)tasks->drain(0);
+      } else if (tasks->queued(0) != 0 && ::epoll_wait(ep, &ev, 1, 1000) == 0) {
+        lost.fetch_add(1);
+        (void)tasks->drain(0);
+      }
+    }
+    (void)tasks->drain(0);
+    ::close(ep);
+  });
+  for (int round = 1; round <= kRounds; ++round) {
+    const auto when = std::chrono::steady_clock::now() + 20ms;
+    for (int i = 0; i < kPerRound; ++i) ASSERT_TRUE(e.schedule_at(when, [&ran] { ran.fetch_add(1); }));
+    ASSERT_TRUE(eventually([&] { return ran.load() == round * kPerRound; }));
+  }
+  EXPECT_EQ(lost.load(), 0) << "tasks waited in a lane whose fd was not readable";
+  EXPECT_TRUE(e.stop().empty());
+  done.store(true);
+  loop.join();
+}
+
 TEST(EngineLoop, ATaskTellsItsShardAndBadLanesAreRefused) {
   EXPECT_THROW(LoopExecutor(0), std::invalid_argument);
   EXPECT_THROW(LoopExecutor(5000), std::invalid_argument);

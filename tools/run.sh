@@ -4,7 +4,8 @@
 #
 #   tools/run.sh test      Release build under build/, then the whole CTest suite; extra arguments go
 #                          to ctest, e.g. `tools/run.sh test -L unit` (labels: unit, model,
-#                          concurrency, slow, compile_fail, package, readme, fuzz, stress, tools)
+#                          concurrency, slow, compile_fail, package, readme, fuzz, stress, tools,
+#                          gateway)
 #   tools/run.sh stress    Release build, then the stress harness with its default profile
 #                          (extra arguments go to tickwheel-stress; try --help)
 #   tools/run.sh bench     Release build, then both benchmark binaries, the Wheel's (tickwheel-bench)
@@ -12,6 +13,12 @@
 #   tools/run.sh check     the whole CTest suite under AddressSanitizer + UBSan (Debug, build-asan/)
 #                          and under ThreadSanitizer (build-tsan/)
 #   tools/run.sh build     Release build only
+#   tools/run.sh gateway   Release build of the reference gateway (examples/gateway/), then tickwheel
+#                          (caller-driven loops; workers + LoopExecutor) and Boost.Asio side by side
+#                          under the same load: requests/s, timeout lateness, CPU per request, RSS and
+#                          the correctness counts (non-zero exit on any violation), a JSON report and
+#                          an SVG in build/gateway-report/; extra arguments go to run_gateway.py, e.g.
+#                          `tools/run.sh gateway --runs 3` (medians of 3 interleaved runs; --help)
 #   tools/run.sh fuzz [s]  the libFuzzer targets (clang, ASan + UBSan, build-fuzz/), each for s seconds
 #                          (60 by default) over a scratch copy of its seed corpus; an input that fails
 #                          is kept in tests/fuzz/regressions/<target>/ (then replayed by CTest) and the
@@ -29,7 +36,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$root/build"
 packages=(cmake ninja-build g++ pkg-config python3 libgtest-dev libbenchmark-dev libconcurrentqueue-dev
-          libjemalloc-dev libhwloc-dev libcli11-dev)
+          libjemalloc-dev libhwloc-dev libcli11-dev libboost-dev)
 
 install_missing() {
   local missing=()
@@ -111,7 +118,7 @@ fuzz_targets() {
 
 # Every C++ source and header of the project (not build outputs).
 cxx_files() {
-  find "$root/include" "$root/engine" "$root/bench" "$root/stress" "$root/tests" "$root/tools" \
+  find "$root/include" "$root/engine" "$root/bench" "$root/stress" "$root/tests" "$root/tools" "$root/examples" \
     -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) | sort
 }
 
@@ -173,6 +180,15 @@ case "$cmd" in
     ;;
   build)
     configure_and_build
+    ;;
+  gateway)
+    install_missing
+    configure release
+    (cd "$root" && cmake --build --preset release --parallel "$(nproc)" \
+       --target tickwheel-gateway tickwheel-gateway-load tickwheel-gateway-asio)
+    gw="$build/examples/gateway"
+    exec python3 "$root/examples/gateway/run_gateway.py" --server "$gw/tickwheel-gateway" \
+      --load "$gw/tickwheel-gateway-load" --asio "$gw/tickwheel-gateway-asio" --out "$build/gateway-report" "$@"
     ;;
   check)
     sanitized_suite asan

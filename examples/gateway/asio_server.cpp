@@ -1,0 +1,507 @@
+// examples/gateway/asio_server.cpp — the gateway's baseline: the same server as
+// tickwheel_server.cpp, written the way an Asio user would, on Boost.Asio (header-only) and its
+// steady_timer. Same protocol (common.hpp), same simulated upstream, same checks and report.
+//
+// 1..N loops, each an io_context run by one thread, with its own SO_REUSEPORT acceptor. Per
+// request: a steady_timer (one per request record, reused) set to the absolute deadline, and
+// async_wait; the upstream's answer is post()ed to the loop's io_context, where timer.cancel()
+// returning 1 means the cancel won (the handler then completes with operation_aborted), 0 that the
+// timeout already expired and its handler, queued, replies. Per connection: an idle steady_timer,
+// moved on every message by expires_at() (which cancels the pending wait: that handler completes
+// with operation_aborted) and a new async_wait.
+//
+// The timer rules are checked as tickwheel's are: a handler that completes without error after
+// its cancel won, or twice for one wait, or before the expiry it waited for (steady_clock, the same
+// CLOCK_MONOTONIC), is a violation. Asio's deadlines are exact (its epoll reactor times them with a
+// timerfd), so there is no tick and no "past the tick".
+//
+// Stops on SIGINT or SIGTERM, or after --max-seconds, and writes its report (--json).
+#include <sys/prctl.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <boost/asio.hpp>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common.hpp"
+
+namespace gateway {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+struct Options {
+  std::uint16_t port = 0;
+  std::size_t loops = 1;
+  std::int64_t idle_ms = 2000;
+  double service_mean_us = 1000;
+  double drop = 0.05;
+  std::uint64_t seed = 1;
+  double max_seconds = 600;
+  std::string json;
+};
+
+class Server;
+
+class Loop {
+ public:
+  Loop(Server& server, std::size_t index, std::uint16_t port);
+  void start() {
+    accept();
+    thread_ = std::thread([this] {
+      (void)::prctl(PR_SET_TIMERSLACK, 1UL);  // as tickwheel's loops; timerfd waits take no slack anyway
+      io_.run();
+    });
+  }
+  void stop() {
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  asio::io_context& io() { return io_; }
+  void on_answer(std::uint32_t slot, std::uint32_t gen);
+
+  Counts counts;
+  Histogram lateness, idle_lateness;
+
+ private:
+  struct Conn {
+    explicit Conn(asio::io_context& io) : socket(io), idle(io) {}
+    tcp::socket socket;
+    asio::steady_timer idle;
+    bool open = false;
+    bool writing = false;
+    bool released = false;       // given back: a later release_conn_if_done() must not again
+    std::uint32_t idle_seq = 0;  // the wait in progress; an older one's success is a violation...
+    std::uint32_t lost_seq = 0;  // ...unless expires_at() could not cancel it (it had expired)
+    std::uint32_t waits = 0;     // idle waits whose handler has not completed
+    Nanos idle_deadline{0};
+    std::size_t have = 0;  // bytes of a partial frame in `part`
+    std::array<char, kFrame> part{};
+    std::string out, sending;
+  };
+  struct Request {
+    explicit Request(asio::io_context& io) : timer(io) {}
+    asio::steady_timer timer;
+    std::uint32_t conn = 0, conn_gen = 0;
+    std::uint64_t id = 0;
+    Nanos deadline{0};
+    bool cancel_won = false;
+    bool replied = false;
+    bool waiting = false;  // the wait's handler has not completed
+  };
+  // Records whose asio objects are built once and reused, with the same generation scheme as
+  // common.hpp's Pool (a steady_timer cannot live in a default-constructed Pool entry).
+  template <class T>
+  struct Records {
+    struct Entry {
+      std::unique_ptr<T> value;
+      std::uint32_t gen = 1;
+    };
+    std::deque<Entry> entries;
+    std::deque<std::uint32_t> free;
+    std::uint32_t take(asio::io_context& io) {
+      if (!free.empty()) {
+        const std::uint32_t i = free.front();
+        free.pop_front();
+        return i;
+      }
+      entries.push_back({std::make_unique<T>(io), 1});
+      return static_cast<std::uint32_t>(entries.size() - 1);
+    }
+    void give_back(std::uint32_t i) {
+      ++entries[i].gen;
+      free.push_back(i);
+    }
+  };
+
+  void accept();
+  void read(std::uint32_t slot);
+  void on_request(std::uint32_t slot, const Frame& f, Nanos t);
+  void arm_idle(std::uint32_t slot, Nanos t);
+  void on_idle(std::uint32_t slot, std::uint32_t gen, std::uint32_t seq, const boost::system::error_code& ec);
+  void on_timeout(std::uint32_t slot, std::uint32_t gen, const boost::system::error_code& ec);
+  void reply(std::uint32_t conn, std::uint32_t conn_gen, std::uint64_t id, std::uint32_t status);
+  void write(std::uint32_t slot);
+  void close_conn(std::uint32_t slot);
+  void release_conn_if_done(std::uint32_t slot);
+  void release_request_if_done(std::uint32_t slot);
+
+  Server& server_;
+  const std::size_t index_;
+  asio::io_context io_{1};
+  tcp::acceptor acceptor_;
+  ServiceTime service_;
+  bool warned_fds_ = false;
+  Records<Conn> conns_;
+  Records<Request> requests_;
+  std::vector<char> scratch_ = std::vector<char>(64 * 1024);
+  std::thread thread_;
+};
+
+struct Deliver {
+  Server* server;
+  void operator()(const Ask& a) const;
+};
+
+class Server {
+ public:
+  explicit Server(const Options& o) : opts(o), upstream(Deliver{this}) {}
+  void first_connection() {
+    if (!seen_connection.exchange(true)) {
+      std::lock_guard lock(mutex);
+      start_usage = usage_now();
+    }
+  }
+  const Options opts;
+  std::vector<std::unique_ptr<Loop>> loops;
+  Upstream<Deliver> upstream;
+  std::atomic<bool> seen_connection{false};
+  std::mutex mutex;
+  Usage start_usage;  // guarded by mutex
+};
+
+// On the upstream's thread: the answer is post()ed to the loop that owns the request.
+void Deliver::operator()(const Ask& a) const {
+  Loop* loop = server->loops[a.loop].get();
+  asio::post(loop->io(), [loop, slot = a.slot, gen = a.gen] { loop->on_answer(slot, gen); });
+}
+
+Loop::Loop(Server& server, std::size_t index, std::uint16_t port)
+    : server_(server),
+      index_(index),
+      acceptor_(io_),
+      service_(server.opts.service_mean_us, server.opts.drop, server.opts.seed * 1000 + index) {
+  const tcp::endpoint at_loopback(asio::ip::address_v4::loopback(), port);
+  acceptor_.open(at_loopback.protocol());
+  acceptor_.set_option(tcp::acceptor::reuse_address(true));
+  acceptor_.set_option(ReusePort(true));
+  acceptor_.bind(at_loopback);
+  acceptor_.listen(4096);
+}
+
+void Loop::accept() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
+    if (ec) {
+      if (ec == asio::error::no_descriptors && !warned_fds_) {
+        warned_fds_ = true;
+        std::fprintf(
+            stderr,
+            "tickwheel-gateway-asio: accept: out of file descriptors (raise RLIMIT_NOFILE: ulimit -n)\n");
+      }
+      if (ec != asio::error::operation_aborted) accept();
+      return;
+    }
+    server_.first_connection();
+    socket.set_option(tcp::no_delay(true));
+    const std::uint32_t slot = conns_.take(io_);
+    Conn& c = *conns_.entries[slot].value;
+    c.socket = std::move(socket);
+    c.socket.non_blocking(true);
+    c.open = true;
+    c.released = false;
+    c.writing = false;
+    c.have = 0;
+    c.out.clear();
+    ++counts.connections;
+    arm_idle(slot, now());
+    read(slot);
+    accept();
+  });
+}
+
+void Loop::arm_idle(std::uint32_t slot, Nanos t) {
+  Conn& c = *conns_.entries[slot].value;
+  c.idle_deadline = t + std::chrono::milliseconds(server_.opts.idle_ms);
+  // Cancels the wait in progress, if any; 0 cancelled with a wait in flight means it had already
+  // expired and its handler, queued, will close the connection (tickwheel: a lost cancel).
+  if (c.idle.expires_at(at(c.idle_deadline)) == 0 && c.waits > 0) c.lost_seq = c.idle_seq;
+  ++c.waits;
+  c.idle.async_wait([this, slot, gen = conns_.entries[slot].gen, seq = ++c.idle_seq](
+                        const boost::system::error_code& ec) { on_idle(slot, gen, seq, ec); });
+}
+
+// Reactor style, as the tickwheel server reads: wait until readable, then one non-blocking read
+// into the loop's scratch buffer, so that a connection holds 16 bytes of partial frame, not a
+// read buffer of its own.
+void Loop::read(std::uint32_t slot) {
+  Conn& c = *conns_.entries[slot].value;
+  c.socket.async_wait(tcp::socket::wait_read,
+                      [this, slot, gen = conns_.entries[slot].gen](const boost::system::error_code& ec) {
+                        if (conns_.entries[slot].gen != gen) return;
+                        Conn& c = *conns_.entries[slot].value;
+                        if (ec || !c.open) {
+                          close_conn(slot);
+                          return;
+                        }
+                        boost::system::error_code rec;
+                        const std::size_t size = c.socket.read_some(asio::buffer(scratch_), rec);
+                        if (rec == asio::error::would_block) {
+                          read(slot);
+                          return;
+                        }
+                        if (rec) {  // end of stream or an error
+                          close_conn(slot);
+                          return;
+                        }
+                        const Nanos t = now();
+                        std::size_t at_byte = 0;
+                        if (c.have > 0) {  // complete the frame a previous read cut
+                          const std::size_t take = std::min(kFrame - c.have, size);
+                          std::memcpy(c.part.data() + c.have, scratch_.data(), take);
+                          c.have += take;
+                          at_byte = take;
+                          if (c.have == kFrame) {
+                            c.have = 0;
+                            on_request(slot, decode(c.part.data()), t);
+                          }
+                        }
+                        for (; at_byte + kFrame <= size && c.open; at_byte += kFrame)
+                          on_request(slot, decode(scratch_.data() + at_byte), t);
+                        if (!c.open) return;
+                        if (at_byte < size) {
+                          c.have = size - at_byte;
+                          std::memcpy(c.part.data(), scratch_.data() + at_byte, c.have);
+                        }
+                        read(slot);
+                      });
+}
+
+void Loop::on_request(std::uint32_t slot, const Frame& f, Nanos t) {
+  ++counts.requests;
+  ++counts.idle_rearms;
+  arm_idle(slot, t);
+  const std::uint32_t r = requests_.take(io_);
+  Request& q = *requests_.entries[r].value;
+  const std::uint32_t gen = requests_.entries[r].gen;
+  q.conn = slot;
+  q.conn_gen = conns_.entries[slot].gen;
+  q.id = f.id;
+  q.deadline = t + std::chrono::microseconds(f.value);
+  q.cancel_won = false;
+  q.replied = false;
+  q.waiting = true;
+  q.timer.expires_at(at(q.deadline));
+  q.timer.async_wait([this, r, gen](const boost::system::error_code& ec) { on_timeout(r, gen, ec); });
+  const Nanos service = service_.draw();
+  if (service >= Nanos(0)) {
+    server_.upstream.submit(
+        {.loop = static_cast<std::uint32_t>(index_), .slot = r, .gen = gen, .answer_at = t + service});
+  }
+}
+
+void Loop::on_answer(std::uint32_t slot, std::uint32_t gen) {
+  if (requests_.entries[slot].gen != gen) {
+    ++counts.late_answers;
+    return;
+  }
+  Request& q = *requests_.entries[slot].value;
+  if (q.replied || q.timer.cancel() == 0) {  // expired: the queued handler replies (or did)
+    ++counts.late_answers;
+    return;
+  }
+  q.cancel_won = true;
+  q.replied = true;
+  ++counts.answered;
+  reply(q.conn, q.conn_gen, q.id, kAnswered);
+  // The record goes back when the aborted handler completes (it still refers to the timer).
+}
+
+void Loop::on_timeout(std::uint32_t slot, std::uint32_t gen, const boost::system::error_code& ec) {
+  const Nanos t = now();
+  if (requests_.entries[slot].gen != gen) {  // a second completion of a wait already done
+    ++counts.twice;
+    return;
+  }
+  Request& q = *requests_.entries[slot].value;
+  q.waiting = false;
+  if (ec == asio::error::operation_aborted) {
+    release_request_if_done(slot);
+    return;
+  }
+  if (q.cancel_won) {
+    ++counts.after_cancel;
+  } else {
+    if (t < q.deadline) ++counts.early;
+    lateness.record((t - q.deadline).count());
+    ++counts.timed_out;
+    q.replied = true;
+    reply(q.conn, q.conn_gen, q.id, kTimedOut);
+  }
+  release_request_if_done(slot);
+}
+
+void Loop::release_request_if_done(std::uint32_t slot) {
+  const Request& q = *requests_.entries[slot].value;
+  if (!q.waiting && q.replied) requests_.give_back(slot);
+}
+
+void Loop::on_idle(std::uint32_t slot, std::uint32_t gen, std::uint32_t seq,
+                   const boost::system::error_code& ec) {
+  const Nanos t = now();
+  if (conns_.entries[slot].gen != gen) {
+    ++counts.twice;
+    return;
+  }
+  Conn& c = *conns_.entries[slot].value;
+  --c.waits;
+  if (ec == asio::error::operation_aborted) {
+    release_conn_if_done(slot);
+    return;
+  }
+  if (seq != c.idle_seq && seq != c.lost_seq) {  // moved by expires_at(), whose cancel won
+    ++counts.after_cancel;
+    release_conn_if_done(slot);
+    return;
+  }
+  if (seq == c.idle_seq) {
+    if (t < c.idle_deadline) ++counts.early;
+    idle_lateness.record((t - c.idle_deadline).count());
+  }
+  if (c.open) {
+    ++counts.idle_closed;
+    close_conn(slot);  // releases the record if nothing else refers to it
+    return;
+  }
+  release_conn_if_done(slot);
+}
+
+void Loop::reply(std::uint32_t conn, std::uint32_t conn_gen, std::uint64_t id, std::uint32_t status) {
+  if (conns_.entries[conn].gen != conn_gen) return;
+  Conn& c = *conns_.entries[conn].value;
+  if (!c.open) return;
+  std::array<char, kFrame> buf{};
+  encode({.id = id, .value = status}, buf.data());
+  c.out.append(buf.data(), kFrame);
+  if (!c.writing) write(conn);
+}
+
+void Loop::write(std::uint32_t slot) {
+  Conn& c = *conns_.entries[slot].value;
+  c.writing = true;
+  c.sending.swap(c.out);
+  c.out.clear();
+  asio::async_write(
+      c.socket, asio::buffer(c.sending),
+      [this, slot, gen = conns_.entries[slot].gen](const boost::system::error_code& ec, std::size_t) {
+        if (conns_.entries[slot].gen != gen) return;
+        Conn& c = *conns_.entries[slot].value;
+        c.writing = false;
+        if (ec || !c.open) {
+          close_conn(slot);
+          release_conn_if_done(slot);
+          return;
+        }
+        if (!c.out.empty()) write(slot);
+      });
+}
+
+void Loop::close_conn(std::uint32_t slot) {
+  Conn& c = *conns_.entries[slot].value;
+  if (!c.open) return;
+  c.open = false;
+  boost::system::error_code ignored;
+  c.socket.close(ignored);  // its read and write complete with operation_aborted
+  c.idle.cancel();
+  release_conn_if_done(slot);
+}
+
+// The record goes back once the socket is closed and no idle wait and no write refers to it (an
+// idle wait is always in flight while the connection is open, so this happens in a handler). A
+// read handler of the closed socket that completes later finds the generation moved on.
+void Loop::release_conn_if_done(std::uint32_t slot) {
+  Conn& c = *conns_.entries[slot].value;
+  if (c.open || c.waits > 0 || c.writing || c.released) return;
+  c.released = true;
+  conns_.give_back(slot);
+}
+
+int run(const Options& o) {
+  (void)raise_fd_limit(1 << 20);
+  Server server(o);
+  server.loops.push_back(std::make_unique<Loop>(server, 0, o.port));
+  const std::uint16_t port = server.loops[0]->port();
+  for (std::size_t i = 1; i < o.loops; ++i) server.loops.push_back(std::make_unique<Loop>(server, i, port));
+  for (auto& loop : server.loops) loop->start();
+  std::printf("port %u\n", port);
+  std::fflush(stdout);
+
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  timespec limit{};
+  limit.tv_sec = static_cast<time_t>(o.max_seconds);
+  while (::sigtimedwait(&set, nullptr, &limit) < 0 && errno == EINTR) {
+  }
+  const Usage end = usage_now();
+  server.upstream.stop();
+  for (auto& loop : server.loops) loop->stop();
+
+  ServerReport r;
+  r.impl = "asio";
+  r.mode = "asio";
+  r.wait = "-";
+  r.loops = o.loops;
+  for (const auto& loop : server.loops) {
+    r.counts += loop->counts;
+    r.lateness.merge(loop->lateness);
+    r.idle_lateness.merge(loop->idle_lateness);
+  }
+  {
+    std::lock_guard lock(server.mutex);
+    r.cpu_s = end.cpu_s - (server.seen_connection ? server.start_usage.cpu_s : 0.0);
+  }
+  r.max_rss_kb = end.max_rss_kb;
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    write_report(out, r);
+  } else {
+    write_report(std::cout, r);
+  }
+  const Counts& c = r.counts;
+  return c.after_cancel + c.twice + c.early == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace gateway
+
+int main(int argc, char** argv) {
+  gateway::Options o;
+  CLI::App app{
+      "tickwheel-gateway-asio: the reference gateway on Boost.Asio's steady_timer (examples/gateway/)"};
+  app.add_option("--port", o.port, "TCP port on 127.0.0.1 (0: any; printed on standard output)");
+  app.add_option("--loops", o.loops, "loop threads, each an io_context with its acceptor")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--idle-ms", o.idle_ms, "idle timeout of a connection")->check(CLI::Range(1, 3'600'000));
+  app.add_option("--service-us", o.service_mean_us, "the upstream's mean service time (exponential)")
+      ->check(CLI::Range(1.0, 1e7));
+  app.add_option("--drop", o.drop, "share of requests the upstream never answers")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", o.seed, "seed of the service times");
+  app.add_option("--max-seconds", o.max_seconds, "stop by itself after this long")
+      ->check(CLI::Range(1.0, 86400.0));
+  app.add_option("--json", o.json, "where to write the report (default: standard output)");
+  CLI11_PARSE(app, argc, argv);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  try {
+    return gateway::run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tickwheel-gateway-asio: %s\n", e.what());
+    return 2;
+  }
+}

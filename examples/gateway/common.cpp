@@ -1,0 +1,235 @@
+// examples/gateway/common.cpp — the out-of-line half of common.hpp: histogram quantiles, the JSON
+// writer, getrusage, the socket helpers and the server report.
+#include "common.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <system_error>
+
+namespace gateway {
+
+std::uint64_t Histogram::quantile(double q) const {
+  if (count_ == 0) return 0;
+  const auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(count_)));
+  std::uint64_t seen = 0;
+  for (std::size_t i = 0; i < kBuckets; ++i) {
+    seen += counts_[i];
+    if (seen >= std::max<std::uint64_t>(rank, 1)) return std::min(lower(i) + width(i) / 2, max_);
+  }
+  return max_;
+}
+
+std::vector<std::pair<double, std::uint64_t>> Histogram::curve() const {
+  std::vector<std::pair<double, std::uint64_t>> points;
+  if (count_ == 0) return points;
+  for (int p = 0; p < 90; p += 10) points.emplace_back(p, quantile(std::max(p, 1) / 100.0));
+  // 90, 99, 99.9, ... while a sample lies beyond.
+  for (double tail = 0.1; tail * static_cast<double>(count_) >= 1.0; tail /= 10) {
+    points.emplace_back(100.0 * (1.0 - tail), quantile(1.0 - tail));
+  }
+  points.emplace_back(100.0, max_);
+  return points;
+}
+
+void Json::key(std::string_view k) {
+  if (!first_.back()) out_ << ',';
+  first_.back() = false;
+  out_ << '\n' << std::string(2 * (first_.size() - 1), ' ');
+  if (!k.empty()) out_ << '"' << k << "\": ";
+}
+Json& Json::begin_object(std::string_view k) {
+  if (first_.size() > 1 || !k.empty()) key(k);
+  out_ << '{';
+  first_.push_back(true);
+  return *this;
+}
+Json& Json::end_object() {
+  first_.pop_back();
+  out_ << '\n' << std::string(2 * (first_.size() - 1), ' ') << '}';
+  if (first_.size() == 1) out_ << '\n';
+  return *this;
+}
+Json& Json::begin_array(std::string_view k) {
+  key(k);
+  out_ << '[';
+  first_.push_back(true);
+  return *this;
+}
+Json& Json::end_array() {
+  first_.pop_back();
+  out_ << ']';
+  return *this;
+}
+Json& Json::field(std::string_view k, std::string_view value) {
+  key(k);
+  out_ << '"';
+  for (const char c : value) {
+    if (c == '"' || c == '\\') {
+      out_ << '\\' << c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out_ << ' ';
+    } else {
+      out_ << c;
+    }
+  }
+  out_ << '"';
+  return *this;
+}
+Json& Json::field(std::string_view k, double value) {
+  key(k);
+  if (!std::isfinite(value)) {
+    out_ << "null";
+    return *this;
+  }
+  std::array<char, 32> buf{};
+  const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), value);
+  out_ << std::string_view(buf.data(), static_cast<std::size_t>(r.ptr - buf.data()));
+  return *this;
+}
+Json& Json::field(std::string_view k, std::uint64_t value) {
+  key(k);
+  out_ << value;
+  return *this;
+}
+Json& Json::field(std::string_view k, std::int64_t value) {
+  key(k);
+  out_ << value;
+  return *this;
+}
+Json& Json::field(std::string_view k, bool value) {
+  key(k);
+  out_ << (value ? "true" : "false");
+  return *this;
+}
+Json& Json::histogram(std::string_view k, const Histogram& h) {
+  begin_object(k);
+  field("count", h.count());
+  field("p50_ns", h.quantile(0.5));
+  field("p99_ns", h.quantile(0.99));
+  field("p999_ns", h.quantile(0.999));
+  field("max_ns", h.max());
+  field("below_zero", h.negative());
+  key("curve");
+  out_ << '[';
+  bool first = true;
+  for (const auto& [pct, ns] : h.curve()) {
+    out_ << (first ? "" : ", ") << '[' << pct << ", " << ns << ']';
+    first = false;
+  }
+  out_ << ']';
+  return end_object();
+}
+
+Usage usage_now() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  const auto secs = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; };
+  Usage u{.cpu_s = secs(ru.ru_utime) + secs(ru.ru_stime), .max_rss_kb = 0};
+  // The peak RSS from /proc (VmHWM), not ru_maxrss: Linux keeps ru_maxrss across execve, so a
+  // server started by a bigger process (the Python runner) would report its parent's peak.
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      u.max_rss_kb = std::stoll(line.substr(6));
+      break;
+    }
+  }
+  return u;
+}
+
+Counts& Counts::operator+=(const Counts& o) {
+  requests += o.requests;
+  answered += o.answered;
+  timed_out += o.timed_out;
+  late_answers += o.late_answers;
+  connections += o.connections;
+  idle_closed += o.idle_closed;
+  idle_rearms += o.idle_rearms;
+  after_cancel += o.after_cancel;
+  twice += o.twice;
+  early += o.early;
+  schedule_failed += o.schedule_failed;
+  return *this;
+}
+
+static void fail(const char* what) { throw std::system_error(errno, std::generic_category(), what); }
+
+int listen_on(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail("socket");
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) fail("SO_REUSEPORT");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);  // loopback only
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) fail("bind 127.0.0.1");
+  if (::listen(fd, 4096) != 0) fail("listen");
+  return fd;
+}
+
+std::uint16_t bound_port(int fd) {
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) fail("getsockname");
+  return ntohs(addr.sin_port);
+}
+
+void set_nonblocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) fail("fcntl O_NONBLOCK");
+}
+
+void set_nodelay(int fd) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+std::uint64_t raise_fd_limit(std::uint64_t want) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  if (rl.rlim_cur < want) {
+    rl.rlim_cur = std::min<rlim_t>(want, rl.rlim_max);
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+    (void)::getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  return rl.rlim_cur;
+}
+
+void write_report(std::ostream& out, const ServerReport& r) {
+  Json j(out);
+  const Counts& c = r.counts;
+  j.begin_object();
+  j.field("impl", r.impl).field("mode", r.mode).field("wait", r.wait);
+  j.field("tick_ns", r.tick_ns).field("loops", static_cast<std::uint64_t>(r.loops));
+  j.begin_object("counts");
+  j.field("requests", c.requests).field("answered", c.answered).field("timed_out", c.timed_out);
+  j.field("late_answers", c.late_answers).field("connections", c.connections);
+  j.field("idle_closed", c.idle_closed).field("idle_rearms", c.idle_rearms);
+  j.field("schedule_failed", c.schedule_failed);
+  j.end_object();
+  j.begin_object("violations");
+  j.field("fired_after_cancel", c.after_cancel).field("fired_twice", c.twice).field("early", c.early);
+  j.end_object();
+  j.histogram("lateness", r.lateness);
+  if (r.impl == "tickwheel") j.histogram("past_tick", r.past_tick);
+  j.histogram("idle_lateness", r.idle_lateness);
+  j.field("cpu_s", r.cpu_s).field("max_rss_kb", r.max_rss_kb);
+  j.field("pending_at_stop", r.pending_at_stop);
+  j.field("passes", r.passes).field("wakeups", r.wakeups);
+  j.end_object();
+}
+
+}  // namespace gateway

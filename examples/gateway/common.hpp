@@ -1,0 +1,361 @@
+// examples/gateway/common.hpp — what the reference gateway's three programs share: the wire format,
+// the clock, a lateness histogram, a JSON writer, the request and connection bookkeeping that
+// checks every timer's rule, the simulated upstream, and the socket helpers.
+//
+// The gateway (README, "Inside a real gateway") is a TCP server on 127.0.0.1 that forwards each
+// request to a simulated upstream and answers the client when the upstream answers, or with an
+// error when the request's timeout fires first; connections idle for too long are closed. Two
+// servers speak the same protocol: tickwheel_server.cpp (caller-driven loops that own their shards,
+// or engine workers handing fired timers to the loops through a LoopExecutor) and asio_server.cpp
+// (Boost.Asio's steady_timer), both driven and checked by loadgen.cpp.
+//
+// The protocol: fixed 16-byte frames, little-endian, both ways.
+//   request  { u64 id; u32 timeout_us; u32 reserved }   the client picks the id and the timeout
+//   reply    { u64 id; u32 status;     u32 reserved }   status: 0 the upstream's answer, 1 timed out
+// Every request gets exactly one reply; loadgen.cpp checks it.
+#pragma once
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <ostream>
+#include <queue>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace gateway {
+
+using Nanos = std::chrono::nanoseconds;
+
+// ---- The wire format ----
+
+inline constexpr std::size_t kFrame = 16;
+inline constexpr std::uint32_t kAnswered = 0;
+inline constexpr std::uint32_t kTimedOut = 1;
+
+struct Frame {
+  std::uint64_t id = 0;
+  std::uint32_t value = 0;  // a request's timeout in microseconds, a reply's status
+};
+
+inline void encode(const Frame& f, char* out) {
+  std::memcpy(out, &f.id, 8);
+  std::memcpy(out + 8, &f.value, 4);
+  std::memset(out + 12, 0, 4);
+}
+inline Frame decode(const char* in) {
+  Frame f;
+  std::memcpy(&f.id, in, 8);
+  std::memcpy(&f.value, in + 8, 4);
+  return f;
+}
+static_assert(std::endian::native == std::endian::little, "the frames are written in memory order");
+
+// ---- The clock ----
+
+// CLOCK_MONOTONIC, the clock of both std::chrono::steady_clock and tickwheel's Engine by default,
+// in nanoseconds: one time base for deadlines, fire times and the engine.
+inline Nanos now() { return std::chrono::steady_clock::now().time_since_epoch(); }
+inline std::chrono::steady_clock::time_point at(Nanos t) { return std::chrono::steady_clock::time_point(t); }
+
+// ---- A lateness histogram ----
+
+// Log-linear buckets: exact below 64 ns, then 64 per octave (error under 1.6%), up to 2^63 ns.
+// Recording is an index computation and an increment; no allocation after construction.
+class Histogram {
+ public:
+  Histogram() : counts_(kBuckets, 0) {}
+  void record(std::int64_t ns) {
+    if (ns < 0) {
+      ++negative_;
+      ns = 0;
+    }
+    const auto v = static_cast<std::uint64_t>(ns);
+    ++counts_[index(v)];
+    ++count_;
+    max_ = std::max(max_, v);
+  }
+  void merge(const Histogram& o) {
+    for (std::size_t i = 0; i < kBuckets; ++i) counts_[i] += o.counts_[i];
+    count_ += o.count_;
+    negative_ += o.negative_;
+    max_ = std::max(max_, o.max_);
+  }
+  std::uint64_t count() const { return count_; }
+  std::uint64_t negative() const { return negative_; }  // values below 0, recorded as 0
+  std::uint64_t max() const { return max_; }
+  // The value at quantile q (0 < q <= 1): the middle of its bucket, never above the maximum.
+  std::uint64_t quantile(double q) const;
+  // {percentile, value} at 0, 10, ..., 90, 99, 99.9, ... up to the last recorded value: a curve.
+  std::vector<std::pair<double, std::uint64_t>> curve() const;
+
+ private:
+  static constexpr int kSub = 64;
+  static constexpr std::size_t kBuckets = static_cast<std::size_t>((64 - 6 + 1) * kSub);
+  static std::size_t index(std::uint64_t v) {
+    if (v < kSub) return static_cast<std::size_t>(v);
+    const int shift = 63 - std::countl_zero(v) - 6;  // v >> shift is in [64, 128)
+    return static_cast<std::size_t>((shift + 1) * kSub) + static_cast<std::size_t>((v >> shift) - kSub);
+  }
+  static std::uint64_t lower(std::size_t i) {
+    if (i < static_cast<std::size_t>(kSub)) return i;
+    const std::size_t shift = i / kSub - 1;
+    return (i % kSub + kSub) << shift;
+  }
+  static std::uint64_t width(std::size_t i) {
+    return i < static_cast<std::size_t>(kSub) ? 1 : std::uint64_t{1} << (i / kSub - 1);
+  }
+
+  std::vector<std::uint64_t> counts_;
+  std::uint64_t count_ = 0, negative_ = 0, max_ = 0;
+};
+
+// ---- A JSON writer (objects and arrays by begin/end, keys in order; enough for the reports) ----
+
+class Json {
+ public:
+  explicit Json(std::ostream& out) : out_(out) {}
+  Json& begin_object(std::string_view key = {});
+  Json& end_object();
+  Json& begin_array(std::string_view key = {});
+  Json& end_array();
+  Json& field(std::string_view key, std::string_view value);
+  Json& field(std::string_view key, const char* value) { return field(key, std::string_view(value)); }
+  Json& field(std::string_view key, double value);
+  Json& field(std::string_view key, std::uint64_t value);
+  Json& field(std::string_view key, std::int64_t value);
+  Json& field(std::string_view key, int value) { return field(key, static_cast<std::int64_t>(value)); }
+  Json& field(std::string_view key, bool value);
+  // {"count", "p50_ns", "p99_ns", "p999_ns", "max_ns", "below_zero", "curve": [[pct, ns], ...]}
+  Json& histogram(std::string_view key, const Histogram& h);
+
+ private:
+  void key(std::string_view k);
+  std::ostream& out_;
+  std::vector<bool> first_{true};
+};
+
+// ---- CPU and memory of this process ----
+
+struct Usage {
+  double cpu_s = 0;             // user + system, every thread of the process
+  std::int64_t max_rss_kb = 0;  // the process's peak resident set (VmHWM)
+};
+Usage usage_now();
+
+// ---- Timer correctness, checked on the thread that owns the timers ----
+
+// What a server counts. The three violations must stay 0: a callback that ran after cancel()
+// returned true for it, one that ran twice, one that ran before its deadline (the engine's clock).
+struct Counts {
+  std::uint64_t requests = 0;         // request frames received
+  std::uint64_t answered = 0;         // replied with the upstream's answer (the timeout cancelled)
+  std::uint64_t timed_out = 0;        // replied with a timeout error (the timeout fired)
+  std::uint64_t late_answers = 0;     // upstream answers that came after the timeout had fired
+  std::uint64_t connections = 0;      // accepted
+  std::uint64_t idle_closed = 0;      // closed by their idle timeout
+  std::uint64_t idle_rearms = 0;      // idle timeouts moved by a message
+  std::uint64_t after_cancel = 0;     // violation: a callback after a winning cancel
+  std::uint64_t twice = 0;            // violation: a timer that fired twice
+  std::uint64_t early = 0;            // violation: a callback before its deadline
+  std::uint64_t schedule_failed = 0;  // a schedule refused (must stay 0 in a run)
+  Counts& operator+=(const Counts& o);
+};
+
+// A pool of records, each stamped with a generation that is bumped when the record is given back,
+// so that a callback carrying (index, generation) can tell its own record from a later one. Freed
+// records are reused oldest first (a FIFO), so a stale callback finds a new generation, and each
+// record remembers how its previous generation ended: a late callback is then classified.
+enum class Ended : std::uint8_t { none, cancelled, fired };
+
+template <class T>
+class Pool {
+ public:
+  struct Entry {
+    T value{};
+    std::uint32_t gen = 1;
+    std::uint32_t prev_gen = 0;
+    Ended prev_end = Ended::none;
+  };
+  // A free record (value reset to T{} by the caller as needed) and its index.
+  std::uint32_t take() {
+    if (!free_.empty()) {
+      const std::uint32_t i = free_.front();
+      free_.pop_front();
+      return i;
+    }
+    entries_.emplace_back();
+    return static_cast<std::uint32_t>(entries_.size() - 1);
+  }
+  void give_back(std::uint32_t i, Ended how) {
+    Entry& e = entries_[i];
+    e.prev_gen = e.gen;
+    e.prev_end = how;
+    ++e.gen;
+    free_.push_back(i);
+  }
+  Entry& operator[](std::uint32_t i) { return entries_[i]; }
+  std::size_t size() const { return entries_.size(); }
+  std::size_t in_use() const { return entries_.size() - free_.size(); }
+
+ private:
+  std::deque<Entry> entries_;  // a deque: references stay valid as it grows
+  std::deque<std::uint32_t> free_;
+};
+
+// A callback that found its record's generation moved on: it ran after its timer's life ended.
+// Counted as after_cancel if that life ended by a winning cancel, as twice if by a fire.
+template <class T>
+void count_stale(const typename Pool<T>::Entry& e, std::uint32_t gen, Counts& c) {
+  if (e.prev_gen == gen && e.prev_end == Ended::fired) {
+    ++c.twice;
+  } else {
+    ++c.after_cancel;
+  }
+}
+
+// ---- The simulated upstream ----
+
+// A thread that answers each request after its service time, or never: a delay line. The loop
+// that forwards a request draws the service time (exponential, a configured mean) and whether it
+// is dropped, and hands the upstream the time to answer at; the upstream sleeps until the earliest
+// answer and delivers it through Deliver, on its own thread: a cross-thread hand-off back to the
+// loop that owns the request (tickwheel: a due-now timer on the loop's shard, which wakes the loop
+// if it sleeps; Asio: post() to the loop's io_context). A submit wakes the upstream only when its
+// answer is due before the upstream's planned wake-up.
+struct Ask {
+  std::uint32_t loop = 0;
+  std::uint32_t slot = 0;
+  std::uint32_t gen = 0;
+  Nanos answer_at{0};
+  bool operator>(const Ask& o) const { return answer_at > o.answer_at; }
+};
+
+class ServiceTime {
+ public:
+  ServiceTime(double mean_us, double drop, std::uint64_t seed)
+      : exp_(1.0 / mean_us), drop_(drop), rng_(seed) {}
+  // The answer's delay, or a negative value for a request the upstream never answers.
+  Nanos draw() {
+    if (drop_ > 0 && unit_(rng_) < drop_) return Nanos(-1);
+    return Nanos(static_cast<std::int64_t>(exp_(rng_) * 1000.0));
+  }
+
+ private:
+  std::exponential_distribution<double> exp_;
+  std::uniform_real_distribution<double> unit_{0.0, 1.0};
+  double drop_;
+  std::mt19937_64 rng_;
+};
+
+template <class Deliver>
+class Upstream {
+ public:
+  explicit Upstream(Deliver deliver) : deliver_(std::move(deliver)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Upstream() { stop(); }
+  Upstream(const Upstream&) = delete;
+  Upstream& operator=(const Upstream&) = delete;
+
+  // Any thread.
+  void submit(const Ask& ask) {
+    bool wake = false;
+    {
+      std::lock_guard lock(mutex_);
+      heap_.push(ask);
+      wake = ask.answer_at < planned_;
+    }
+    if (wake) cv_.notify_one();
+  }
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    std::vector<Ask> due;
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      const Nanos t = now();
+      while (!heap_.empty() && heap_.top().answer_at <= t) {
+        due.push_back(heap_.top());
+        heap_.pop();
+      }
+      if (!due.empty()) {
+        lock.unlock();
+        for (const Ask& a : due) deliver_(a);
+        due.clear();
+        lock.lock();
+        continue;
+      }
+      planned_ = heap_.empty() ? Nanos::max() : heap_.top().answer_at;
+      if (heap_.empty()) {
+        cv_.wait(lock);
+      } else {
+        cv_.wait_until(lock, at(planned_));
+      }
+      planned_ = Nanos(0);  // awake: submits need not notify
+    }
+  }
+
+  Deliver deliver_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::priority_queue<Ask, std::vector<Ask>, std::greater<>> heap_;  // guarded by mutex_
+  Nanos planned_{0};                                                 // guarded by mutex_
+  bool stopping_ = false;                                            // guarded by mutex_
+  std::thread thread_;
+};
+
+// ---- Sockets ----
+
+// A non-blocking listening socket on 127.0.0.1:port with SO_REUSEPORT, so that each loop has its
+// own and the kernel spreads connections over them. Throws std::system_error.
+int listen_on(std::uint16_t port);
+std::uint16_t bound_port(int fd);
+void set_nonblocking(int fd);
+void set_nodelay(int fd);
+// Raises RLIMIT_NOFILE's soft limit to `want` (at most the hard limit); returns the limit now in
+// force, so the caller can say when it is short.
+std::uint64_t raise_fd_limit(std::uint64_t want);
+
+// ---- The server report (both servers write it; tools/run.sh gateway reads it) ----
+
+struct ServerReport {
+  std::string impl;  // "tickwheel" or "asio"
+  std::string mode;  // "manual", "workers" or "asio"
+  std::string wait;  // how a caller-driven loop times its sleep: "ns" (epoll_pwait2) or "ms"
+  std::int64_t tick_ns = 0;
+  std::size_t loops = 0;
+  Counts counts;
+  Histogram lateness;   // request timeouts: fire time - deadline
+  Histogram past_tick;  // request timeouts: fire time - the deadline rounded up to the tick
+  Histogram idle_lateness;
+  double cpu_s = 0;  // from the first connection to the stop signal
+  std::int64_t max_rss_kb = 0;
+  std::uint64_t pending_at_stop = 0;
+  std::uint64_t passes = 0;   // tickwheel: the engine's passes (polls, or worker passes)
+  std::uint64_t wakeups = 0;  // tickwheel: returns from a blocking wait (the loops', or the workers')
+};
+void write_report(std::ostream& out, const ServerReport& r);
+
+}  // namespace gateway

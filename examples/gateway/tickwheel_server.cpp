@@ -1,0 +1,619 @@
+// examples/gateway/tickwheel_server.cpp — the reference gateway on tickwheel::Engine: a
+// non-blocking epoll TCP server on 127.0.0.1 (the protocol is in common.hpp), 1..N loop threads,
+// each with its own SO_REUSEPORT listener, its connections and its shard of the engine.
+//
+// Two ways to run the timers (--mode):
+//   manual   caller-driven (Threads::manual): each loop owns its shard (own_shard), so its schedules
+//            and cancels go straight into the wheel; it polls the shard, then sleeps in epoll until
+//            next_deadline() between prepare_wait() and finish_wait(), with the shard's wakeup_fd()
+//            in the set, so that another thread's earlier hand-off wakes it. The sleep is timed in
+//            nanoseconds with epoll_pwait2 (--wait ns, the default); --wait ms rounds it up to
+//            epoll_wait's milliseconds, which costs up to a millisecond past each tick when the tick
+//            is shorter (the README's "Embedding in your event loop" has the measurement).
+//   workers  engine worker threads time the shards (one per loop, unpinned) and hand each fired
+//            timer to a LoopExecutor whose lane i is loop i: the loop drains the lane when its fd
+//            is readable, so every callback still runs on the loop that owns its connection.
+//
+// Per request: a timeout timer (the client's timeout_us) scheduled at an absolute deadline on the
+// loop's shard, and the request forwarded to the simulated upstream thread (common.hpp), which
+// answers after a random service time, or never (--drop). The answer comes back across threads as a
+// due-now timer on the loop's shard (schedule_at_on: a hand-off that wakes a sleeping loop); the
+// loop then cancels the timeout and replies, or, if the timeout fired first, drops the answer. The
+// timeout's callback replies with an error. Per connection: an idle timeout, moved on every message
+// by cancel + schedule (the Engine has no reschedule; the owner's cancel and schedule touch only its
+// own wheel), that closes the connection.
+//
+// Every callback checks its timer's rule (common.hpp: Counts) and records its lateness against the
+// engine's clock: fire time - deadline, and fire time - the deadline rounded up to the tick ("past
+// the tick": what the engine adds beyond the rounding its tick promises).
+//
+// Stops on SIGINT or SIGTERM, or after --max-seconds, and writes its report (--json). Exit status:
+// 0, or 1 if a timer rule was broken.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common.hpp"
+#include "tickwheel/engine.hpp"
+#include "tickwheel/executor.hpp"
+
+namespace gateway {
+namespace {
+
+struct Options {
+  std::uint16_t port = 0;  // 0: any; the port is printed on standard output
+  std::size_t loops = 1;
+  std::string mode = "manual";
+  std::string wait = "ns";
+  std::int64_t tick_us = 1000;
+  std::int64_t idle_ms = 2000;
+  double service_mean_us = 1000;
+  double drop = 0.05;
+  std::uint64_t seed = 1;
+  double max_seconds = 600;
+  std::string json;
+};
+
+constexpr std::uint64_t kListen = ~std::uint64_t{0};
+constexpr std::uint64_t kWakeup = kListen - 1;
+constexpr std::uint64_t kLane = kListen - 2;
+constexpr std::uint64_t kStop = kListen - 3;
+constexpr int kEvents = 256;
+
+class Server;
+
+class Loop {
+ public:
+  Loop(Server& server, std::size_t index, int listen_fd);
+  ~Loop();
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  void start() {
+    thread_ = std::thread([this] { run(); });
+  }
+  void stop() {
+    const std::uint64_t one = 1;
+    (void)::write(stop_fd_, &one, sizeof one);
+    if (thread_.joinable()) thread_.join();
+  }
+  // Timer callbacks, on this loop's thread.
+  void on_timeout(std::uint32_t slot, std::uint32_t gen);
+  void on_answer(std::uint32_t slot, std::uint32_t gen);
+  void on_idle(std::uint32_t slot, std::uint32_t gen, std::uint32_t seq);
+
+  const Counts& counts() const { return counts_; }
+  const Histogram& lateness() const { return lateness_; }
+  const Histogram& past_tick() const { return past_tick_; }
+  const Histogram& idle_lateness() const { return idle_lateness_; }
+
+ private:
+  struct Conn {
+    int fd = -1;
+    bool open = false;
+    bool writing = false;  // EPOLLOUT is on: `out` holds what the socket would not take
+    std::uint32_t idle_seq = 0;
+    tickwheel::Timer idle;
+    Nanos idle_deadline{0};
+    std::size_t have = 0;  // bytes of a partial frame in `part`
+    std::array<char, kFrame> part{};
+    std::string out;
+  };
+  struct Request {
+    std::uint32_t conn = 0;
+    std::uint32_t conn_gen = 0;
+    std::uint64_t id = 0;
+    Nanos deadline{0};
+    tickwheel::Timer timer;
+  };
+
+  void run();
+  void dispatch(const epoll_event& ev);
+  void accept_all();
+  void read_conn(std::uint32_t slot);
+  void flush(std::uint32_t slot);
+  void on_request(std::uint32_t slot, const Frame& f, Nanos t);
+  void arm_idle(std::uint32_t slot, Nanos t);
+  void reply(std::uint32_t conn, std::uint32_t conn_gen, std::uint64_t id, std::uint32_t status);
+  void close_conn(std::uint32_t slot);
+  int wait_events(std::optional<Nanos> until);
+  Nanos tick_ceil(Nanos t) const { return Nanos((t.count() + tick_ - 1) / tick_ * tick_); }
+
+  Server& server_;
+  tickwheel::Engine& engine_;
+  const std::size_t index_;
+  const int listen_fd_;
+  const std::int64_t tick_;
+  int ep_ = -1;
+  int stop_fd_ = -1;
+  bool stopping_ = false;
+  bool warned_fds_ = false;
+  ServiceTime service_;
+  Pool<Conn> conns_;
+  Pool<Request> requests_;
+  std::vector<char> scratch_ = std::vector<char>(64 * 1024);
+  std::array<epoll_event, kEvents> events_{};
+  Counts counts_;
+  Histogram lateness_, past_tick_, idle_lateness_;
+  std::thread thread_;
+};
+
+// The callables: 16 and 24 bytes, under the engine's 24-byte limit; nothing allocated per timer.
+struct TimeoutFn {
+  Loop* loop;
+  std::uint32_t slot, gen;
+  void operator()() const { loop->on_timeout(slot, gen); }
+};
+struct AnswerFn {
+  Loop* loop;
+  std::uint32_t slot, gen;
+  void operator()() const { loop->on_answer(slot, gen); }
+};
+struct IdleFn {
+  Loop* loop;
+  std::uint32_t slot, gen, seq;
+  void operator()() const { loop->on_idle(slot, gen, seq); }
+};
+
+struct Deliver {
+  Server* server;
+  void operator()(const Ask& a) const;
+};
+
+class Server {
+ public:
+  explicit Server(const Options& o) : opts(o), engine(engine_options(o, tasks)), upstream(Deliver{this}) {}
+
+  static tickwheel::EngineOptions engine_options(const Options& o,
+                                                 std::shared_ptr<tickwheel::LoopExecutor>& tasks) {
+    tickwheel::EngineOptions e;
+    e.shards = o.loops;
+    e.tick = std::chrono::microseconds(o.tick_us);
+    e.pin_workers = false;  // the loops and the Asio baseline are not pinned either
+    if (o.mode == "manual") {
+      e.threads = tickwheel::Threads::manual;
+    } else {
+      tasks = std::make_shared<tickwheel::LoopExecutor>(o.loops);
+      e.executor = tasks;
+    }
+    return e;
+  }
+  bool manual() const { return opts.mode == "manual"; }
+  void first_connection() {
+    if (!seen_connection.exchange(true)) {
+      std::lock_guard lock(mutex);
+      start_usage = usage_now();
+    }
+  }
+
+  const Options opts;
+  std::shared_ptr<tickwheel::LoopExecutor> tasks;  // workers mode; before engine (see engine_options)
+  tickwheel::Engine engine;
+  std::vector<std::unique_ptr<Loop>> loops;
+  Upstream<Deliver> upstream;
+  std::atomic<bool> seen_connection{false};
+  std::mutex mutex;
+  Usage start_usage;  // guarded by mutex
+};
+
+// On the upstream's thread: the answer goes back to the loop as a timer due at once on its shard, a
+// cross-thread hand-off that wakes the loop if it sleeps (manual) or its shard's worker (workers).
+// Refused only once the engine is stopping: the answer is dropped, as a dead upstream's would be.
+void Deliver::operator()(const Ask& a) const {
+  (void)server->engine.schedule_at_on(a.loop, at(Nanos(0)),
+                                      AnswerFn{server->loops[a.loop].get(), a.slot, a.gen});
+}
+
+Loop::Loop(Server& server, std::size_t index, int listen_fd)
+    : server_(server),
+      engine_(server.engine),
+      index_(index),
+      listen_fd_(listen_fd),
+      tick_(std::chrono::microseconds(server.opts.tick_us) / Nanos(1)),
+      service_(server.opts.service_mean_us, server.opts.drop, server.opts.seed * 1000 + index) {
+  ep_ = ::epoll_create1(EPOLL_CLOEXEC);
+  stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (ep_ < 0 || stop_fd_ < 0) throw std::system_error(errno, std::generic_category(), "epoll/eventfd");
+  const auto add = [this](int fd, std::uint64_t tag) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag;
+    if (::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) != 0)
+      throw std::system_error(errno, std::generic_category(), "epoll_ctl");
+  };
+  add(listen_fd_, kListen);
+  add(stop_fd_, kStop);
+  if (server.manual()) {
+    add(engine_.wakeup_fd(index_), kWakeup);
+  } else {
+    add(server.tasks->fd(index_), kLane);
+  }
+}
+
+Loop::~Loop() {
+  for (std::size_t i = 0; i < conns_.size(); ++i) {
+    if (conns_[static_cast<std::uint32_t>(i)].value.open)
+      ::close(conns_[static_cast<std::uint32_t>(i)].value.fd);
+  }
+  ::close(listen_fd_);
+  ::close(stop_fd_);
+  ::close(ep_);
+}
+
+void Loop::run() {
+  (void)::prctl(PR_SET_TIMERSLACK, 1UL);  // as the engine's own workers: no 50 us slack on a timed wait
+  if (server_.manual()) engine_.own_shard(index_);
+  while (!stopping_) {
+    int n = 0;
+    if (server_.manual()) {
+      (void)engine_.poll(index_);
+      const std::optional<Nanos> until = engine_.next_deadline(index_);
+      if (engine_.prepare_wait(index_, until)) {
+        n = wait_events(until);
+        engine_.finish_wait(index_);
+      } else {
+        n = ::epoll_wait(ep_, events_.data(), kEvents,
+                         0);  // hand-offs wait: look at the sockets, don't sleep
+      }
+    } else {
+      n = ::epoll_wait(ep_, events_.data(), kEvents, -1);  // the workers time the timers
+    }
+    for (int i = 0; i < n; ++i) dispatch(events_[static_cast<std::size_t>(i)]);
+  }
+}
+
+// Sleeps in epoll until `until` (the engine's clock, CLOCK_MONOTONIC) or an event.
+int Loop::wait_events(std::optional<Nanos> until) {
+  if (!until) return ::epoll_wait(ep_, events_.data(), kEvents, -1);
+  const Nanos left = std::max(*until - now(), Nanos(0));
+  if (server_.opts.wait == "ms") {
+    // epoll_wait's timeout is whole milliseconds: rounded up, so as never to wake before the
+    // deadline, a 100 us tick's wait becomes a millisecond.
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+    return ::epoll_wait(ep_, events_.data(), kEvents, static_cast<int>(std::min<std::int64_t>(ms, 60'000)));
+  }
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(left.count() / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(left.count() % 1'000'000'000);
+  return ::epoll_pwait2(ep_, events_.data(), kEvents, &ts, nullptr);
+}
+
+void Loop::dispatch(const epoll_event& ev) {
+  switch (ev.data.u64) {
+    case kListen: accept_all(); return;
+    case kWakeup: return;  // finish_wait() drained it; the next poll() takes the hand-offs
+    case kLane: (void)server_.tasks->drain(index_); return;
+    case kStop: stopping_ = true; return;
+    default: break;
+  }
+  const auto slot = static_cast<std::uint32_t>(ev.data.u64);
+  const auto gen = static_cast<std::uint32_t>(ev.data.u64 >> 32);
+  if (conns_[slot].gen != gen || !conns_[slot].value.open) return;  // closed earlier in this batch
+  if ((ev.events & EPOLLOUT) != 0) flush(slot);
+  if ((ev.events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && conns_[slot].value.open) read_conn(slot);
+}
+
+void Loop::accept_all() {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {  // EAGAIN; or out of descriptors, said once (the client's connect then times out)
+      if ((errno == EMFILE || errno == ENFILE) && !warned_fds_) {
+        warned_fds_ = true;
+        std::fprintf(stderr,
+                     "tickwheel-gateway: accept: out of file descriptors (raise RLIMIT_NOFILE: ulimit -n)\n");
+      }
+      return;
+    }
+    server_.first_connection();
+    set_nodelay(fd);
+    const std::uint32_t slot = conns_.take();
+    auto& e = conns_[slot];
+    e.value.fd = fd;
+    e.value.open = true;
+    e.value.writing = false;
+    e.value.have = 0;
+    e.value.out.clear();
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = (std::uint64_t{e.gen} << 32) | slot;
+    (void)::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev);
+    ++counts_.connections;
+    arm_idle(slot, now());
+  }
+}
+
+void Loop::arm_idle(std::uint32_t slot, Nanos t) {
+  auto& e = conns_[slot];
+  Conn& c = e.value;
+  c.idle_deadline = t + std::chrono::milliseconds(server_.opts.idle_ms);
+  c.idle = engine_.schedule_at_on(index_, at(c.idle_deadline), IdleFn{this, slot, e.gen, ++c.idle_seq});
+  if (!c.idle) ++counts_.schedule_failed;
+}
+
+void Loop::read_conn(std::uint32_t slot) {
+  Conn& c = conns_[slot].value;
+  const ssize_t n = ::read(c.fd, scratch_.data(), scratch_.size());
+  if (n <= 0) {
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    close_conn(slot);  // end of stream or an error
+    return;
+  }
+  const Nanos t = now();
+  std::size_t at_byte = 0;
+  const auto size = static_cast<std::size_t>(n);
+  if (c.have > 0) {  // complete the frame a previous read cut
+    const std::size_t take = std::min(kFrame - c.have, size);
+    std::memcpy(c.part.data() + c.have, scratch_.data(), take);
+    c.have += take;
+    at_byte = take;
+    if (c.have < kFrame) return;
+    c.have = 0;
+    on_request(slot, decode(c.part.data()), t);
+  }
+  for (; at_byte + kFrame <= size && c.open; at_byte += kFrame)
+    on_request(slot, decode(scratch_.data() + at_byte), t);
+  if (c.open && at_byte < size) {
+    c.have = size - at_byte;
+    std::memcpy(c.part.data(), scratch_.data() + at_byte, c.have);
+  }
+}
+
+void Loop::on_request(std::uint32_t slot, const Frame& f, Nanos t) {
+  ++counts_.requests;
+  auto& ce = conns_[slot];
+  // The idle timeout moves: cancel + schedule. A lost cancel means the idle timer was already
+  // claimed (workers mode: its task waits in the lane) and will close the connection.
+  if (ce.value.idle.cancel()) {
+    ++counts_.idle_rearms;
+    arm_idle(slot, t);
+  }
+  const std::uint32_t r = requests_.take();
+  auto& re = requests_[r];
+  Request& q = re.value;
+  q.conn = slot;
+  q.conn_gen = ce.gen;
+  q.id = f.id;
+  q.deadline = t + std::chrono::microseconds(f.value);
+  q.timer = engine_.schedule_at_on(index_, at(q.deadline), TimeoutFn{this, r, re.gen});
+  if (!q.timer) {  // refused (the engine is stopping): answer with the error at once
+    ++counts_.schedule_failed;
+    reply(q.conn, q.conn_gen, q.id, kTimedOut);
+    requests_.give_back(r, Ended::cancelled);
+    return;
+  }
+  const Nanos service = service_.draw();
+  if (service >= Nanos(0)) {
+    server_.upstream.submit(
+        {.loop = static_cast<std::uint32_t>(index_), .slot = r, .gen = re.gen, .answer_at = t + service});
+  }
+}
+
+void Loop::on_answer(std::uint32_t slot, std::uint32_t gen) {
+  auto& re = requests_[slot];
+  if (re.gen != gen) {  // the timeout fired and replied first
+    ++counts_.late_answers;
+    return;
+  }
+  if (!re.value.timer.cancel()) {  // the timeout was claimed (workers mode): its callback replies
+    ++counts_.late_answers;
+    return;
+  }
+  ++counts_.answered;
+  reply(re.value.conn, re.value.conn_gen, re.value.id, kAnswered);
+  requests_.give_back(slot, Ended::cancelled);
+}
+
+void Loop::on_timeout(std::uint32_t slot, std::uint32_t gen) {
+  const Nanos t = now();
+  auto& re = requests_[slot];
+  if (re.gen != gen) {
+    count_stale<Request>(re, gen, counts_);
+    return;
+  }
+  const Nanos deadline = re.value.deadline;
+  if (t < deadline) ++counts_.early;
+  lateness_.record((t - deadline).count());
+  past_tick_.record((t - tick_ceil(deadline)).count());
+  ++counts_.timed_out;
+  reply(re.value.conn, re.value.conn_gen, re.value.id, kTimedOut);
+  requests_.give_back(slot, Ended::fired);
+}
+
+void Loop::on_idle(std::uint32_t slot, std::uint32_t gen, std::uint32_t seq) {
+  const Nanos t = now();
+  auto& ce = conns_[slot];
+  if (ce.gen != gen) {
+    count_stale<Conn>(ce, gen, counts_);
+    return;
+  }
+  Conn& c = ce.value;
+  if (seq != c.idle_seq) {  // an idle timer whose cancel won, then moved: it must never run
+    ++counts_.after_cancel;
+    return;
+  }
+  if (t < c.idle_deadline) ++counts_.early;
+  idle_lateness_.record((t - c.idle_deadline).count());
+  c.idle = tickwheel::Timer();
+  if (c.open) {
+    ++counts_.idle_closed;
+    close_conn(slot);  // gives the record back: its idle timer is resolved
+  } else {
+    conns_.give_back(slot, Ended::fired);  // closed by the client; this fire was claimed before
+  }
+}
+
+void Loop::reply(std::uint32_t conn, std::uint32_t conn_gen, std::uint64_t id, std::uint32_t status) {
+  auto& ce = conns_[conn];
+  if (ce.gen != conn_gen || !ce.value.open) return;  // the client is gone
+  Conn& c = ce.value;
+  std::array<char, kFrame> buf{};
+  encode({.id = id, .value = status}, buf.data());
+  if (c.writing) {
+    c.out.append(buf.data(), kFrame);
+    return;
+  }
+  const ssize_t n = ::send(c.fd, buf.data(), kFrame, MSG_NOSIGNAL);
+  if (n == static_cast<ssize_t>(kFrame)) return;
+  if (n < 0 && errno != EAGAIN) {
+    close_conn(conn);
+    return;
+  }
+  const std::size_t sent = n > 0 ? static_cast<std::size_t>(n) : 0;
+  c.out.append(buf.data() + sent, kFrame - sent);
+  c.writing = true;
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT;
+  ev.data.u64 = (std::uint64_t{ce.gen} << 32) | conn;
+  (void)::epoll_ctl(ep_, EPOLL_CTL_MOD, c.fd, &ev);
+}
+
+void Loop::flush(std::uint32_t slot) {
+  auto& ce = conns_[slot];
+  Conn& c = ce.value;
+  while (!c.out.empty()) {
+    const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno != EAGAIN) close_conn(slot);
+      return;
+    }
+    c.out.erase(0, static_cast<std::size_t>(n));
+  }
+  c.writing = false;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = (std::uint64_t{ce.gen} << 32) | slot;
+  (void)::epoll_ctl(ep_, EPOLL_CTL_MOD, c.fd, &ev);
+}
+
+// Closes the socket; the record goes back once its idle timer is resolved: now if the cancel
+// wins (or the idle timer is what closes it), else when the claimed fire runs (on_idle).
+void Loop::close_conn(std::uint32_t slot) {
+  Conn& c = conns_[slot].value;
+  if (!c.open) return;
+  ::close(c.fd);  // also leaves the epoll set
+  c.open = false;
+  c.fd = -1;
+  c.out.clear();
+  if (!c.idle) {  // the idle timer fired: that is what closes it
+    conns_.give_back(slot, Ended::fired);
+  } else if (c.idle.cancel()) {
+    c.idle = tickwheel::Timer();
+    conns_.give_back(slot, Ended::cancelled);
+  }
+}
+
+int run(const Options& o) {
+  const std::uint64_t fds = raise_fd_limit(1 << 20);
+  Server server(o);
+  const int first = listen_on(o.port);
+  const std::uint16_t port = bound_port(first);
+  for (std::size_t i = 0; i < o.loops; ++i) {
+    server.loops.push_back(std::make_unique<Loop>(server, i, i == 0 ? first : listen_on(port)));
+  }
+  for (auto& loop : server.loops) loop->start();
+  std::printf("port %u fds %llu\n", port, static_cast<unsigned long long>(fds));
+  std::fflush(stdout);
+
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  timespec limit{};
+  limit.tv_sec = static_cast<time_t>(o.max_seconds);
+  while (::sigtimedwait(&set, nullptr, &limit) < 0 && errno == EINTR) {
+  }
+  const Usage end = usage_now();
+
+  // The upstream first (no more answers), then the engine (workers mode: the loops still drain the
+  // tasks it waits for; manual: it wakes each owner and waits for it to let go), then the loops.
+  server.upstream.stop();
+  const std::size_t pending = server.engine.stop().size();
+  const tickwheel::EngineStats stats = server.engine.stats();
+  for (auto& loop : server.loops) loop->stop();
+
+  ServerReport r;
+  r.impl = "tickwheel";
+  r.mode = o.mode;
+  r.wait = o.mode == "manual" ? o.wait : "-";
+  r.tick_ns = std::chrono::microseconds(o.tick_us) / Nanos(1);
+  r.loops = o.loops;
+  for (const auto& loop : server.loops) {
+    r.counts += loop->counts();
+    r.lateness.merge(loop->lateness());
+    r.past_tick.merge(loop->past_tick());
+    r.idle_lateness.merge(loop->idle_lateness());
+  }
+  {
+    std::lock_guard lock(server.mutex);
+    r.cpu_s = end.cpu_s - (server.seen_connection ? server.start_usage.cpu_s : 0.0);
+  }
+  r.max_rss_kb = end.max_rss_kb;
+  r.pending_at_stop = pending;
+  r.passes = stats.passes;
+  r.wakeups = stats.wakeups;
+  if (!o.json.empty()) {
+    std::ofstream out(o.json);
+    write_report(out, r);
+  } else {
+    write_report(std::cout, r);
+  }
+  const Counts& c = r.counts;
+  return c.after_cancel + c.twice + c.early == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace gateway
+
+int main(int argc, char** argv) {
+  gateway::Options o;
+  CLI::App app{"tickwheel-gateway: the reference gateway on tickwheel::Engine (examples/gateway/)"};
+  app.add_option("--port", o.port, "TCP port on 127.0.0.1 (0: any; printed on standard output)");
+  app.add_option("--loops", o.loops, "loop threads, each with its listener and its shard")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--mode", o.mode, "manual (caller-driven loops) or workers (engine workers + LoopExecutor)")
+      ->check(CLI::IsMember({"manual", "workers"}));
+  app.add_option("--wait", o.wait,
+                 "manual mode: time the loop's sleep in ns (epoll_pwait2) or ms (epoll_wait)")
+      ->check(CLI::IsMember({"ns", "ms"}));
+  app.add_option("--tick-us", o.tick_us, "the engine's tick in microseconds")
+      ->check(CLI::Range(1, 1'000'000));
+  app.add_option("--idle-ms", o.idle_ms, "idle timeout of a connection")->check(CLI::Range(1, 3'600'000));
+  app.add_option("--service-us", o.service_mean_us, "the upstream's mean service time (exponential)")
+      ->check(CLI::Range(1.0, 1e7));
+  app.add_option("--drop", o.drop, "share of requests the upstream never answers")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", o.seed, "seed of the service times");
+  app.add_option("--max-seconds", o.max_seconds, "stop by itself after this long")
+      ->check(CLI::Range(1.0, 86400.0));
+  app.add_option("--json", o.json, "where to write the report (default: standard output)");
+  CLI11_PARSE(app, argc, argv);
+
+  // The stop signals are taken by sigtimedwait on the main thread: blocked before any thread starts,
+  // so that every thread inherits the mask.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  try {
+    return gateway::run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tickwheel-gateway: %s\n", e.what());
+    return 2;
+  }
+}
