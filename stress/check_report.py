@@ -19,14 +19,18 @@ within its policy's bound; the repeated timers' calls made, runs seen and their 
 closing with nothing handed back. With --expect-misfires (a run with --misfire-every) every
 fixed-rate policy must have had forced misfires, the engine must have skipped periods, and with
 the inline executor at least one skip must have been certain. With --svg
-the plot must be well-formed XML (xml.etree), an <svg> root with a title, both panels and a drawn
-curve. With --expect-cap-hits (the burst case) the transfer-cap hit counter must have moved; with
---expect-executor the run must have used that executor (inline or pool); with --expect-threads,
-caller-driven (manual: polling threads) or not. The platform, placement, control, tick-lag and floor
-sections must be there and agree: one tick probe per shard, each with samples; the floor's rows in
-percentile order, each difference the probe's (or past-the-tick) figure minus the control's; the
-threads listed with their roles (a worker or polling thread per shard when the harness can name
-them, one entry per producer). With --expect-control the control thread must have run and
+the plot must be well-formed XML (xml.etree), an <svg> root with a title, every panel (the tick-lag
+one with every pass's curve) and a drawn curve. With --expect-cap-hits (the burst case) the
+transfer-cap hit counter must have moved; with --expect-executor the run must have used that
+executor (inline or pool); with --expect-threads, caller-driven (manual: polling threads) or not.
+The platform, placement, control, tick-lag and floor sections must be there and agree: one tick
+probe per shard, each with samples; the floor's rows in percentile order, each difference the
+probe's (or past-the-tick) figure minus the control's; the passes section (every pass, from the
+engine's on_pass hook) with one entry per shard whose pass count is the engine's stats().passes for
+that shard, whose worst tick lag is its max_tick_lag_ns, whose fires per pass add up to its fired,
+with one duration and work sample per pass and lagged + early + unplanned passes adding up to all of
+them; the threads listed with their roles (a worker or polling thread per shard when the harness can
+name them, one entry per producer). With --expect-control the control thread must have run and
 recorded wake-ups. With --hlog the HdrHistogram interval log is decoded as HdrHistogram's own
 reader would (base64, the compressed V2 cookie, zlib, the V2 header with 2 significant digits,
 ZigZag LEB128 counts with zero runs) and its intervals must add up to no more than the report's
@@ -62,6 +66,7 @@ FIELDS = {
     "placement": ["workers", "load", "control", "fitted", "warnings"],
     "control": ["ran", "mode", "cpu", "lateness_ns", "curve"],
     "tick_lag": ["probes", "lag_ns", "curve", "shards"],
+    "passes": ["count", "tick_lag_ns", "curve", "shards"],
     "environment": ["clock_read_ns", "clock_monotonic_offset_ns", "hardware_threads", "shards",
                     "producers", "cancellers"],
     "run": ["seconds", "stop_seconds"],
@@ -95,6 +100,9 @@ REPEATED_ENGINE = ["scheduled", "fired", "cancelled", "rejected", "pending", "re
 SHARD = ["index", "binding", "bound_cpu", "scheduled", "fired", "cancelled", "rearmed", "rejected",
          "transfer_cap_hits", "passes", "wakeups", "wakeups_per_second", "max_tick_lag_ns"]
 THREAD = ["shard", "fired", "periodic_runs", "lateness_ns"]
+PASS_HISTOGRAMS = ["tick_lag_ns", "duration_ns", "fired", "moved", "transferred", "cancels"]
+PASS_SHARD = ["index", "count", "per_second", "early", "unplanned", *PASS_HISTOGRAMS, "totals", "curve"]
+PASS_TOTALS = ["fired", "moved", "transferred", "cancels"]
 SECOND = ["t_s", "scheduled_per_s", "cancelled_per_s", "fired_per_s", "pending", "queued",
           "lateness_p99_ns", "lateness_max_ns", "lateness_p99_so_far_ns", "rss_bytes",
           "transfer_cap_hits", "executing", "control_p99_ns", "probe_p99_ns"]
@@ -120,7 +128,8 @@ OBJECTS = {("schedule", "rejected"), ("schedule", "bursts"), ("executor", "threa
            ("fire", "lateness_past_tick_ns"), ("fire", "lateness_curve"), ("platform", "smt_siblings"),
            ("platform", "interrupts"), ("platform", "threads"), ("placement", "warnings"),
            ("control", "lateness_ns"), ("control", "curve"), ("tick_lag", "lag_ns"), ("tick_lag", "curve"),
-           ("tick_lag", "shards"), ("periodic", "policies"), ("repeated", "engine")}
+           ("tick_lag", "shards"), ("periodic", "policies"), ("repeated", "engine"), ("passes", "tick_lag_ns"),
+           ("passes", "curve"), ("passes", "shards")}
 
 errors = []
 
@@ -179,6 +188,66 @@ def check_floor(report):
             check(row["past_tick_minus_control_ns"] == row["past_tick_ns"] - row["control_ns"],
                   f"floor {name}: past tick - control is the difference")
     check(len(control["curve"]) > 0 or not control["ran"], "the control's curve is drawn when it ran")
+
+
+def check_curve(name, curve):
+    check(isinstance(curve, list), f"{name} is a list")
+    points = [(p.get("percentile"), p.get("ns")) for p in curve] if isinstance(curve, list) else []
+    check(all(is_number(p) and is_number(v) for p, v in points), f"{name}: points are numbers")
+    check([v for _, v in points] == sorted(v for _, v in points), f"{name} never goes down")
+
+
+def check_passes(report):
+    """Every pass of every shard (the engine's on_pass hook) against the engine's own counters."""
+    passes, env, shards = report["passes"], report["environment"], report["shards"]
+    check_histogram("passes.tick_lag_ns", passes["tick_lag_ns"])
+    check_curve("passes.curve", passes["curve"])
+    entries = passes["shards"]
+    check(isinstance(entries, list) and len(entries) == env["shards"], "one passes entry per shard")
+    for i, p in enumerate(entries if isinstance(entries, list) else []):
+        for field in PASS_SHARD:
+            check(field in p, f"passes.shards[{i}].{field} missing")
+        for field in PASS_HISTOGRAMS:
+            if field in p:
+                check_histogram(f"passes.shards[{i}].{field}", p[field])
+        for field in PASS_TOTALS:
+            check(is_number(p.get("totals", {}).get(field)), f"passes.shards[{i}].totals.{field} is a number")
+        if "curve" in p:
+            check_curve(f"passes.shards[{i}].curve", p["curve"])
+    if errors:
+        return
+    check(passes["count"] == sum(p["count"] for p in entries), "passes.count is the shards' passes summed")
+    check(passes["tick_lag_ns"]["count"] == sum(p["tick_lag_ns"]["count"] for p in entries),
+          "passes.tick_lag_ns holds every shard's lag samples")
+    check(passes["tick_lag_ns"]["max"] == max([p["tick_lag_ns"]["max"] for p in entries] or [0]),
+          "passes.tick_lag_ns.max is the worst shard's")
+    for i, (p, engine) in enumerate(zip(entries, shards)):
+        name = f"passes.shards[{i}]"
+        check(p["index"] == i, f"{name}.index is {i}")
+        check(p["count"] > 0, f"{name}: the hook saw passes")
+        # Each pass counts itself in stats().passes and then calls the hook; stats() is read after
+        # stop() joined the pass threads, so the two agree exactly.
+        check(p["count"] == engine["passes"],
+              f"{name}: {p['count']} passes recorded, the engine counted {engine['passes']}")
+        for field in PASS_HISTOGRAMS[1:]:
+            check(p[field]["count"] == p["count"], f"{name}.{field}: one sample per pass")
+        check(p["tick_lag_ns"]["count"] + p["early"] + p["unplanned"] == p["count"],
+              f"{name}: passes with a lag + early + unplanned == every pass")
+        # The engine keeps the worst lag of the same passes (start after the planned wake-up).
+        check(p["tick_lag_ns"]["max"] == engine["max_tick_lag_ns"],
+              f"{name}: worst tick lag {p['tick_lag_ns']['max']} == the engine's {engine['max_tick_lag_ns']}")
+        check(p["totals"]["fired"] == engine["fired"],
+              f"{name}: fires per pass add up to the shard's fired ({p['totals']['fired']}, {engine['fired']})")
+        check(p["totals"]["transferred"] <= engine["scheduled"],
+              f"{name}: no more hand-offs moved in than timers scheduled")
+        for field in PASS_TOTALS:
+            check(p[field]["max"] <= p["totals"][field], f"{name}: {field} of one pass within the total")
+            check((p["totals"][field] == 0) == (p[field]["max"] == 0), f"{name}: {field} total 0 iff no pass had any")
+        check(p["duration_ns"]["max"] > 0, f"{name}: passes take time")
+    if report["fire"]["count"] > 0:
+        check(sum(p["totals"]["fired"] for p in entries) == report["engine"]["fired"] > 0,
+              "the passes' fires add up to engine.fired")
+        check(passes["tick_lag_ns"]["count"] > 0, "passes with a planned wake-up had their lag measured")
 
 
 def check_platform(report, expect_threads):
@@ -288,6 +357,7 @@ def check_report(report, expect_cap_hits, expect_executor, expect_threads=None, 
     check_repeated(report)
     check_executor(report)
     check_floor(report)
+    check_passes(report)
     check_platform(report, expect_threads)
     if expect_control:
         check(report["control"]["ran"] and report["control"]["lateness_ns"]["count"] > 0,
@@ -406,6 +476,7 @@ def check_svg(path):
     check(any("Lateness by percentile" in t for t in texts), "the percentile panel is there")
     check(any("Lateness over time" in t for t in texts), "the time panel is there")
     check(any(t.startswith("Tick lag by percentile") for t in texts), "the tick-lag panel is there")
+    check(any("every pass, every shard" in t for t in texts), "the tick-lag panel has every pass's curve")
     check(any(t.startswith("profile ") or t.startswith("A: profile ") for t in texts),
           "the title holds the configuration")
     check(len(list(root.iter(ns + "polyline"))) >= 1, "at least one curve is drawn")
@@ -494,6 +565,7 @@ def check_compare(binary, a, b, svg):
     out = run.stdout
     for needle in ["compare     A " + a, "lateness, callback start - deadline, every fire (us)",
                    "past the tick, every fire (us)", "tick probes, every shard (us)",
+                   "every pass's tick lag, every shard (us)",
                    "control thread (the platform's floor) (us)", "tick probe - control (us)",
                    "throughput (per second)", "accounting  A PASS, B PASS", "differences (A | B)",
                    "options.wait: sleep | spin", "platform.loadavg_start"]:
@@ -503,6 +575,8 @@ def check_compare(binary, a, b, svg):
     texts = check_svg(svg) or []
     for legend in ["A: every fire", "B: every fire", "A: p99 of the second", "B: p99 of the second",
                    "A: tick probes, every shard", "B: tick probes, every shard",
+                   "A: every pass, every shard: start - planned wake-up",
+                   "B: every pass, every shard: start - planned wake-up",
                    "A: control thread (the platform's floor)", "B: control thread (the platform's floor)"]:
         check(legend in texts, f"the compare plot's legend has '{legend}'")
 

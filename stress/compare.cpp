@@ -89,6 +89,10 @@ std::string compare_text(const JsonValue& a, const JsonValue& b, const std::stri
   histogram_rows(s, "past the tick, every fire", fa.at("lateness_past_tick_ns"),
                  fb.at("lateness_past_tick_ns"));
   histogram_rows(s, "tick probes, every shard", a.at("tick_lag").at("lag_ns"), b.at("tick_lag").at("lag_ns"));
+  // Reports written before the on_pass hook have no passes section: the rows only when both have it.
+  if (const JsonValue* pa = a.find("passes"), *pb = b.find("passes"); pa != nullptr && pb != nullptr) {
+    histogram_rows(s, "every pass's tick lag, every shard", pa->at("tick_lag_ns"), pb->at("tick_lag_ns"));
+  }
   const bool controls = a.at("control").at("ran").boolean() && b.at("control").at("ran").boolean();
   if (controls) {
     histogram_rows(s, "control thread (the platform's floor)", a.at("control").at("lateness_ns"),

@@ -18,6 +18,7 @@
 #include "control.hpp"
 #include "format.hpp"
 #include "hlog.hpp"
+#include "passes.hpp"
 #include "placement.hpp"
 #include "platform.hpp"
 #include "poller.hpp"
@@ -116,6 +117,9 @@ class Driver {
   SlotRange probes_;    // the shards' tick probes, right after them
   std::unique_ptr<Slot[]> slots_;
   std::unique_ptr<Recorders> recorders_;
+  // Every pass of every shard: the engine's on_pass hook writes it (its context), so it is built
+  // before the engine and outlives it.
+  PassRecorders passes_;
   RunShared shared_;
   std::vector<std::unique_ptr<Producer>> producers_;
   std::vector<std::unique_ptr<Canceller>> cancellers_;
@@ -180,7 +184,7 @@ void Driver::build(Engine& engine) {
   }
   r_.harness_bytes = std::uint64_t{probes_.end} * sizeof(Slot) +
                      std::uint64_t{periodic + shards} * sizeof(PeriodicTrack) +
-                     callback_threads * sizeof(Recorder) + shards * sizeof(ProbeState) +
+                     callback_threads * sizeof(Recorder) + shards * sizeof(ProbeState) + passes_.bytes() +
                      std::uint64_t{timers} * sizeof(std::uint32_t) +
                      producers * (sizeof(Producer) + Calendar::kBuckets * sizeof(std::vector<Event>));
 }
@@ -433,6 +437,23 @@ void Driver::collect(Engine& engine) {
     p.fires_per_tick.add_to(r_.shard_probes.back().fires_per_tick);
     r_.probe_lag.merge(r_.shard_probes.back().lag);
   }
+  for (const PassRecorder& p : passes_.shards()) {
+    ShardPasses& out = r_.shard_passes.emplace_back();
+    out.passes = p.passes.get();
+    out.early = p.early.get();
+    out.unplanned = p.unplanned.get();
+    p.tick_lag.add_to(out.tick_lag);
+    p.duration.add_to(out.duration);
+    p.fired.add_to(out.fired);
+    p.moved.add_to(out.moved);
+    p.transferred.add_to(out.transferred);
+    p.cancels.add_to(out.cancels);
+    out.fired_total = p.fired_total.get();
+    out.moved_total = p.moved_total.get();
+    out.transferred_total = p.transferred_total.get();
+    out.cancels_total = p.cancels_total.get();
+    r_.pass_lag.merge(out.tick_lag);
+  }
   if (control_) control_->lateness().add_to(r_.control);
   r_.lateness.merge(r_.oneshot_lateness);
   r_.lateness.merge(r_.periodic_lateness);
@@ -516,6 +537,8 @@ Report Driver::run() {
   eo.pin_workers = o_.pin && o_.threads == Threads::workers;
   if (o_.threads == Threads::workers) eo.cpus = placement_.workers;
   eo.log = [this](std::string_view line) { note(std::string(line)); };
+  eo.on_pass = &PassRecorders::on_pass;
+  eo.on_pass_context = &passes_;
   if (o_.executor == ExecutorKind::pool) {
     ThreadPoolOptions pool;
     pool.threads = o_.pool_threads;
@@ -523,6 +546,9 @@ Report Driver::run() {
     eo.executor = std::make_shared<ThreadPoolExecutor>(std::move(pool));
   }
   Engine engine(std::move(eo));
+  // Sized before any pass: the constructor starts no thread, and the workers (or polling threads)
+  // start below.
+  passes_.resize(engine.shard_count());
   // Declared after the engine: destroyed (joined) before it, since its stop() waits for a poll.
   std::unique_ptr<Pollers> pollers;
   if (o_.threads == Threads::manual) {

@@ -5,8 +5,9 @@
 // The run, in order:
 //   1. measures the clock's read cost; locks memory (--mlock); reads the platform and plans where
 //      every thread goes (placement.hpp); builds the executor's thread pool (--executor pool), then
-//      builds and starts the engine (its workers bind to their planned cores and first-touch their
-//      node reserves) or, caller-driven, starts one polling thread per shard (poller.hpp);
+//      builds the engine with its on_pass hook and one pass recorder per shard (passes.hpp), then
+//      starts it (its workers bind to their planned cores and first-touch their node reserves) or,
+//      caller-driven, starts one polling thread per shard (poller.hpp);
 //      allocates and touches the slot table and every per-producer array; builds the repeated
 //      timers' engine and timers (repeated.hpp);
 //   2. arms one tick probe per shard and waits for each to run once (the thread that ran it is the
@@ -30,7 +31,8 @@
 //      the timers handed back (after the visitor's cancels every pending slot's handle reports
 //      cancelled()); every resolved slot's last handle must refuse a second cancel; the
 //      periodic and repeated timers' rules must have held; the harness's totals must balance and
-//      agree with Engine::stats().
+//      agree with Engine::stats(). The shards' pass recorders are copied into the report then,
+//      exact since their writers were joined by stop().
 #pragma once
 
 #include <ostream>

@@ -195,6 +195,42 @@ std::string floor_text(const Report& r) {
   return s;
 }
 
+// "fires p50 1 p99 40 max 900 (total 18350)": one count per pass.
+std::string per_pass(const char* name, const Histogram& h, std::uint64_t total) {
+  return format("%s p50 %llu p99 %llu max %llu (total %llu)", name, ull(h.percentile(50)),
+                ull(h.percentile(99)), ull(h.max()), ull(total));
+}
+
+// Every pass of each shard, from the engine's on_pass hook (passes.hpp).
+std::string passes_text(const Report& r) {
+  std::string s =
+      "passes      every pass of each shard, from the engine's on_pass hook: tick lag = start - the wake-up "
+      "the wait before it planned, for the passes that had one and started at or after it (those woken "
+      "before it, by a hand-off, a spin or a poll, are counted as early, not as a negative lag); duration "
+      "= end - start (us); work per pass in counts\n";
+  for (std::size_t i = 0; i < r.shard_passes.size(); ++i) {
+    const ShardPasses& p = r.shard_passes[i];
+    auto at = [](const Histogram& h, double pct) { return us(static_cast<double>(h.percentile(pct))); };
+    s += format(
+        "            shard %zu: %llu passes (%.0f/s): %llu with a tick lag, %llu early, %llu with no wake-up "
+        "planned\n",
+        i, ull(p.passes), per_second(p.passes, r.run_s), ull(p.tick_lag.count()), ull(p.early),
+        ull(p.unplanned));
+    s += format(
+        "            shard %zu: tick lag p50 %.1f p90 %.1f p99 %.1f p99.9 %.1f max %.1f us; duration p50 "
+        "%.1f "
+        "p99 %.1f max %.1f us\n",
+        i, at(p.tick_lag, 50), at(p.tick_lag, 90), at(p.tick_lag, 99), at(p.tick_lag, 99.9),
+        us(static_cast<double>(p.tick_lag.max())), at(p.duration, 50), at(p.duration, 99),
+        us(static_cast<double>(p.duration.max())));
+    s += "            shard " + std::to_string(i) + ": per pass " +
+         per_pass("fires", p.fired, p.fired_total) + "; " + per_pass("moves", p.moved, p.moved_total) + "; " +
+         per_pass("transfers", p.transferred, p.transferred_total) + "; " +
+         per_pass("cancels", p.cancels, p.cancels_total) + "\n";
+  }
+  return s;
+}
+
 std::string threads_text(const Report& r) {
   std::string s =
       "os threads  role       #      tid  placed  last CPU  voluntary  involuntary (context switches "
@@ -454,8 +490,8 @@ void print_report(const Report& r, std::ostream& out) {
   s += "  past the tick, callback start - deadline rounded up to the tick (us):\n    " +
        percentile_line(r.lateness_past_tick) + "\n";
   s += policies_text(r);
-  s += "tick lag    a pass's start behind the deadline it waited (or spun) for; the engine keeps "
-       "only the worst per shard:";
+  s += "tick lag    a pass's start behind the deadline it waited (or spun) for, the worst per shard "
+       "(Engine::stats(); every pass's below, under passes):";
   const EngineStats& e = r.engine;
   for (std::size_t i = 0; i < e.shards.size(); ++i) {
     s += format(" shard %zu %.1f us%s", i, us(static_cast<double>(e.shards[i].max_tick_lag_ns)),
@@ -463,6 +499,7 @@ void print_report(const Report& r, std::ostream& out) {
   }
   s += "\n";
   s += floor_text(r);
+  s += passes_text(r);
   s += format(
       "engine      transfer-cap hits %llu (passes that moved %zu hand-offs and left more); passes "
       "%llu (%.0f/s); wake-ups %llu (%.0f/s); callback errors %llu\n",
@@ -679,6 +716,40 @@ std::string report_json(const Report& r) {
     histogram_json(json, "lag_ns", r.shard_probes[i].lag);
     histogram_json(json, "fires_per_tick", r.shard_probes[i].fires_per_tick);
     curve_json(json, "curve", r.shard_probes[i].lag);
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+
+  // Every pass of every shard (passes.hpp): the tick lag of all shards together, then each shard's.
+  json.begin_object("passes");
+  std::uint64_t passes = 0;
+  for (const ShardPasses& p : r.shard_passes) passes += p.passes;
+  json.field("count", passes);
+  histogram_json(json, "tick_lag_ns", r.pass_lag);
+  curve_json(json, "curve", r.pass_lag);
+  json.begin_array("shards");
+  for (std::size_t i = 0; i < r.shard_passes.size(); ++i) {
+    const ShardPasses& p = r.shard_passes[i];
+    json.begin_object();
+    json.field("index", std::uint64_t{i});
+    json.field("count", p.passes);
+    json.field("per_second", per_second(p.passes, r.run_s));
+    json.field("early", p.early);
+    json.field("unplanned", p.unplanned);
+    histogram_json(json, "tick_lag_ns", p.tick_lag);
+    histogram_json(json, "duration_ns", p.duration);
+    histogram_json(json, "fired", p.fired);
+    histogram_json(json, "moved", p.moved);
+    histogram_json(json, "transferred", p.transferred);
+    histogram_json(json, "cancels", p.cancels);
+    json.begin_object("totals");
+    json.field("fired", p.fired_total);
+    json.field("moved", p.moved_total);
+    json.field("transferred", p.transferred_total);
+    json.field("cancels", p.cancels_total);
+    json.end_object();
+    curve_json(json, "curve", p.tick_lag);
     json.end_object();
   }
   json.end_array();

@@ -67,6 +67,23 @@ struct ShardProbe {
   Histogram fires_per_tick;  // inline executor: callbacks the worker ran between two probe runs
 };
 
+// Every pass of one shard, from the engine's on_pass hook (passes.hpp), copied after stop().
+struct ShardPasses {
+  std::uint64_t passes = 0;
+  std::uint64_t early = 0;      // started before their planned wake-up: not in tick_lag
+  std::uint64_t unplanned = 0;  // had no planned wake-up: not in tick_lag
+  Histogram tick_lag;           // start - planned, ns, the other passes
+  Histogram duration;           // end - start, ns, every pass
+  Histogram fired;              // per pass: callbacks run (or handed to the executor)
+  Histogram moved;              // per pass: timers moved down a level
+  Histogram transferred;        // per pass: hand-offs moved into the wheel
+  Histogram cancels;            // per pass: cancel records taken
+  std::uint64_t fired_total = 0;
+  std::uint64_t moved_total = 0;
+  std::uint64_t transferred_total = 0;
+  std::uint64_t cancels_total = 0;
+};
+
 // One kind of periodic timer (PeriodicPolicy), over the run.
 struct PolicyReport {
   std::uint64_t timers = 0;        // started (schedule_every returned a timer)
@@ -108,6 +125,9 @@ struct Report {
   Histogram probe_lag;                   // every shard's probe lag together
   std::uint64_t tick_probes = 0;         // probe timers scheduled (one per shard)
   std::string hlog;                      // the HdrHistogram interval log, if --hlog
+  // Every pass of every shard (EngineOptions::on_pass), per shard, and the tick lag of all together.
+  std::vector<ShardPasses> shard_passes;
+  Histogram pass_lag;
 
   // Run.
   double run_s = 0;   // producers started .. stop requested

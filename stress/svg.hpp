@@ -7,8 +7,10 @@
 //     end is the maximum.
 //   - lateness over time: the p99 and the maximum of each second's fires, and the p99 of the
 //     control thread's wake-ups, log y.
-//   - tick lag: the percentile curve of each shard's tick probe beside the control thread's (the
-//     platform's floor, dashed): the gap between them is what the engine adds.
+//   - tick lag: the percentile curve of every pass's tick lag (all shards, from the engine's
+//     on_pass hook: a pass's start behind the wake-up it planned) and of each shard's tick probe,
+//     beside the control thread's (the platform's floor, dashed): the gap between them is what the
+//     engine adds.
 // A dashed grey line marks one tick in each, since a lateness below a tick is the rounding the tick
 // promises and one above it is the engine's (or the machine's) doing.
 //
@@ -41,14 +43,14 @@ struct Plot {
   };
   std::vector<Line> lateness;  // percentile curves of the lateness panel
   std::vector<Line> seconds;   // per-second lines of the time panel (x: seconds)
-  std::vector<Line> tick_lag;  // percentile curves of the tick-lag panel: probes and the control
+  std::vector<Line> tick_lag;  // percentile curves of the tick-lag panel: passes, probes, the control
 };
 
 // Reads what the plot needs from a report written by report_json(); throws std::runtime_error
 // naming a missing or mistyped member.
 Plot plot_from_json(const JsonValue& report);
 // Two reports in one plot (--compare): both lateness curves, both runs' p99 per second, both runs'
-// tick probes and control threads; a and b name them in the legends.
+// passes, tick probes and control threads; a and b name them in the legends.
 Plot compare_plot(const JsonValue& a, const JsonValue& b, const std::string& a_name,
                   const std::string& b_name);
 
