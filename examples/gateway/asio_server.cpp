@@ -40,16 +40,7 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
-struct Options {
-  std::uint16_t port = 0;
-  std::size_t loops = 1;
-  std::int64_t idle_ms = 2000;
-  double service_mean_us = 1000;
-  double drop = 0.05;
-  std::uint64_t seed = 1;
-  double max_seconds = 600;
-  std::string json;
-};
+using Options = ServerOptions;
 
 class Server;
 
@@ -436,14 +427,7 @@ int run(const Options& o) {
   std::printf("port %u\n", port);
   std::fflush(stdout);
 
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  timespec limit{};
-  limit.tv_sec = static_cast<time_t>(o.max_seconds);
-  while (::sigtimedwait(&set, nullptr, &limit) < 0 && errno == EINTR) {
-  }
+  wait_for_stop(o.max_seconds);
   const Usage end = usage_now();
   server.upstream.stop();
   for (auto& loop : server.loops) loop->stop();
@@ -480,24 +464,9 @@ int main(int argc, char** argv) {
   gateway::Options o;
   CLI::App app{
       "tickwheel-gateway-asio: the reference gateway on Boost.Asio's steady_timer (examples/gateway/)"};
-  app.add_option("--port", o.port, "TCP port on 127.0.0.1 (0: any; printed on standard output)");
-  app.add_option("--loops", o.loops, "loop threads, each an io_context with its acceptor")
-      ->check(CLI::Range(1, 64));
-  app.add_option("--idle-ms", o.idle_ms, "idle timeout of a connection")->check(CLI::Range(1, 3'600'000));
-  app.add_option("--service-us", o.service_mean_us, "the upstream's mean service time (exponential)")
-      ->check(CLI::Range(1.0, 1e7));
-  app.add_option("--drop", o.drop, "share of requests the upstream never answers")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", o.seed, "seed of the service times");
-  app.add_option("--max-seconds", o.max_seconds, "stop by itself after this long")
-      ->check(CLI::Range(1.0, 86400.0));
-  app.add_option("--json", o.json, "where to write the report (default: standard output)");
+  gateway::add_server_options(app, o, "loop threads, each an io_context with its acceptor");
   CLI11_PARSE(app, argc, argv);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  gateway::block_stop_signals();
   try {
     return gateway::run(o);
   } catch (const std::exception& e) {

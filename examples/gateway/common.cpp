@@ -9,6 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <ctime>
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -230,6 +233,43 @@ void write_report(std::ostream& out, const ServerReport& r) {
   j.field("pending_at_stop", r.pending_at_stop);
   j.field("passes", r.passes).field("wakeups", r.wakeups);
   j.end_object();
+}
+
+void add_server_options(CLI::App& app, ServerOptions& o, const std::string& loops_help) {
+  app.add_option("--port", o.port, "TCP port on 127.0.0.1 (0: any; printed on standard output)");
+  app.add_option("--loops", o.loops, loops_help)->check(CLI::Range(1, 64));
+  app.add_option("--idle-ms", o.idle_ms, "idle timeout of a connection")->check(CLI::Range(1, 3'600'000));
+  app.add_option("--service-us", o.service_mean_us, "the upstream's mean service time (exponential)")
+      ->check(CLI::Range(1.0, 1e7));
+  app.add_option("--drop", o.drop, "share of requests the upstream never answers")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", o.seed, "seed of the service times");
+  app.add_option("--max-seconds", o.max_seconds, "stop by itself after this long")
+      ->check(CLI::Range(1.0, 86400.0));
+  app.add_option("--json", o.json, "where to write the report (default: standard output)");
+}
+
+namespace {
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+}  // namespace
+
+void block_stop_signals() {
+  const sigset_t set = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void wait_for_stop(double max_seconds) {
+  const sigset_t set = stop_signals();
+  timespec limit{};
+  limit.tv_sec = static_cast<time_t>(max_seconds);
+  while (::sigtimedwait(&set, nullptr, &limit) < 0 && errno == EINTR) {
+  }
 }
 
 }  // namespace gateway

@@ -17,6 +17,8 @@
 
 #include <sys/resource.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -357,5 +359,25 @@ struct ServerReport {
   std::uint64_t wakeups = 0;  // tickwheel: returns from a blocking wait (the loops', or the workers')
 };
 void write_report(std::ostream& out, const ServerReport& r);
+
+// ---- What both servers take on the command line, and how they stop ----
+
+struct ServerOptions {
+  std::uint16_t port = 0;  // 0: any; the port is printed on standard output
+  std::size_t loops = 1;
+  std::int64_t idle_ms = 2000;
+  double service_mean_us = 1000;
+  double drop = 0.05;
+  std::uint64_t seed = 1;
+  double max_seconds = 600;
+  std::string json;
+};
+// The options above, on `app` (the loops' help text is the server's own).
+void add_server_options(CLI::App& app, ServerOptions& o, const std::string& loops_help);
+// Blocks SIGINT and SIGTERM on the calling thread, before any other thread starts, so that every
+// thread inherits the mask and the main thread alone takes them (wait_for_stop()).
+void block_stop_signals();
+// Returns on SIGINT or SIGTERM, or after `max_seconds`.
+void wait_for_stop(double max_seconds);
 
 }  // namespace gateway

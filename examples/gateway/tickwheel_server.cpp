@@ -55,18 +55,10 @@
 namespace gateway {
 namespace {
 
-struct Options {
-  std::uint16_t port = 0;  // 0: any; the port is printed on standard output
-  std::size_t loops = 1;
+struct Options : ServerOptions {
   std::string mode = "manual";
   std::string wait = "ns";
   std::int64_t tick_us = 1000;
-  std::int64_t idle_ms = 2000;
-  double service_mean_us = 1000;
-  double drop = 0.05;
-  std::uint64_t seed = 1;
-  double max_seconds = 600;
-  std::string json;
 };
 
 constexpr std::uint64_t kListen = ~std::uint64_t{0};
@@ -529,14 +521,7 @@ int run(const Options& o) {
   std::printf("port %u fds %llu\n", port, static_cast<unsigned long long>(fds));
   std::fflush(stdout);
 
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  timespec limit{};
-  limit.tv_sec = static_cast<time_t>(o.max_seconds);
-  while (::sigtimedwait(&set, nullptr, &limit) < 0 && errno == EINTR) {
-  }
+  wait_for_stop(o.max_seconds);
   const Usage end = usage_now();
 
   // The upstream first (no more answers), then the engine (workers mode: the loops still drain the
@@ -582,9 +567,7 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   gateway::Options o;
   CLI::App app{"tickwheel-gateway: the reference gateway on tickwheel::Engine (examples/gateway/)"};
-  app.add_option("--port", o.port, "TCP port on 127.0.0.1 (0: any; printed on standard output)");
-  app.add_option("--loops", o.loops, "loop threads, each with its listener and its shard")
-      ->check(CLI::Range(1, 64));
+  gateway::add_server_options(app, o, "loop threads, each with its listener and its shard");
   app.add_option("--mode", o.mode, "manual (caller-driven loops) or workers (engine workers + LoopExecutor)")
       ->check(CLI::IsMember({"manual", "workers"}));
   app.add_option("--wait", o.wait,
@@ -592,24 +575,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"ns", "ms"}));
   app.add_option("--tick-us", o.tick_us, "the engine's tick in microseconds")
       ->check(CLI::Range(1, 1'000'000));
-  app.add_option("--idle-ms", o.idle_ms, "idle timeout of a connection")->check(CLI::Range(1, 3'600'000));
-  app.add_option("--service-us", o.service_mean_us, "the upstream's mean service time (exponential)")
-      ->check(CLI::Range(1.0, 1e7));
-  app.add_option("--drop", o.drop, "share of requests the upstream never answers")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", o.seed, "seed of the service times");
-  app.add_option("--max-seconds", o.max_seconds, "stop by itself after this long")
-      ->check(CLI::Range(1.0, 86400.0));
-  app.add_option("--json", o.json, "where to write the report (default: standard output)");
   CLI11_PARSE(app, argc, argv);
 
-  // The stop signals are taken by sigtimedwait on the main thread: blocked before any thread starts,
-  // so that every thread inherits the mask.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  gateway::block_stop_signals();
   try {
     return gateway::run(o);
   } catch (const std::exception& e) {
