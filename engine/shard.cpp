@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
@@ -97,6 +98,7 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
       wake_(wakeup_kind(opts), index, &opts.wake_loop) {
   wheel_.share(&claimed_);
   wheel_.pool_.use_arena(arena_.id);
+  pool_map_.shard = static_cast<std::uint32_t>(index);
   if (executor_ != nullptr) wheel_.set_dispatch(&Shard::dispatch, this);
   wheel_.set_run_clock(&Shard::run_clock, &host_);
 }
@@ -197,7 +199,18 @@ void Shard::post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint3
   // timers are cancelled, and the node is harmless until the next pass (if its time comes
   // first, the worker's claim fails and it recycles the node then, which is also what happens
   // if this enqueue cannot allocate).
-  cancels_.enqueue(token, CancelRecord{node, cancelled_gen});
+  cancels_.enqueue(token, CancelRecord{node, cancelled_gen, 0});
+}
+
+bool Shard::post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_t pending_gen,
+                      std::uint64_t deadline_ns) noexcept {
+  // The enqueue publishes the record (release; the worker's dequeue acquires it), and with it what
+  // this thread saw of the node: the hand-off's deadline among it, which move_here() may rewrite.
+  if (!cancels_.enqueue(token, CancelRecord{node, pending_gen, deadline_ns})) return false;
+  // A timer moved earlier than the sleeper's plan must not wait for it: the producers' protocol
+  // (a seq_cst fence, then the plan), as for a hand-off.
+  wake_.wake_if_before(deadline_ns);
+  return true;
 }
 
 void Shard::nudge() noexcept { wake_.nudge(); }
@@ -364,10 +377,11 @@ void Shard::start_manual() {
 
 std::size_t Shard::poll(Nanos now, std::size_t limit) {
   const bool owner = t_owned.shard == this;  // holds polling_ already, from own() until it lets go
-  if (t_current_shard == this || (!owner && polling_.exchange(true, std::memory_order_seq_cst))) {
+  if (t_current_shard == this || walking_ || (!owner && polling_.exchange(true, std::memory_order_seq_cst))) {
     throw std::logic_error("tickwheel::Engine::poll: shard " + std::to_string(index_) +
                            " is being polled by another thread, owned by one, or polled from one of its own "
-                           "callbacks; each shard must have one polling thread at a time");
+                           "callbacks or from a for_each_pending() visitor; each shard must have one polling "
+                           "thread at a time");
   }
   std::size_t ran = 0;
   if (!stopping_.load(std::memory_order_seq_cst)) {  // see request_stop()
@@ -440,7 +454,14 @@ std::size_t Shard::drain_cancels() noexcept {
   std::size_t n = 0;
   std::size_t taken = 0;
   while ((n = cancels_.try_dequeue_bulk(records.data(), kBulk)) != 0) {
-    for (std::size_t i = 0; i < n; ++i) wheel_.retire(records[i].node, records[i].gen);
+    for (std::size_t i = 0; i < n; ++i) {
+      const CancelRecord& r = records[i];
+      if ((r.gen & 3) == kPending) {
+        (void)move_here(r.node, r.gen, r.deadline_ns);  // refused if it fired or ended meanwhile
+      } else {
+        wheel_.retire(r.node, r.gen);
+      }
+    }
     taken += n;
   }
   return taken;
@@ -467,7 +488,7 @@ void Shard::refill() noexcept {
 void Shard::top_up(std::size_t want) noexcept {
   std::array<Node*, kBulk> nodes;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
   while (want != 0) {
-    const std::size_t n = wheel_.take_free_nodes(std::span(nodes).first(std::min(kBulk, want)));
+    const std::size_t n = take_wheel_nodes(std::span(nodes).first(std::min(kBulk, want)));
     if (n == 0) break;
     if (!free_nodes_.enqueue_bulk(*reserve_token_, nodes.data(), n)) {
       for (std::size_t i = 0; i < n; ++i) wheel_.release_node(nodes[i]);  // the queue could not grow
@@ -570,7 +591,102 @@ void Shard::own() {
 }
 
 bool Shard::owned_here_outside_pass() const noexcept {
-  return t_owned.shard == this && t_current_shard != this;
+  return t_owned.shard == this && t_current_shard != this && !walking_;
+}
+
+bool Shard::is_own_thread() const noexcept { return t_current_shard == this || t_owned.shard == this; }
+
+std::size_t Shard::take_wheel_nodes(std::span<Node*> out) noexcept {
+  const std::uint32_t before = wheel_.pool_.touched();
+  const std::size_t n = wheel_.take_free_nodes(out);
+  // Fresh nodes come last, in index order (the pool's free list is used up first).
+  if (const std::uint32_t after = wheel_.pool_.touched(); after != before) {
+    host_.directory().stamp(wheel_.pool_, pool_map_, before, after);
+  }
+  return n;
+}
+
+// The Wheel's reschedule (wheel.cpp), by node rather than by TimerId: an Engine's nodes come from
+// several pools, so a TimerId's pool index does not name one (see directory.hpp). The same
+// placement rules: the same-unit shortcut while the wheel is caught up, else an unlink and a link
+// where a schedule would put it (a periodic timer as its re-arm would, so that it never runs twice
+// in one pass), then a catch-up if that emptied what a pass cut short had left waiting. Nothing is
+// queued: an Engine's wheel never has unlinks or moves queued (Wheel I6).
+bool Shard::move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadline_ns) noexcept {
+  // Acquire: pairs with a canceller's compare-and-swap, so that a cancel seen is seen whole; one
+  // that comes after this load leaves the node linked, where its record or the fire path finds it.
+  if (node->gen.load(std::memory_order_acquire) != pending_gen) return false;
+  Wheel& w = wheel_;
+  if (node->pprev == nullptr) {
+    // Pending and not linked: a hand-off not taken in yet (a running periodic timer is not
+    // pending). Its deadline is still nanoseconds, which adopt() converts.
+    node->due = deadline_ns;
+    ++w.stats_.rescheduled;
+    return true;
+  }
+  const std::uint64_t due = w.due_tick(Nanos(static_cast<Nanos::rep>(deadline_ns)));
+  ++w.stats_.rescheduled;
+  if (w.in_place(node->due, due)) {
+    node->due = due;
+    ++w.stats_.rescheduled_in_place;
+    return true;
+  }
+  w.unlink(node);
+  node->due = due;
+  std::uint64_t due_by = w.cur_;
+  if (w.cur_ != w.target_ && node->thunk(node->storage.data(), Op::meta) != 0) due_by = w.target_;
+  w.link(node, due <= due_by ? Wheel::kDueSlot : w.wheel_slot(due));
+  if (w.cur_ != w.target_ && !w.in_advance_ && !w.occupied(Wheel::kBatchSlot) &&
+      !w.occupied(Wheel::kLateSlot) && !w.occupied(Wheel::kDueSlot)) {
+    w.step(w.target_, 0);
+  }
+  return true;
+}
+
+std::optional<Nanos> Shard::deadline_here(const Node* node, std::uint32_t pending_gen) const noexcept {
+  // Acquire: as move_here().
+  if (node->gen.load(std::memory_order_acquire) != pending_gen) return std::nullopt;
+  // A hand-off not taken in yet holds nanoseconds: rounded up to the tick as adopt() will.
+  const std::uint64_t due =
+      node->pprev == nullptr ? wheel_.due_tick(Nanos(static_cast<Nanos::rep>(node->due))) : node->due;
+  return Nanos(static_cast<Nanos::rep>(due * tick_ns_));  // due <= the horizon: no overflow
+}
+
+std::size_t Shard::clear_here() noexcept {
+  settle();
+  std::size_t cleared = 0;
+  Wheel& w = wheel_;
+  // The occupied slots, each sub-list in turn; the successor is read before a node is retired
+  // (which recycles it). Retiring unlinks only the node itself, so the walk stays valid, also
+  // inside a pass (a callback's clear): the fire loop re-reads each head it takes.
+  for (unsigned word = 0; word < Wheel::kBitmapWords; ++word) {
+    for (std::uint64_t bits = w.occupied_[word]; bits != 0; bits &= bits - 1) {
+      const unsigned slot = word * 64 + static_cast<unsigned>(std::countr_zero(bits));
+      for (unsigned way = 0; way < Wheel::kWays; ++way) {
+        Node* node = (*w.slots_)[slot].head[way];
+        while (node != nullptr) {
+          Node* const next = node->next;
+          std::uint32_t gen = node->gen.load(std::memory_order_acquire);
+          // acq_rel: as Timer::cancel(), pairs with a racing canceller's compare-and-swap: one wins.
+          if ((gen & 3) == kPending &&
+              node->gen.compare_exchange_strong(gen, in_state(gen, kCancelled), std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) {
+            gen = in_state(gen, kCancelled);
+            ++cleared;
+          }
+          // Cancelled (by us, or by another thread whose record has not come yet): retired now;
+          // that record then finds the node gone.
+          if ((gen & 3) == kCancelled) w.retire(node, gen);
+          node = next;
+        }
+      }
+    }
+  }
+  free_place(cleared);
+  // Release: pairs with cleared()'s acquire, as direct_ does. Only this thread writes it.
+  cleared_.store(cleared_.load(std::memory_order_relaxed) + cleared, std::memory_order_release);
+  publish_stats();
+  return cleared;
 }
 
 void Shard::disown() noexcept {

@@ -16,6 +16,11 @@
 //             thread runs it (run_task) and posts the node on returned_; the worker's next pass
 //             recycles it (one-shot) or re-arms it (periodic), waking for a periodic node whose
 //             next run is before its planned wake-up, as for a hand-off.
+//   reschedule: a thread other than the shard's checks that the timer is pending (one load) and posts
+//             {node, pending generation, new deadline} on cancels_, waking the worker iff the new
+//             deadline is before its planned wake-up; the worker, draining cancels_ first in its
+//             pass, moves the node if it still holds that generation (a hand-off not yet taken in
+//             gets its deadline rewritten). The shard's own thread moves it at once (move_here).
 // Only the worker ever links, unlinks or recycles a node, so the wheel stays single-threaded.
 #pragma once
 
@@ -31,6 +36,7 @@
 #include <thread>
 
 #include "clock.hpp"
+#include "directory.hpp"
 #include "shard_host.hpp"
 #include "tickwheel/detail/memory.hpp"
 #include "tickwheel/engine.hpp"
@@ -41,9 +47,14 @@ namespace tickwheel::detail {
 
 class ShardHost;
 
+// A record on a shard's cancel queue: a won cancel to retire, or a reschedule to apply. The state
+// in `gen` tells them apart: kCancelled, the generation the cancel left (deadline_ns unused);
+// kPending, the generation the timer had when Timer::reschedule() was asked, and the new deadline
+// in nanoseconds, applied only if the node still holds that generation (see Shard::move_here).
 struct CancelRecord {
   Node* node;
-  std::uint32_t gen;  // the node's generation after the winning cancel (state kCancelled)
+  std::uint32_t gen;
+  std::uint64_t deadline_ns;
 };
 
 class Shard {
@@ -62,6 +73,12 @@ class Shard {
   // False, with nothing handed over, if the queue could not allocate room.
   [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node) noexcept;
   void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
+  // Asks the shard's thread to move a timer that was pending with generation `pending_gen` to
+  // deadline_ns (a record on the cancel queue, applied at the start of the next pass); wakes the
+  // sleeper iff that is before its planned wake-up. False, with nothing posted, if the queue could
+  // not allocate room.
+  [[nodiscard]] bool post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_t pending_gen,
+                               std::uint64_t deadline_ns) noexcept;
   // Wakes the sleeper whatever its plan (Engine::clock_moved(): an engine on a clock of the user's,
   // whose workers sleep until woken).
   void clock_moved() noexcept { wake_.signal(); }
@@ -85,10 +102,11 @@ class Shard {
   void unadmit() noexcept {
     if (max_pending_ != 0) admitted_.fetch_sub(1, std::memory_order_relaxed);
   }
-  // A cancel won on one of this shard's timers: its place is free at once. Any thread.
-  void free_place() noexcept {
+  // A cancel won on one of this shard's timers (n of them, by clear_here()): its place is free at
+  // once. Any thread.
+  void free_place(std::uint64_t n = 1) noexcept {
     // Release: pairs with admit()'s acquire load, as claimed_ does.
-    if (max_pending_ != 0) freed_.fetch_add(1, std::memory_order_release);
+    if (max_pending_ != 0) freed_.fetch_add(n, std::memory_order_release);
   }
   void count_rejected() noexcept { rejected_.fetch_add(1, std::memory_order_relaxed); }
   // A cancel won by a thread that has no producer state to count it in (out of memory on its
@@ -103,6 +121,8 @@ class Shard {
   // that counted it, so a reader that sees a claim also sees the schedule that preceded it.
   std::uint64_t direct_scheduled() const noexcept { return direct_.load(std::memory_order_acquire); }
   std::uint64_t claimed() const noexcept { return claimed_.load(std::memory_order_acquire); }
+  // Timers clear_here() cancelled. Acquire: as claimed().
+  std::uint64_t cleared() const noexcept { return cleared_.load(std::memory_order_acquire); }
 
   // ---- The worker thread. ----
   // Creates the worker thread unless it runs already; the thread binds, fills the reserve, then
@@ -133,6 +153,31 @@ class Shard {
   bool owned_here_outside_pass() const noexcept;
   // A cancel by the owner, outside a pass: unlinks and recycles at once.
   void retire_direct(Node* node, std::uint32_t cancelled_gen) noexcept { wheel_.retire(node, cancelled_gen); }
+  // Whether the calling thread is this shard's: a callback of its pass (a worker, or a thread in
+  // poll()), or its owner (Engine::own_shard). What the calls below require.
+  bool is_own_thread() const noexcept;
+  // Whether a for_each_pending() walk is under way (on the shard's thread): changes to the wheel
+  // are posted then, as from another thread, so that the walk's lists stay as they are.
+  bool walking() const noexcept { return walking_; }
+
+  // ---- The shard's own thread (is_own_thread()), or the worker applying a record. ----
+  // Moves the timer whose node holds pending generation `pending_gen` to deadline_ns (the engine's
+  // clock): rounded up to the tick and placed as a schedule would place it, or, for a hand-off not
+  // taken in yet, its deadline rewritten before its adoption. False, with nothing touched, if the
+  // node no longer holds that generation (fired, running, cancelled, reused). O(1).
+  bool move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadline_ns) noexcept;
+  // The deadline of a timer whose node holds pending generation `pending_gen`, rounded up to the
+  // tick as the wheel runs it; nullopt if it holds another. O(1).
+  std::optional<Nanos> deadline_here(const Node* node, std::uint32_t pending_gen) const noexcept;
+  // Cancels every pending timer of the shard (posted cancels retired and hand-offs taken in first),
+  // destroying their callables; returns how many it cancelled. Each is won by compare-and-swap, so
+  // a cancel racing it on another thread wins or loses as against Timer::cancel(). O(pending).
+  std::size_t clear_here() noexcept;
+  // Calls visit(Timer, deadline) for every pending timer of the shard (posted cancels and moves
+  // applied and hand-offs taken in first); returns how many. May throw what visit throws.
+  template <class Visit>
+  std::size_t walk_here(Visit&& visit);
+
   // Fills the reserve on the calling thread, binds nothing. Throws std::bad_alloc, with nothing
   // changed, if the reserve's queue token cannot be had.
   void start_manual();
@@ -144,7 +189,7 @@ class Shard {
   // A node for, and the linking of, a timer a callback schedules on its own shard: no queue.
   Node* own_node() noexcept {
     Node* node = nullptr;
-    wheel_.take_free_nodes(std::span(&node, 1));
+    take_wheel_nodes(std::span(&node, 1));
     return node;
   }
   void link_direct(Node* node) noexcept;
@@ -189,6 +234,15 @@ class Shard {
   std::size_t pass(Nanos now, std::size_t limit) noexcept;
   std::size_t transfer(std::size_t cap) noexcept;
   void refill() noexcept;
+  // Wheel::take_free_nodes, and the locators (see directory.hpp) of the nodes handed out fresh.
+  std::size_t take_wheel_nodes(std::span<Node*> out) noexcept;
+  // Drains posted cancels and moves and takes every waiting hand-off in: what clear_here() and
+  // walk_here() do first, so that they see every pending timer as it is now.
+  void settle() noexcept {
+    drain_cancels();
+    while (transfer(~std::size_t{0}) != 0) {
+    }
+  }
   // Wakes the worker if it sleeps, or is about to, past due_ns. Called after an enqueue.
   static void dispatch(void* self, Node* node) noexcept;  // the wheel's executor hook
   static Nanos run_clock(const void* core) noexcept;      // the wheel's clock for fixed-delay runs
@@ -234,7 +288,9 @@ class Shard {
   std::thread thread_;
   std::optional<Nanos> planned_ns_;  // the deadline the last wait aimed at, for the tick lag
   bool cap_hit_ = false;
-  std::size_t reserve_target_;  // free nodes refill() aims at; grows with bursts (see there)
+  std::size_t reserve_target_;       // free nodes refill() aims at; grows with bursts (see there)
+  bool walking_ = false;             // inside walk_here() (the shard's thread)
+  NodeDirectory::PoolMap pool_map_;  // the wheel pool's locators (see directory.hpp)
 
   // Written by the worker, read by any thread (stats(), admit()): relaxed counters, each a
   // snapshot; nothing is ordered by them.
@@ -248,6 +304,7 @@ class Shard {
   // shard (release, after the link). See claimed() and direct_scheduled().
   std::atomic<std::uint64_t> claimed_{0};
   std::atomic<std::uint64_t> direct_{0};
+  std::atomic<std::uint64_t> cleared_{0};     // timers clear_here() cancelled; release, as direct_
   std::atomic<std::uint64_t> dispatched_{0};  // tasks handed to the executor
   std::atomic<std::uint64_t> passes_{0};
   std::atomic<std::uint64_t> wakeups_{0};
@@ -291,6 +348,29 @@ class Shard {
   // after the queues so that it is destroyed before them.
   std::optional<moodycamel::ProducerToken> reserve_token_;
 };
+
+template <class Visit>
+std::size_t Shard::walk_here(Visit&& visit) {
+  settle();
+  struct Walking {  // clears the flag however the walk is left (visit may throw)
+    bool& flag;
+    explicit Walking(bool& f) noexcept : flag(f) { flag = true; }
+    Walking(const Walking&) = delete;
+    Walking& operator=(const Walking&) = delete;
+    ~Walking() { flag = false; }
+  } const walking(walking_);
+  std::size_t visited = 0;
+  const auto tick = static_cast<Nanos::rep>(tick_ns_);
+  wheel_.visit_pending([&](Node* node) {
+    // Relaxed: this thread links and unlinks; a racing cancel (another thread's CAS) may make the
+    // timer end right after, which the Timer handed over answers for itself.
+    const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+    if ((gen & 3) != kPending) return;
+    ++visited;
+    visit(Timer(this, node, gen), Nanos(static_cast<Nanos::rep>(node->due) * tick));
+  });
+  return visited;
+}
 
 // The shard whose worker is the calling thread, or nullptr.
 Shard* current_shard() noexcept;

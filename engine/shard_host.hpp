@@ -17,6 +17,7 @@ struct ProducerToken;
 
 namespace tickwheel::detail {
 
+class NodeDirectory;
 class Shard;
 class Topology;
 struct Node;
@@ -44,6 +45,8 @@ class ShardHost {
   // The calling thread's token for `shard`'s returned-node queue (an executor thread giving a node
   // back), registering the thread on its first use; null if out of memory.
   virtual moodycamel::ProducerToken* returned_token(std::size_t shard) noexcept = 0;
+  // The engine's node directory (directory.hpp): a shard stamps the nodes its pool hands out fresh.
+  virtual NodeDirectory& directory() noexcept = 0;
   // A cancel won on one of the shard's timers (Timer::cancel, any thread): see EngineCore.
   virtual void on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen, bool linked) noexcept = 0;
 
