@@ -289,7 +289,7 @@ bool EngineCore::reschedule(const Timer& timer, Nanos when, bool relative) noexc
   ProducerState* const state = producers_.mine();
   if (state == nullptr) return false;  // out of memory on this thread's first use: nothing posted
   ProducerState::PerShard& mine = state->shards[shard.index()];
-  if (!shard.post_move(*mine.cancel, node, timer.gen_, ns)) return false;
+  if (!shard.post_move(*mine.move, node, timer.gen_, ns)) return false;
   ProducerState::posted_to(shard, mine);
   return true;
 }

@@ -4,7 +4,7 @@
 //
 // A thread's first schedule or cancel on an engine (or, on an executor thread, its first task)
 // registers it: under a mutex, once, it gets a ProducerState holding a moodycamel producer token
-// per shard for each of the shard's three queues (hand-offs, cancels, returned nodes), a node cache
+// per shard for each of the shard's four queues (hand-offs, cancels, moves, returned nodes), a node cache
 // per shard and an overflow pool. Afterwards the thread finds its state in a 4-entry thread-local
 // table keyed by the engine's unique id (never reused, so an entry left by a destroyed engine never
 // matches), with no lock. A state belongs to the engine and lives until it is destroyed; a new
@@ -44,6 +44,7 @@ struct ProducerState {
   struct PerShard {
     std::unique_ptr<moodycamel::ProducerToken> transfer;
     std::unique_ptr<moodycamel::ProducerToken> cancel;
+    std::unique_ptr<moodycamel::ProducerToken> move;      // Timer::reschedule()'s records
     std::unique_ptr<moodycamel::ProducerToken> returned;  // an executor thread's node returns
     std::array<Node*, kCache> cache{};
     std::size_t cached = 0;

@@ -199,14 +199,17 @@ void Shard::post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint3
   // timers are cancelled, and the node is harmless until the next pass (if its time comes
   // first, the worker's claim fails and it recycles the node then, which is also what happens
   // if this enqueue cannot allocate).
-  cancels_.enqueue(token, CancelRecord{node, cancelled_gen, 0});
+  cancels_.enqueue(token, CancelRecord{node, cancelled_gen});
 }
 
 bool Shard::post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_t pending_gen,
                       std::uint64_t deadline_ns) noexcept {
   // The enqueue publishes the record (release; the worker's dequeue acquires it), and with it what
   // this thread saw of the node: the hand-off's deadline among it, which move_here() may rewrite.
-  if (!cancels_.enqueue(token, CancelRecord{node, pending_gen, deadline_ns})) return false;
+  if (!moves_.enqueue(token, MoveRecord{node, pending_gen, deadline_ns})) return false;
+  // Release: pairs with drain_moves()'s acquire exchange, so a pass that clears the flag then finds
+  // this record (the enqueue came before the store).
+  moves_posted_.store(true, std::memory_order_release);
   // A timer moved earlier than the sleeper's plan must not wait for it: the producers' protocol
   // (a seq_cst fence, then the plan), as for a hand-off.
   wake_.wake_if_before(deadline_ns);
@@ -403,7 +406,11 @@ std::size_t Shard::poll(Nanos now, std::size_t limit) {
 }
 
 std::optional<Nanos> Shard::next_deadline(Nanos now) const noexcept {
-  if (transfers_.size_approx() != 0 || returned_.size_approx() != 0) return now;
+  // Relaxed: a hint, as the sizes; the poll that follows drains with acquire.
+  if (transfers_.size_approx() != 0 || returned_.size_approx() != 0 ||
+      moves_posted_.load(std::memory_order_relaxed)) {
+    return now;
+  }
   return wheel_.next_deadline();
 }
 
@@ -418,6 +425,7 @@ std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
   // Netty's order: cancels first (their nodes must not be transferred into the wheel as live
   // timers only to be unlinked again), then at most transfer_cap hand-offs, then what is due.
   const std::size_t cancels = drain_cancels();
+  (void)drain_moves();  // before anything runs, as the cancels
   drain_returned();
   const std::size_t moved = transfer(transfer_cap_);
   cap_hit_ = moved == transfer_cap_ && transfers_.size_approx() != 0;
@@ -454,13 +462,22 @@ std::size_t Shard::drain_cancels() noexcept {
   std::size_t n = 0;
   std::size_t taken = 0;
   while ((n = cancels_.try_dequeue_bulk(records.data(), kBulk)) != 0) {
+    for (std::size_t i = 0; i < n; ++i) wheel_.retire(records[i].node, records[i].gen);
+    taken += n;
+  }
+  return taken;
+}
+
+std::size_t Shard::drain_moves() noexcept {
+  // Acquire: pairs with post_move()'s release store. A move posted after this exchange sets the
+  // flag again, for the next pass (or is found by this drain anyway).
+  if (!moves_posted_.exchange(false, std::memory_order_acquire)) return 0;
+  std::array<MoveRecord, kBulk> records;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
+  std::size_t n = 0;
+  std::size_t taken = 0;
+  while ((n = moves_.try_dequeue_bulk(records.data(), kBulk)) != 0) {
     for (std::size_t i = 0; i < n; ++i) {
-      const CancelRecord& r = records[i];
-      if ((r.gen & 3) == kPending) {
-        (void)move_here(r.node, r.gen, r.deadline_ns);  // refused if it fired or ended meanwhile
-      } else {
-        wheel_.retire(r.node, r.gen);
-      }
+      (void)move_here(records[i].node, records[i].gen, records[i].deadline_ns);  // stale: dropped
     }
     taken += n;
   }
@@ -519,8 +536,7 @@ void Shard::wait() {
       const std::optional<Nanos> next = wheel_.next_deadline();
       planned_ns_ = next;  // as for spin; sleep_until() sets it again if the spin runs out
       for (;;) {
-        if ((next && clock_now() >= *next) || transfers_.size_approx() != 0 || returned_.size_approx() != 0 ||
-            stopping_.load(std::memory_order_acquire)) {
+        if ((next && clock_now() >= *next) || !nothing_waits()) {
           return;
         }
         if (monotonic_now() >= spin_end) break;
@@ -556,8 +572,11 @@ std::uint64_t Shard::plan_of(const std::optional<Nanos>& until) noexcept {
 bool Shard::nothing_waits() const noexcept {
   // Nodes back from the executor count as work too: a periodic one is not in the wheel's plan
   // until it is re-armed.
+  // Moves too: one earlier than the plan must be applied before the sleep (post_move() sets the
+  // flag before its fence, so either this load sees it or the poster sees the plan and signals).
+  // Relaxed: after prepare()'s fence; the drain's exchange acquires.
   return transfers_.size_approx() == 0 && returned_.size_approx() == 0 &&
-         !stopping_.load(std::memory_order_acquire);
+         !moves_posted_.load(std::memory_order_relaxed) && !stopping_.load(std::memory_order_acquire);
 }
 
 bool Shard::prepare_wait(std::optional<Nanos> until) noexcept {

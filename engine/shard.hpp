@@ -17,10 +17,11 @@
 //             recycles it (one-shot) or re-arms it (periodic), waking for a periodic node whose
 //             next run is before its planned wake-up, as for a hand-off.
 //   reschedule: a thread other than the shard's checks that the timer is pending (one load) and posts
-//             {node, pending generation, new deadline} on cancels_, waking the worker iff the new
-//             deadline is before its planned wake-up; the worker, draining cancels_ first in its
-//             pass, moves the node if it still holds that generation (a hand-off not yet taken in
-//             gets its deadline rewritten). The shard's own thread moves it at once (move_here).
+//             {node, pending generation, new deadline} on moves_, waking the worker iff the new
+//             deadline is before its planned wake-up; the worker, draining moves_ right after
+//             cancels_ in its pass, before anything runs, moves the node if it still holds that generation (a
+//             hand-off not yet taken in gets its deadline rewritten). The shard's own thread moves it at once
+//             (move_here).
 // Only the worker ever links, unlinks or recycles a node, so the wheel stays single-threaded.
 #pragma once
 
@@ -47,11 +48,16 @@ namespace tickwheel::detail {
 
 class ShardHost;
 
-// A record on a shard's cancel queue: a won cancel to retire, or a reschedule to apply. The state
-// in `gen` tells them apart: kCancelled, the generation the cancel left (deadline_ns unused);
-// kPending, the generation the timer had when Timer::reschedule() was asked, and the new deadline
-// in nanoseconds, applied only if the node still holds that generation (see Shard::move_here).
 struct CancelRecord {
+  Node* node;
+  std::uint32_t gen;  // the node's generation after the winning cancel (state kCancelled)
+};
+
+// A reschedule asked from a thread other than the shard's: the generation the timer had when it was
+// asked (state kPending) and the new deadline in nanoseconds, applied only if the node still holds
+// that generation (see Shard::move_here). On a queue of its own, so that a cancel's record stays
+// 16 bytes.
+struct MoveRecord {
   Node* node;
   std::uint32_t gen;
   std::uint64_t deadline_ns;
@@ -74,9 +80,9 @@ class Shard {
   [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node) noexcept;
   void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
   // Asks the shard's thread to move a timer that was pending with generation `pending_gen` to
-  // deadline_ns (a record on the cancel queue, applied at the start of the next pass); wakes the
-  // sleeper iff that is before its planned wake-up. False, with nothing posted, if the queue could
-  // not allocate room.
+  // deadline_ns (a record on moves_, applied at the start of the next pass, right after the cancel
+  // records); wakes the sleeper iff that is before its planned wake-up. False, with nothing posted, if the
+  // queue could not allocate room.
   [[nodiscard]] bool post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_t pending_gen,
                                std::uint64_t deadline_ns) noexcept;
   // Wakes the sleeper whatever its plan (Engine::clock_moved(): an engine on a clock of the user's,
@@ -94,6 +100,7 @@ class Shard {
   std::size_t take_nodes(Node** out, std::size_t n) noexcept;
   moodycamel::ConcurrentQueue<Node*>& transfers() noexcept { return transfers_; }
   moodycamel::ConcurrentQueue<CancelRecord>& cancels() noexcept { return cancels_; }
+  moodycamel::ConcurrentQueue<MoveRecord>& moves() noexcept { return moves_; }
   // Admission for max_pending_per_shard: false (and counted as rejected) if the shard is full.
   // A timer holds its place from its admission until it is claimed to run (a one-shot), its
   // cancel wins, or its schedule fails (unadmit); so the limit is never exceeded, and reached
@@ -202,6 +209,7 @@ class Shard {
   // the hand-off queue: every timer that neither ran nor was cancelled is then in the wheel.
   void drain_stopped() noexcept {
     drain_cancels();
+    drain_moves();
     drain_returned();
     while (transfer(~std::size_t{0}) != 0) {
     }
@@ -218,6 +226,7 @@ class Shard {
         [&](Node* node) { fn(Timer(this, node, node->gen.load(std::memory_order_relaxed))); });
   }
   std::size_t drain_cancels() noexcept;  // records taken; also the engine's destructor, after stop()
+  std::size_t drain_moves() noexcept;    // records taken (applied or found stale)
   void drain_returned() noexcept;
   // A cancel that comes after stop() (the caller holds the engine's lifecycle mutex).
   void retire_now(Node* node, std::uint32_t cancelled_gen) noexcept {
@@ -240,6 +249,7 @@ class Shard {
   // walk_here() do first, so that they see every pending timer as it is now.
   void settle() noexcept {
     drain_cancels();
+    drain_moves();
     while (transfer(~std::size_t{0}) != 0) {
     }
   }
@@ -334,6 +344,10 @@ class Shard {
   // callback (wakeup.hpp). Its plan and signal words are on lines of their own.
   Wakeup wake_;
   alignas(kCacheLine) std::atomic<bool> stopping_{false};
+  // Set (release) by a thread that posted a move, cleared (acquire exchange) by the shard's thread
+  // before it drains moves_: a pass pays one load for moves, not a walk of the queue's producers.
+  // Its own line: reschedules write it, passes read it.
+  alignas(kCacheLine) std::atomic<bool> moves_posted_{false};
   // Caller-driven mode: set while a poll runs, or while a thread owns the shard, so that two threads
   // never drive one wheel and stop() can wait for a poll (or an owner) to end (see poll() and
   // request_stop() for the pairing).
@@ -341,6 +355,7 @@ class Shard {
 
   moodycamel::ConcurrentQueue<Node*> transfers_;
   moodycamel::ConcurrentQueue<CancelRecord> cancels_;
+  moodycamel::ConcurrentQueue<MoveRecord> moves_;
   moodycamel::ConcurrentQueue<Node*> free_nodes_;
   moodycamel::ConcurrentQueue<Node*> returned_;  // nodes back from the executor
 
