@@ -33,10 +33,13 @@
 //     every callback that started has finished, and its effects are visible to the thread that
 //     called stop().
 //
-// Threads: every member of Engine and Timer may be called from any thread, with two exceptions:
+// Threads: every member of Engine and Timer may be called from any thread, with these exceptions:
 // stop() is refused from inside a timer callback (it would join the thread it runs on, or wait for
-// itself), and in caller-driven mode a shard's poll() and next_deadline() are for the thread that
-// polls it, one thread at a time.
+// itself); in caller-driven mode a shard's poll() and next_deadline() are for the thread that
+// polls it, one thread at a time; and what reads or walks a shard's wheel (Timer::deadline(),
+// remaining(), Engine::clear(), for_each_pending()) is for the shard's own thread: a callback
+// running on it, or the thread that owns it (own_shard). Timer::reschedule() works from any
+// thread, exactly on the shard's own and as a posted request elsewhere (see there).
 #pragma once
 
 #include <chrono>
