@@ -244,6 +244,7 @@ ShardStats Shard::stats() const {
   s.cancelled = cancelled_.load(std::memory_order_relaxed);
   s.rearmed = rearmed_.load(std::memory_order_relaxed);
   s.skipped = skipped_.load(std::memory_order_relaxed);
+  s.rescheduled = rescheduled_.load(std::memory_order_relaxed);
   s.rejected = rejected_.load(std::memory_order_relaxed);
   s.queue_depth = transfers_.size_approx();
   s.transfer_cap_hits = cap_hits_.load(std::memory_order_relaxed);
@@ -380,7 +381,10 @@ void Shard::start_manual() {
 
 std::size_t Shard::poll(Nanos now, std::size_t limit) {
   const bool owner = t_owned.shard == this;  // holds polling_ already, from own() until it lets go
-  if (t_current_shard == this || walking_ || (!owner && polling_.exchange(true, std::memory_order_seq_cst))) {
+  // walking_ is read only by the shard's owner (a walk from a callback is inside a poll, caught by
+  // the first test; any other thread's poll is refused by polling_, which the owner holds).
+  if (t_current_shard == this || (owner && walking_) ||
+      (!owner && polling_.exchange(true, std::memory_order_seq_cst))) {
     throw std::logic_error("tickwheel::Engine::poll: shard " + std::to_string(index_) +
                            " is being polled by another thread, owned by one, or polled from one of its own "
                            "callbacks or from a for_each_pending() visitor; each shard must have one polling "
@@ -522,6 +526,7 @@ void Shard::publish_stats() noexcept {
   cancelled_.store(w.cancelled, std::memory_order_relaxed);
   rearmed_.store(w.rearmed, std::memory_order_relaxed);
   skipped_.store(w.skipped, std::memory_order_relaxed);
+  rescheduled_.store(w.rescheduled, std::memory_order_relaxed);
 }
 
 void Shard::wait() {

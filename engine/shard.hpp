@@ -309,6 +309,7 @@ class Shard {
   std::atomic<std::uint64_t> cancelled_{0};
   std::atomic<std::uint64_t> rearmed_{0};
   std::atomic<std::uint64_t> skipped_{0};
+  std::atomic<std::uint64_t> rescheduled_{0};
   // Counted as each happens, not at the end of a pass: one-shot timers claimed to run (the wheel
   // stores it, release, before the callback starts) and timers a callback scheduled on its own
   // shard (release, after the link). See claimed() and direct_scheduled().

@@ -877,8 +877,14 @@ TEST(BadInput, EngineRescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
   Timer current = e.schedule_after(2h, Probe(&t, 4));  // takes a recycled node
   ASSERT_TRUE(current);
   const std::optional<Nanos> current_deadline = current.deadline();
-  std::vector<Timer> dead{Timer{}, failed, fired, cancelled, cleared, e.timer_from_raw(fired.raw()),
-                          e.timer_from_raw(0x1234'5679'0000'0007U), e.timer_from_raw(~std::uint64_t{0})};
+  std::vector<Timer> dead{Timer{},
+                          failed,
+                          fired,
+                          cancelled,
+                          cleared,
+                          e.timer_from_raw(fired.raw()),
+                          e.timer_from_raw(0x1234'5679'0000'0007U),
+                          e.timer_from_raw(~std::uint64_t{0})};
   const auto check = [&](bool own) {
     for (Timer& d : dead) {
       EXPECT_FALSE(d.reschedule_after(5ms)) << d.raw();

@@ -66,6 +66,8 @@ TEST(EngineApi, OwnThreadRescheduleMovesLaterAndEarlierKeepingHandleAndCallable)
   EXPECT_TRUE(a.expired());
   EXPECT_EQ(t.total_destroyed(), 2) << "each callable destroyed once, none by a move";
   EXPECT_EQ(o.engine.stats().pending, 0u);
+  EXPECT_EQ(o.engine.stats().rescheduled, 2u);
+  EXPECT_EQ(o.engine.stats().scheduled, 2u) << "a move is not a schedule";
 }
 
 TEST(EngineApi, RescheduleOfATimerThatIsNotPendingIsFalseAndTouchesNothing) {
@@ -182,6 +184,7 @@ TEST(EngineApi, AReschedulePostedFromAnotherThreadTakesEffectAtTheNextPass) {
   advance_clock(10ms);
   EXPECT_EQ(engine.poll(0), 1u);
   EXPECT_EQ(t.ran[1].load(), 1);
+  EXPECT_EQ(engine.stats().rescheduled, 2u);
 }
 
 TEST(EngineApi, ARecordThatFindsItsTimerFiredOrCancelledIsDropped) {

@@ -302,6 +302,9 @@ struct StatCounters {
   std::uint64_t callback_errors = 0;    // callbacks that threw (caught; the worker goes on)
   std::uint64_t executing = 0;          // handed to the executor and not yet returned
   std::int64_t max_tick_lag_ns = 0;     // worst lateness of a pass's start against its planned wake
+  // Moves the shard applied (Timer::reschedule() calls that took effect, on its thread or from a
+  // posted record). A move changes none of the counts above.
+  std::uint64_t rescheduled = 0;
 
   // Adds each count of `o` to this one's; max_tick_lag_ns keeps the worse of the two.
   StatCounters& operator+=(const StatCounters& o) noexcept {
@@ -319,6 +322,7 @@ struct StatCounters {
     callback_errors += o.callback_errors;
     executing += o.executing;
     max_tick_lag_ns = max_tick_lag_ns > o.max_tick_lag_ns ? max_tick_lag_ns : o.max_tick_lag_ns;
+    rescheduled += o.rescheduled;
     return *this;
   }
 };
