@@ -489,12 +489,14 @@ TEST(EngineApiRace, ReschedulesRacingFiresCancelsAndStopKeepExactlyOnce) {
   std::atomic<bool> go{false};
   std::vector<std::thread> threads;
   std::atomic<std::size_t> moves_true{0};
+  std::atomic<std::size_t> done{0};  // schedules made, to stop mid-flight by progress, not by time
   for (std::size_t k = 0; k < kThreads; ++k) {
     threads.emplace_back([&, k] {
       std::mt19937 rng(static_cast<unsigned>(k + 1));
       while (!go.load()) std::this_thread::yield();
       for (std::size_t i = k * per; i < (k + 1) * per; ++i) {
         handles[i] = engine.schedule_on(i % 2, Nanos(rng() % 2'000'000), Probe(&t, i));
+        done.fetch_add(1, std::memory_order_relaxed);
         if (!handles[i]) continue;  // stop() came first: its callable was destroyed
         // A few earlier timers of this thread: move, cancel, or move through the raw form.
         for (int j = 0; j < 3; ++j) {
@@ -513,7 +515,8 @@ TEST(EngineApiRace, ReschedulesRacingFiresCancelsAndStopKeepExactlyOnce) {
     });
   }
   go.store(true);
-  std::this_thread::sleep_for(kSanitized ? 50ms : 20ms);  // let the race run a while, then stop mid-flight
+  // Stop mid-flight: once half of the schedules are made, the rest race stop() itself.
+  ASSERT_TRUE(eventually([&] { return done.load(std::memory_order_relaxed) >= handles.size() / 2; }));
   std::vector<Timer> back = engine.stop();
   for (auto& th : threads) th.join();
   std::size_t returned = 0;
