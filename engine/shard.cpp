@@ -475,7 +475,12 @@ std::size_t Shard::drain_cancels() noexcept {
 std::size_t Shard::drain_moves() noexcept {
   // Acquire: pairs with post_move()'s release store. A move posted after this exchange sets the
   // flag again, for the next pass (or is found by this drain anyway).
-  if (!moves_posted_.exchange(false, std::memory_order_acquire)) return 0;
+  // The relaxed load first: most passes find no move, and a load keeps the line shared where an
+  // exchange would take it exclusive each pass.
+  if (!moves_posted_.load(std::memory_order_relaxed) ||
+      !moves_posted_.exchange(false, std::memory_order_acquire)) {
+    return 0;
+  }
   std::array<MoveRecord, kBulk> records;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
   std::size_t n = 0;
   std::size_t taken = 0;

@@ -157,7 +157,7 @@ TEST(EngineApi, RescheduleToAPastOrOverflowingDeadlineIsAsASchedule) {
   EXPECT_TRUE(negative.reschedule(std::chrono::steady_clock::time_point::min()));
   EXPECT_TRUE(far.reschedule_after(Nanos::max()));
   EXPECT_EQ(negative.deadline(), 0ns);
-  EXPECT_GT(*far.deadline(), 1000h * 24 * 365);
+  EXPECT_GT(*far.deadline(), Nanos::max() / 2) << "clamped to the horizon, near the end of Nanos";
   EXPECT_EQ(o.engine.poll(0), 2u) << "the past and negative ones, at the same now";
   EXPECT_TRUE(far.pending());
   EXPECT_TRUE(far.cancel());

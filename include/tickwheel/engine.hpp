@@ -254,9 +254,10 @@ class Timer {
   // (so a stale raw value is as safe as a stale Timer: it matches only its own lifetime of the
   // node, until 2^30 lifetimes of that node later), the node's engine-wide locator in the low 32
   // (a chunk of 4096 nodes, 20 bits, and the node in it, 12 bits; the chunk also names the shard).
-  // 0 for a false or default handle (and, in an engine past 2^32 - 4096 nodes handed out, 256 GiB
-  // of node memory, for a timer on a node that got no locator). Any thread; a load of the node's
-  // fixed locator.
+  // 0 for a false or default handle, and for a timer on a node that got no locator: past 2^32 -
+  // 4096 nodes handed out in one engine (256 GiB of node memory), or when the directory found no
+  // memory for its entries as node memory grew (see engine/directory.hpp). Any thread; a load of
+  // the node's locator, written once before the node was first handed out.
   std::uint64_t raw() const noexcept;
 
   explicit operator bool() const noexcept { return node_ != nullptr; }
