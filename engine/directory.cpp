@@ -7,8 +7,9 @@
 namespace tickwheel::detail {
 
 NodeDirectory::~NodeDirectory() {
-  for (auto& block : blocks_)
-    delete block.load(std::memory_order_relaxed);  // NOLINT(cppcoreguidelines-owning-memory)
+  for (auto& block : blocks_) {
+    delete block.load(std::memory_order_relaxed);  // NOLINT(cppcoreguidelines-owning-memory): owned here
+  }
 }
 
 NodeDirectory::Entry* NodeDirectory::entry(std::uint32_t chunk) const noexcept {
@@ -33,8 +34,8 @@ void NodeDirectory::number_segment(const NodePool& pool, PoolMap& map, unsigned 
     std::atomic<Block*>& slot = blocks_[chunk >> kBlockBits];
     Block* block = slot.load(std::memory_order_acquire);
     if (block == nullptr) {
-      Block* fresh = new (std::nothrow) Block();  // NOLINT(cppcoreguidelines-owning-memory): owned by blocks_
-      if (fresh == nullptr) return;               // no memory: the segment's nodes stay without locators
+      auto* fresh = new (std::nothrow) Block();  // NOLINT(cppcoreguidelines-owning-memory): owned by blocks_
+      if (fresh == nullptr) return;              // no memory: the segment's nodes stay without locators
       // Release: publishes the constructed block to entry()'s acquire loads; acquire on failure:
       // the winner's block is then seen constructed.
       if (slot.compare_exchange_strong(block, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) {

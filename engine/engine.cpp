@@ -110,19 +110,15 @@ bool Timer::expired() const noexcept {
 
 bool Timer::reschedule(std::chrono::steady_clock::time_point deadline) noexcept {
   if (shard_ == nullptr) return false;
-  return static_cast<detail::EngineCore&>(shard_->host())
-      .reschedule(*this, deadline.time_since_epoch(), false);
+  return shard_->host().reschedule(*shard_, node_, gen_, deadline.time_since_epoch(), /*relative=*/false);
 }
 
 bool Timer::reschedule_after(Nanos delay) noexcept {
   if (shard_ == nullptr) return false;
-  return static_cast<detail::EngineCore&>(shard_->host()).reschedule(*this, delay, true);
+  return shard_->host().reschedule(*shard_, node_, gen_, delay, /*relative=*/true);
 }
 
-std::optional<Nanos> Timer::deadline() const {
-  if (shard_ == nullptr) return std::nullopt;
-  return static_cast<const detail::EngineCore&>(shard_->host()).deadline(*this);
-}
+std::optional<Nanos> Timer::deadline() const { return detail::EngineCore::deadline(*this); }
 
 std::optional<Nanos> Timer::remaining() const {
   const std::optional<Nanos> at = deadline();

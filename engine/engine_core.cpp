@@ -269,19 +269,17 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
   // stays linked, harmless, until its time comes: the worker's claim then fails and recycles it.
 }
 
-bool EngineCore::reschedule(const Timer& timer, Nanos when, bool relative) noexcept {
-  Node* const node = timer.node_;
-  if (node == nullptr) return false;
-  Shard& shard = *timer.shard_;
+bool EngineCore::reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
+                            bool relative) noexcept {
   // Acquire: as Timer::pending(), pairs with the compare-and-swap that moved the word on (a claim,
   // a cancel). Only the pending value moves: a periodic timer running its callback is refused, as
   // by Wheel::reschedule().
-  if (node->gen.load(std::memory_order_acquire) != timer.gen_) return false;
+  if (node->gen.load(std::memory_order_acquire) != pending_gen) return false;
   const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
   const auto ns = static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));
   // The shard's own thread links and unlinks: moved now, and the answer is exact. (Not during a
   // walk of it, whose lists must stay as they are: posted then, as from another thread.)
-  if (shard.is_own_thread() && !shard.walking()) return shard.move_here(node, timer.gen_, ns);
+  if (shard.is_own_thread() && !shard.walking()) return shard.move_here(node, pending_gen, ns);
   // After stop() began no pass will apply a record, and nothing runs any more: refused. (A record
   // posted while stop() drains is applied by the drain or by the destructor's, or found stale.)
   // Relaxed: only the flag's own value is used.
@@ -289,12 +287,12 @@ bool EngineCore::reschedule(const Timer& timer, Nanos when, bool relative) noexc
   ProducerState* const state = producers_.mine();
   if (state == nullptr) return false;  // out of memory on this thread's first use: nothing posted
   ProducerState::PerShard& mine = state->shards[shard.index()];
-  if (!shard.post_move(*mine.move, node, timer.gen_, ns)) return false;
+  if (!shard.post_move(*mine.move, node, pending_gen, ns)) return false;
   ProducerState::posted_to(shard, mine);
   return true;
 }
 
-std::optional<Nanos> EngineCore::deadline(const Timer& timer) const {
+std::optional<Nanos> EngineCore::deadline(const Timer& timer) {
   if (timer.node_ == nullptr) return std::nullopt;
   Shard& shard = *timer.shard_;
   if (!shard.is_own_thread()) {

@@ -52,9 +52,10 @@ class EngineCore final : public ShardHost {
 
   // ---- Timer's and Engine's calls on one timer or one shard (engine.hpp states the contracts) ----
   // Timer::reschedule*: moved at once on the shard's own thread, else posted to it.
-  bool reschedule(const Timer& timer, Nanos when, bool relative) noexcept;
+  bool reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
+                  bool relative) noexcept override;
   // Timer::deadline: the shard's own thread only (std::logic_error elsewhere).
-  std::optional<Nanos> deadline(const Timer& timer) const;
+  static std::optional<Nanos> deadline(const Timer& timer);
   Timer timer_from_raw(std::uint64_t raw) const noexcept;
   std::size_t clear(std::size_t index);
   std::size_t for_each_pending(std::size_t index, void* context,

@@ -368,13 +368,7 @@ class Shard {
 template <class Visit>
 std::size_t Shard::walk_here(Visit&& visit) {
   settle();
-  struct Walking {  // clears the flag however the walk is left (visit may throw)
-    bool& flag;
-    explicit Walking(bool& f) noexcept : flag(f) { flag = true; }
-    Walking(const Walking&) = delete;
-    Walking& operator=(const Walking&) = delete;
-    ~Walking() { flag = false; }
-  } const walking(walking_);
+  const Wheel::ScopedFlag walking(walking_);  // cleared however the walk is left (visit may throw)
   std::size_t visited = 0;
   const auto tick = static_cast<Nanos::rep>(tick_ns_);
   wheel_.visit_pending([&](Node* node) {
