@@ -44,22 +44,23 @@ struct ProducerState {
   struct PerShard {
     std::unique_ptr<moodycamel::ProducerToken> transfer;
     std::unique_ptr<moodycamel::ProducerToken> cancel;
-    std::unique_ptr<moodycamel::ProducerToken> move;      // Timer::reschedule()'s records
     std::unique_ptr<moodycamel::ProducerToken> returned;  // an executor thread's node returns
+    std::unique_ptr<moodycamel::ProducerToken> move;      // Timer::reschedule()'s records
     std::array<Node*, kCache> cache{};
     std::size_t cached = 0;
     std::uint32_t posted = 0;  // hand-offs, cancels and moves since this thread last nudged the worker
+    // This thread's schedules that stand on the shard (counted before the hand-off, taken back if
+    // it fails) and cancels it won there: EngineCore::stats() sums them into `pending`. Only the
+    // owning thread writes them; the cancel count with release, read with acquire (see there).
+    std::atomic<std::uint64_t> scheduled{0};
+    std::atomic<std::uint64_t> cancels{0};
+    // (Below the fields every schedule and cancel touches, which stay together.)
     // Nodes of last resort for this shard, used when its reserve is empty (a burst, or a worker
     // held up by a long callback): a producer never waits for a worker. Its nodes join the shard's
     // free list once used, and its memory lives as long as the engine. One pool per shard, so that
     // a node serves one shard for its whole life (the directory maps its chunk to that shard).
     NodePool overflow;
     NodeDirectory::PoolMap overflow_map;  // the overflow pool's locators (see directory.hpp)
-    // This thread's schedules that stand on the shard (counted before the hand-off, taken back if
-    // it fails) and cancels it won there: EngineCore::stats() sums them into `pending`. Only the
-    // owning thread writes them; the cancel count with release, read with acquire (see there).
-    std::atomic<std::uint64_t> scheduled{0};
-    std::atomic<std::uint64_t> cancels{0};
   };
 
   // Throws std::bad_alloc if a queue token cannot be had (moodycamel leaves it invalid instead).
