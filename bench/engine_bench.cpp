@@ -957,6 +957,60 @@ void BM_Owned(benchmark::State& state) {
   state.SetLabel(std::string(Q::kName));
 }
 
+// ---- move: Timer::reschedule beside cancel + schedule, from a producer thread ----
+
+enum class MoveOp : std::int64_t { reschedule = 0, cancel_schedule = 1 };
+constexpr std::int64_t kMovePopulations[] = {1'000, 100'000, 1'000'000};
+
+// move/<reschedule|cancel_schedule>/<N>: one producer (this thread, not the shard's) and one
+// worker shard with N timers pending; each iteration moves one pending timer, in random order, to
+// a new random delay: reschedule_after() on its handle (a record the worker applies), or what a
+// user writes without it, cancel() then schedule_after() of the same callable kind, keeping the
+// new handle. A timer that fired meanwhile (a few per run: 17 per ms at 1M) is scheduled again,
+// in either case, and counted (refused). Producer-side cost; the worker absorbs the records, the
+// cancels and the hand-offs on the other core (nudged once per 4096 posts, as always).
+void BM_Move(benchmark::State& state) {
+  const bool rescheduling = static_cast<MoveOp>(state.range(0)) == MoveOp::reschedule;
+  const auto population = static_cast<std::size_t>(state.range(1));
+  tickwheel::EngineOptions o;
+  o.shards = 1;
+  o.tick = kTick;
+  o.pin_workers = false;
+  tickwheel::Engine engine(o);
+  std::atomic<std::uint64_t> fired{0};
+  const auto fn = [&fired] { fired.fetch_add(1, std::memory_order_relaxed); };
+  Rng rng(kSeed);
+  std::vector<tickwheel::Timer> pending(population);
+  for (auto& t : pending) t = engine.schedule_on(0, rng.delay(), fn);
+  std::vector<std::size_t> order(population);
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  shuffle(order, rng);
+  std::size_t k = 0;
+  std::uint64_t refused = 0;
+  std::uint64_t failed = 0;
+  for (auto _ : state) {
+    tickwheel::Timer& t = pending[order[k]];
+    const Nanos delay = rng.delay();
+    if (rescheduling) {
+      if (!t.reschedule_after(delay)) [[unlikely]] {
+        ++refused;
+        t = engine.schedule_on(0, delay, fn);
+      }
+    } else {
+      refused += t.cancel() ? 0 : 1;
+      t = engine.schedule_on(0, delay, fn);
+    }
+    failed += t ? 0 : 1;
+    if (++k == population) k = 0;
+  }
+  state.counters["refused"] = static_cast<double>(refused);
+  state.counters["fired"] = static_cast<double>(fired.load());
+  (void)engine.stop(
+      [](tickwheel::Timer timer) noexcept { (void)timer; });  // allocates nothing; the destructor frees them
+  if (failed != 0) state.SkipWithError("a schedule failed");
+  state.SetLabel(rescheduling ? "reschedule" : "cancel_schedule");
+}
+
 // The executor cases: each runs on both sides (Run), for each count of timers due at once.
 struct ExecutorCase {
   std::string_view name;
@@ -1013,6 +1067,22 @@ void register_all() {
     }
     benchmark::AddCustomContext("case:" + std::string(c.name), std::string(c.description));
   }
+  names += ",move";
+  for (const MoveOp op : {MoveOp::reschedule, MoveOp::cancel_schedule}) {
+    const char* name = op == MoveOp::reschedule ? "move/reschedule" : "move/cancel_schedule";
+    for (const std::int64_t n : kMovePopulations) {
+      benchmark::RegisterBenchmark(name, &BM_Move)
+          ->Args({static_cast<std::int64_t>(op), n})
+          ->Iterations(kOpsPerThread)
+          ->UseRealTime()
+          ->Unit(benchmark::kNanosecond);
+    }
+  }
+  benchmark::AddCustomContext(
+      "case:move",
+      "producer-side cost of moving one pending timer to a new random delay from a thread other "
+      "than its shard's, one shard with worker threads, N pending (second arg); first arg 0: "
+      "Timer::reschedule_after, 1: cancel + schedule_after (a new handle)");
   names += ",owned";
   for (const auto& [queue, fn] : {std::pair{OwnedWheel::kName, &BM_Owned<OwnedWheel>},
                                   std::pair{OwnedEngine::kName, &BM_Owned<OwnedEngine>}}) {

@@ -2,6 +2,8 @@
 // (engine_core.cpp); Timer's are one compare-and-swap or one load on the node's generation word.
 #include "tickwheel/engine.hpp"
 
+#include <algorithm>
+
 #include "engine_core.hpp"
 
 namespace tickwheel {
@@ -38,6 +40,12 @@ std::size_t Engine::stop_visiting(void* context, void (*each)(void* context, Tim
   return core_->shut_down(&back);
 }
 EngineStats Engine::stats() const { return core_->stats(); }
+Timer Engine::timer_from_raw(std::uint64_t raw) const noexcept { return core_->timer_from_raw(raw); }
+std::size_t Engine::clear(std::size_t shard) { return core_->clear(shard); }
+std::size_t Engine::walk_shard(std::size_t shard, void* context,
+                               void (*each)(void* context, Timer timer, Nanos deadline)) {
+  return core_->for_each_pending(shard, context, each);
+}
 std::size_t Engine::shard_count() const noexcept { return core_->shard_count(); }
 std::size_t Engine::poll(std::size_t shard, std::size_t limit) {
   return core_->poll(shard, core_->now(), limit);
@@ -98,6 +106,34 @@ bool Timer::pending() const noexcept {
 bool Timer::expired() const noexcept {
   return node_ != nullptr &&
          node_->gen.load(std::memory_order_acquire) == detail::in_state(gen_, detail::kFired);
+}
+
+bool Timer::reschedule(std::chrono::steady_clock::time_point deadline) noexcept {
+  if (shard_ == nullptr) return false;
+  return shard_->host().reschedule(*shard_, node_, gen_, deadline.time_since_epoch(), /*relative=*/false);
+}
+
+bool Timer::reschedule_after(Nanos delay) noexcept {
+  if (shard_ == nullptr) return false;
+  return shard_->host().reschedule(*shard_, node_, gen_, delay, /*relative=*/true);
+}
+
+std::optional<Nanos> Timer::deadline() const { return detail::EngineCore::deadline(*this); }
+
+std::optional<Nanos> Timer::remaining() const {
+  const std::optional<Nanos> at = deadline();
+  if (!at) return std::nullopt;
+  // Both are in [0, Nanos::max()]: no overflow.
+  return std::max(*at - shard_->host().now(), Nanos(0));
+}
+
+std::uint64_t Timer::raw() const noexcept {
+  if (node_ == nullptr) return 0;
+  // The locator was written once, before the node was first handed out, and never again: whatever
+  // gave this thread the Timer ordered that write before this read.
+  const std::uint32_t locator = node_->index;
+  if (locator == detail::NodeDirectory::kNoLocator) return 0;
+  return (std::uint64_t{gen_} << 32) | locator;
 }
 
 std::size_t Timer::shard() const noexcept { return shard_ != nullptr ? shard_->index() : 0; }

@@ -226,7 +226,7 @@ Timer EngineCore::fail(const Reservation& r, Status why) noexcept {
   if (mine.cached < mine.cache.size()) {
     mine.cache[mine.cached++] = r.node;
   } else {
-    r.producer->overflow.release(r.node);
+    mine.overflow.release(r.node);
   }
   r.shard->unadmit();
   r.shard->count_rejected();
@@ -269,6 +269,82 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
   }
   // With no state (out of memory on this thread's first use) the record is not posted; the node
   // stays linked, harmless, until its time comes: the worker's claim then fails and recycles it.
+}
+
+bool EngineCore::reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
+                            bool relative) noexcept {
+  // Acquire: as Timer::pending(), pairs with the compare-and-swap that moved the word on (a claim,
+  // a cancel). Only the pending value moves: a periodic timer running its callback is refused, as
+  // by Wheel::reschedule().
+  if (node->gen.load(std::memory_order_acquire) != pending_gen) return false;
+  const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
+  const auto ns = static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));
+  // The shard's own thread links and unlinks: moved now, and the answer is exact. (Not during a
+  // walk of it, whose lists must stay as they are: posted then, as from another thread.)
+  if (shard.is_own_thread() && !shard.walking()) return shard.move_here(node, pending_gen, ns);
+  // After stop() began no pass will apply a record, and nothing runs any more: refused. (A record
+  // posted while stop() drains is applied by the drain or by the destructor's, or found stale.)
+  // Relaxed: only the flag's own value is used.
+  if (stopped_.load(std::memory_order_relaxed)) return false;
+  ProducerState* const state = producers_.mine();
+  if (state == nullptr) return false;  // out of memory on this thread's first use: nothing posted
+  ProducerState::PerShard& mine = state->shards[shard.index()];
+  if (!shard.post_move(*mine.move, node, pending_gen, ns)) return false;
+  ProducerState::posted_to(shard, mine);
+  return true;
+}
+
+std::optional<Nanos> EngineCore::deadline(const Timer& timer) {
+  if (timer.node_ == nullptr) return std::nullopt;
+  Shard& shard = *timer.shard_;
+  if (!shard.is_own_thread()) {
+    throw std::logic_error(
+        "tickwheel::Timer::deadline/remaining: asked from a thread that is not the timer's shard's (shard " +
+        std::to_string(shard.index()) +
+        "): only a callback on that shard or the thread that owns it (Engine::own_shard) reads its "
+        "wheel; use pending() elsewhere");
+  }
+  return shard.deadline_here(timer.node_, timer.gen_);
+}
+
+Timer EngineCore::timer_from_raw(std::uint64_t raw) const noexcept {
+  const auto gen = static_cast<std::uint32_t>(raw >> 32);
+  const auto locator = static_cast<std::uint32_t>(raw);
+  // Only a pending value is a handle's (raw() of any other Timer is 0), so gen 0 (an empty raw) is
+  // refused here, as is any locator that names no node handed out.
+  if ((gen & 3) != kPending) return {};
+  const std::optional<NodeDirectory::Found> found = directory_.find(locator);
+  if (!found || found->shard >= shards_.size()) return {};
+  return {shards_[found->shard].get(), found->node, gen};
+}
+
+Shard& EngineCore::own_thread_shard(std::size_t index, const char* call) const {
+  if (index >= shards_.size()) {
+    throw std::out_of_range(std::string("tickwheel::Engine::") + call + ": shard " + std::to_string(index) +
+                            " of " + std::to_string(shards_.size()));
+  }
+  Shard& shard = *shards_[index];
+  if (!shard.is_own_thread()) {
+    throw std::logic_error(std::string("tickwheel::Engine::") + call + ": shard " + std::to_string(index) +
+                           " is not the calling thread's: call it from a callback on that shard, or from the "
+                           "thread that owns it (Engine::own_shard)");
+  }
+  if (shard.walking()) {
+    throw std::logic_error(std::string("tickwheel::Engine::") + call +
+                           ": called from inside a for_each_pending() "
+                           "visitor of shard " +
+                           std::to_string(index) + ", whose walk must not change the shard");
+  }
+  return shard;
+}
+
+std::size_t EngineCore::clear(std::size_t index) { return own_thread_shard(index, "clear").clear_here(); }
+
+std::size_t EngineCore::for_each_pending(std::size_t index, void* context,
+                                         void (*each)(void* context, Timer timer, Nanos deadline)) {
+  return own_thread_shard(index, "for_each_pending").walk_here([&](Timer timer, Nanos deadline) {
+    each(context, timer, deadline);
+  });
 }
 
 void EngineCore::start() {
@@ -368,7 +444,7 @@ std::uint64_t EngineCore::pending(const Shard& shard) const {
   // timer's schedule was counted; so every end read has its start read too, and the difference
   // is never negative. Ends counted while this reads are missed: a snapshot, exact when still.
   const std::size_t i = shard.index();
-  std::uint64_t ended = shard.claimed() + shard.orphan_cancels();
+  std::uint64_t ended = shard.claimed() + shard.orphan_cancels() + shard.cleared();
   producers_.for_each(
       [&](const ProducerState& p) { ended += p.shards[i].cancels.load(std::memory_order_acquire); });
   std::uint64_t started = shard.direct_scheduled();

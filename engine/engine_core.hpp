@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "clock.hpp"
+#include "directory.hpp"
 #include "producer.hpp"
 #include "shard.hpp"
 #include "shard_host.hpp"
@@ -47,6 +48,18 @@ class EngineCore final : public ShardHost {
   // pending, not a periodic run), has it unlinked: a record on the shard's cancel queue, or after
   // stop() an unlink here.
   void on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen, bool linked) noexcept override;
+  NodeDirectory& directory() noexcept override { return directory_; }
+
+  // ---- Timer's and Engine's calls on one timer or one shard (engine.hpp states the contracts) ----
+  // Timer::reschedule*: moved at once on the shard's own thread, else posted to it.
+  bool reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
+                  bool relative) noexcept override;
+  // Timer::deadline: the shard's own thread only (std::logic_error elsewhere).
+  static std::optional<Nanos> deadline(const Timer& timer);
+  Timer timer_from_raw(std::uint64_t raw) const noexcept;
+  std::size_t clear(std::size_t index);
+  std::size_t for_each_pending(std::size_t index, void* context,
+                               void (*each)(void* context, Timer timer, Nanos deadline));
 
   // ---- The schedule path (Engine::submit) ----
   // Starts the engine if need be, picks the shard (the calling thread's own in a callback, its home
@@ -105,6 +118,9 @@ class EngineCore final : public ShardHost {
   Timer settle_late(const Reservation& r, std::uint32_t gen) noexcept;
   // Undoes a schedule that handed nothing over: destroys the callable, keeps the node, counts it.
   static Timer fail(const Reservation& r, Status why) noexcept;
+  // The shard `index`, if the calling thread is its own (see Shard::is_own_thread) and not inside a
+  // for_each_pending() walk of it: else std::out_of_range or std::logic_error, naming `call`.
+  Shard& own_thread_shard(std::size_t index, const char* call) const;
   // Checks the preconditions of poll() and the other caller-driven calls (named by `call`).
   Shard& polled_shard(std::size_t index, const char* call = "poll") const;
   // The shard's timers scheduled and not yet claimed to run nor cancelled (ShardStats::pending).
@@ -116,6 +132,8 @@ class EngineCore final : public ShardHost {
   const TickDivider ticks_;  // a deadline's tick, computed by the producer (see commit())
   Topology topology_;
 
+  // Before the shards and the producers, whose pools' nodes it maps (it reads none at teardown).
+  NodeDirectory directory_;
   // Declared before the shards: their overflow pools hold nodes the wheels still link at teardown.
   // (Their tokens must die before the shards' queues: the destructor drops them first.)
   ProducerRegistry producers_;

@@ -4,7 +4,7 @@
 //
 // A thread's first schedule or cancel on an engine (or, on an executor thread, its first task)
 // registers it: under a mutex, once, it gets a ProducerState holding a moodycamel producer token
-// per shard for each of the shard's three queues (hand-offs, cancels, returned nodes), a node cache
+// per shard for each of the shard's four queues (hand-offs, cancels, moves, returned nodes), a node cache
 // per shard and an overflow pool. Afterwards the thread finds its state in a 4-entry thread-local
 // table keyed by the engine's unique id (never reused, so an entry left by a destroyed engine never
 // matches), with no lock. A state belongs to the engine and lives until it is destroyed; a new
@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "directory.hpp"
 #include "shard.hpp"
 #include "tickwheel/detail/node.hpp"
 #include "tickwheel/detail/pool.hpp"
@@ -44,14 +45,22 @@ struct ProducerState {
     std::unique_ptr<moodycamel::ProducerToken> transfer;
     std::unique_ptr<moodycamel::ProducerToken> cancel;
     std::unique_ptr<moodycamel::ProducerToken> returned;  // an executor thread's node returns
+    std::unique_ptr<moodycamel::ProducerToken> move;      // Timer::reschedule()'s records
     std::array<Node*, kCache> cache{};
     std::size_t cached = 0;
-    std::uint32_t posted = 0;  // hand-offs and cancels since this thread last nudged the worker
+    std::uint32_t posted = 0;  // hand-offs, cancels and moves since this thread last nudged the worker
     // This thread's schedules that stand on the shard (counted before the hand-off, taken back if
     // it fails) and cancels it won there: EngineCore::stats() sums them into `pending`. Only the
     // owning thread writes them; the cancel count with release, read with acquire (see there).
     std::atomic<std::uint64_t> scheduled{0};
     std::atomic<std::uint64_t> cancels{0};
+    // (Below the fields every schedule and cancel touches, which stay together.)
+    // Nodes of last resort for this shard, used when its reserve is empty (a burst, or a worker
+    // held up by a long callback): a producer never waits for a worker. Its nodes join the shard's
+    // free list once used, and its memory lives as long as the engine. One pool per shard, so that
+    // a node serves one shard for its whole life (the directory maps its chunk to that shard).
+    NodePool overflow;
+    NodeDirectory::PoolMap overflow_map;  // the overflow pool's locators (see directory.hpp)
   };
 
   // Throws std::bad_alloc if a queue token cannot be had (moodycamel leaves it invalid instead).
@@ -66,12 +75,8 @@ struct ProducerState {
   }
 
   std::thread::id owner;
-  std::uint64_t serial = 0;    // the owning thread's serial (see thread_serial() in producer.cpp)
-  std::size_t home = kNoHome;  // dealt by ProducerRegistry::home() on the first schedule that needs it
-  // Nodes of last resort, used when a shard's reserve is empty (a burst, or a worker held up by a
-  // long callback): a producer never waits for a worker. Its nodes join the shards' free lists
-  // once used, and its memory lives as long as the engine.
-  NodePool overflow;
+  std::uint64_t serial = 0;      // the owning thread's serial (see thread_serial() in producer.cpp)
+  std::size_t home = kNoHome;    // dealt by ProducerRegistry::home() on the first schedule that needs it
   std::vector<PerShard> shards;  // one per shard, in shard order
 };
 
@@ -123,13 +128,25 @@ class ProducerRegistry {
   std::atomic<std::size_t> next_home_{0};
 };
 
+// A node from the thread's overflow pool for `shard`, its locator given if it is fresh; null if the
+// pool cannot grow. Off the steady-state path: only when the shard's reserve is empty.
+inline Node* take_overflow_node(ProducerState::PerShard& mine, Shard& shard) noexcept {
+  const std::uint32_t before = mine.overflow.touched();
+  Node* node = mine.overflow.acquire();
+  if (node != nullptr && mine.overflow.touched() != before) {
+    mine.overflow_map.shard = static_cast<std::uint32_t>(shard.index());
+    shard.host().directory().stamp(mine.overflow, mine.overflow_map, before, before + 1);
+  }
+  return node;
+}
+
 // A node for a schedule on `shard` from a thread that is not its worker: from the thread's cache
 // for the shard, refilled in bulk from the shard's reserve, else from the thread's overflow pool.
 // Null if the overflow pool cannot grow.
 inline Node* take_node(ProducerState& state, Shard& shard) noexcept {
   ProducerState::PerShard& mine = state.shards[shard.index()];
   if (mine.cached == 0) mine.cached = shard.take_nodes(mine.cache.data(), mine.cache.size());
-  Node* node = mine.cached != 0 ? mine.cache[--mine.cached] : state.overflow.acquire();
+  Node* node = mine.cached != 0 ? mine.cache[--mine.cached] : take_overflow_node(mine, shard);
   // The next schedule's node was last written by the worker, on another core: start moving its
   // line here now, for writing, rather than stall on it then.
   if (mine.cached != 0) __builtin_prefetch(mine.cache[mine.cached - 1], 1);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <ctime>
@@ -95,7 +96,9 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
       wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0},
              ShardPolicy{.claims = &claimed_, .shard = this}, arena_.id),
       reserve_target_(kReserveStart),
-      wake_(wakeup_kind(opts), index, &opts.wake_loop) {}
+      wake_(wakeup_kind(opts), index, &opts.wake_loop) {
+  pool_map_.shard = static_cast<std::uint32_t>(index);
+}
 
 // ---- Any thread ----
 
@@ -195,6 +198,20 @@ void Shard::post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint3
   cancels_.enqueue(token, CancelRecord{node, cancelled_gen});
 }
 
+bool Shard::post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_t pending_gen,
+                      std::uint64_t deadline_ns) noexcept {
+  // The enqueue publishes the record (release; the worker's dequeue acquires it), and with it what
+  // this thread saw of the node: the hand-off's deadline among it, which move_here() may rewrite.
+  if (!moves_.enqueue(token, MoveRecord{node, pending_gen, deadline_ns})) return false;
+  // Release: pairs with drain_moves()'s acquire exchange, so a pass that clears the flag then finds
+  // this record (the enqueue came before the store).
+  moves_posted_.store(true, std::memory_order_release);
+  // A timer moved earlier than the sleeper's plan must not wait for it: the producers' protocol
+  // (a seq_cst fence, then the plan), as for a hand-off.
+  wake_.wake_if_before(deadline_ns);
+  return true;
+}
+
 void Shard::nudge() noexcept { wake_.nudge(); }
 
 std::size_t Shard::take_nodes(Node** out, std::size_t n) noexcept {
@@ -223,6 +240,7 @@ ShardStats Shard::stats() const {
   s.cancelled = cancelled_.load(std::memory_order_relaxed);
   s.rearmed = rearmed_.load(std::memory_order_relaxed);
   s.skipped = skipped_.load(std::memory_order_relaxed);
+  s.rescheduled = rescheduled_.load(std::memory_order_relaxed);
   s.rejected = rejected_.load(std::memory_order_relaxed);
   s.queue_depth = transfers_.size_approx();
   s.transfer_cap_hits = cap_hits_.load(std::memory_order_relaxed);
@@ -359,10 +377,14 @@ void Shard::start_manual() {
 
 std::size_t Shard::poll(Nanos now, std::size_t limit) {
   const bool owner = t_owned.shard == this;  // holds polling_ already, from own() until it lets go
-  if (t_current_shard == this || (!owner && polling_.exchange(true, std::memory_order_seq_cst))) {
+  // walking_ is read only by the shard's owner (a walk from a callback is inside a poll, caught by
+  // the first test; any other thread's poll is refused by polling_, which the owner holds).
+  if (t_current_shard == this || (owner && walking_) ||
+      (!owner && polling_.exchange(true, std::memory_order_seq_cst))) {
     throw std::logic_error("tickwheel::Engine::poll: shard " + std::to_string(index_) +
                            " is being polled by another thread, owned by one, or polled from one of its own "
-                           "callbacks; each shard must have one polling thread at a time");
+                           "callbacks or from a for_each_pending() visitor; each shard must have one polling "
+                           "thread at a time");
   }
   std::size_t ran = 0;
   if (!stopping_.load(std::memory_order_seq_cst)) {  // see request_stop()
@@ -384,7 +406,11 @@ std::size_t Shard::poll(Nanos now, std::size_t limit) {
 }
 
 std::optional<Nanos> Shard::next_deadline(Nanos now) const noexcept {
-  if (transfers_.size_approx() != 0 || returned_.size_approx() != 0) return now;
+  // Relaxed: a hint, as the sizes; the poll that follows drains with acquire.
+  if (transfers_.size_approx() != 0 || returned_.size_approx() != 0 ||
+      moves_posted_.load(std::memory_order_relaxed)) {
+    return now;
+  }
   return wheel_.next_deadline();
 }
 
@@ -399,6 +425,7 @@ std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
   // Netty's order: cancels first (their nodes must not be transferred into the wheel as live
   // timers only to be unlinked again), then at most transfer_cap hand-offs, then what is due.
   const std::size_t cancels = drain_cancels();
+  (void)drain_moves();  // before anything runs, as the cancels
   drain_returned();
   const std::size_t moved = transfer(transfer_cap_);
   cap_hit_ = moved == transfer_cap_ && transfers_.size_approx() != 0;
@@ -441,6 +468,27 @@ std::size_t Shard::drain_cancels() noexcept {
   return taken;
 }
 
+std::size_t Shard::drain_moves() noexcept {
+  // Acquire: pairs with post_move()'s release store. A move posted after this exchange sets the
+  // flag again, for the next pass (or is found by this drain anyway).
+  // The relaxed load first: most passes find no move, and a load keeps the line shared where an
+  // exchange would take it exclusive each pass.
+  if (!moves_posted_.load(std::memory_order_relaxed) ||
+      !moves_posted_.exchange(false, std::memory_order_acquire)) {
+    return 0;
+  }
+  std::array<MoveRecord, kBulk> records;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
+  std::size_t n = 0;
+  std::size_t taken = 0;
+  while ((n = moves_.try_dequeue_bulk(records.data(), kBulk)) != 0) {
+    for (std::size_t i = 0; i < n; ++i) {
+      (void)move_here(records[i].node, records[i].gen, records[i].deadline_ns);  // stale: dropped
+    }
+    taken += n;
+  }
+  return taken;
+}
+
 std::size_t Shard::transfer(std::size_t cap) noexcept {
   std::array<Node*, kBulk> nodes;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
   std::size_t moved = 0;
@@ -462,7 +510,7 @@ void Shard::refill() noexcept {
 void Shard::top_up(std::size_t want) noexcept {
   std::array<Node*, kBulk> nodes;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
   while (want != 0) {
-    const std::size_t n = wheel_.take_free_nodes(std::span(nodes).first(std::min(kBulk, want)));
+    const std::size_t n = take_wheel_nodes(std::span(nodes).first(std::min(kBulk, want)));
     if (n == 0) break;
     if (!free_nodes_.enqueue_bulk(*reserve_token_, nodes.data(), n)) {
       for (std::size_t i = 0; i < n; ++i) wheel_.release_node(nodes[i]);  // the queue could not grow
@@ -479,6 +527,7 @@ void Shard::publish_stats() noexcept {
   cancelled_.store(w.cancelled, std::memory_order_relaxed);
   rearmed_.store(w.rearmed, std::memory_order_relaxed);
   skipped_.store(w.skipped, std::memory_order_relaxed);
+  rescheduled_.store(w.rescheduled, std::memory_order_relaxed);
 }
 
 void Shard::wait() {
@@ -493,8 +542,7 @@ void Shard::wait() {
       const std::optional<Nanos> next = wheel_.next_deadline();
       planned_ns_ = next;  // as for spin; sleep_until() sets it again if the spin runs out
       for (;;) {
-        if ((next && clock_now() >= *next) || transfers_.size_approx() != 0 || returned_.size_approx() != 0 ||
-            stopping_.load(std::memory_order_acquire)) {
+        if ((next && clock_now() >= *next) || !nothing_waits()) {
           return;
         }
         if (monotonic_now() >= spin_end) break;
@@ -530,8 +578,11 @@ std::uint64_t Shard::plan_of(const std::optional<Nanos>& until) noexcept {
 bool Shard::nothing_waits() const noexcept {
   // Nodes back from the executor count as work too: a periodic one is not in the wheel's plan
   // until it is re-armed.
+  // Moves too: one earlier than the plan must be applied before the sleep (post_move() sets the
+  // flag before its fence, so either this load sees it or the poster sees the plan and signals).
+  // Relaxed: after prepare()'s fence; the drain's exchange acquires.
   return transfers_.size_approx() == 0 && returned_.size_approx() == 0 &&
-         !stopping_.load(std::memory_order_acquire);
+         !moves_posted_.load(std::memory_order_relaxed) && !stopping_.load(std::memory_order_acquire);
 }
 
 bool Shard::prepare_wait(std::optional<Nanos> until) noexcept {
@@ -565,7 +616,44 @@ void Shard::own() {
 }
 
 bool Shard::owned_here_outside_pass() const noexcept {
-  return t_owned.shard == this && t_current_shard != this;
+  return t_owned.shard == this && t_current_shard != this && !walking_;
+}
+
+bool Shard::is_own_thread() const noexcept { return t_current_shard == this || t_owned.shard == this; }
+
+std::size_t Shard::take_wheel_nodes(std::span<Node*> out) noexcept {
+  const std::uint32_t before = wheel_.pool().touched();
+  const std::size_t n = wheel_.take_free_nodes(out);
+  // Fresh nodes come last, in index order (the pool's free list is used up first).
+  if (const std::uint32_t after = wheel_.pool().touched(); after != before) {
+    host_.directory().stamp(wheel_.pool(), pool_map_, before, after);
+  }
+  return n;
+}
+
+bool Shard::move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadline_ns) noexcept {
+  // Acquire: pairs with a canceller's compare-and-swap, so that a cancel seen is seen whole; one
+  // that comes after this load leaves the node linked, where its record or the fire path finds it.
+  if (node->gen.load(std::memory_order_acquire) != pending_gen) return false;
+  wheel_.move(node, ticks_.due(Nanos(static_cast<Nanos::rep>(deadline_ns))));
+  return true;
+}
+
+std::optional<Nanos> Shard::deadline_here(const Node* node, std::uint32_t pending_gen) const noexcept {
+  // Acquire: as move_here().
+  if (node->gen.load(std::memory_order_acquire) != pending_gen) return std::nullopt;
+  // In ticks, linked or in transit (see Node::due); due <= the horizon: no overflow.
+  return Nanos(static_cast<Nanos::rep>(node->due * ticks_.tick()));
+}
+
+std::size_t Shard::clear_here() noexcept {
+  settle();
+  const std::size_t cleared = wheel_.cancel_all();
+  free_place(cleared);
+  // Release: pairs with cleared()'s acquire, as direct_ does. Only this thread writes it.
+  cleared_.store(cleared_.load(std::memory_order_relaxed) + cleared, std::memory_order_release);
+  publish_stats();
+  return cleared;
 }
 
 void Shard::disown() noexcept {

@@ -16,6 +16,12 @@
 //             thread runs it (run_task) and posts the node on returned_; the worker's next pass
 //             recycles it (one-shot) or re-arms it (periodic), waking for a periodic node whose
 //             next run is before its planned wake-up, as for a hand-off.
+//   reschedule: a thread other than the shard's checks that the timer is pending (one load) and posts
+//             {node, pending generation, new deadline} on moves_, waking the worker iff the new
+//             deadline is before its planned wake-up; the worker, draining moves_ right after
+//             cancels_ in its pass, before anything runs, moves the node if it still holds that generation (a
+//             hand-off not yet taken in gets its deadline rewritten). The shard's own thread moves it at once
+//             (move_here).
 // Only the worker ever links, unlinks or recycles a node, so the wheel stays single-threaded.
 #pragma once
 
@@ -31,6 +37,7 @@
 #include <thread>
 
 #include "clock.hpp"
+#include "directory.hpp"
 #include "shard_host.hpp"
 #include "shard_wheel.hpp"
 #include "tickwheel/detail/arith.hpp"
@@ -45,6 +52,16 @@ class ShardHost;
 struct CancelRecord {
   Node* node;
   std::uint32_t gen;  // the node's generation after the winning cancel (state kCancelled)
+};
+
+// A reschedule asked from a thread other than the shard's: the generation the timer had when it was
+// asked (state kPending) and the new deadline in nanoseconds, applied only if the node still holds
+// that generation (see Shard::move_here). On a queue of its own, so that a cancel's record stays
+// 16 bytes.
+struct MoveRecord {
+  Node* node;
+  std::uint32_t gen;
+  std::uint64_t deadline_ns;
 };
 
 class Shard {
@@ -64,6 +81,12 @@ class Shard {
   // over, if the queue could not allocate room.
   [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node, Nanos deadline) noexcept;
   void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
+  // Asks the shard's thread to move a timer that was pending with generation `pending_gen` to
+  // deadline_ns (a record on moves_, applied at the start of the next pass, right after the cancel
+  // records); wakes the sleeper iff that is before its planned wake-up. False, with nothing posted, if the
+  // queue could not allocate room.
+  [[nodiscard]] bool post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_t pending_gen,
+                               std::uint64_t deadline_ns) noexcept;
   // Wakes the sleeper whatever its plan (Engine::clock_moved(): an engine on a clock of the user's,
   // whose workers sleep until woken).
   void clock_moved() noexcept { wake_.signal(); }
@@ -79,6 +102,7 @@ class Shard {
   std::size_t take_nodes(Node** out, std::size_t n) noexcept;
   moodycamel::ConcurrentQueue<Node*>& transfers() noexcept { return transfers_; }
   moodycamel::ConcurrentQueue<CancelRecord>& cancels() noexcept { return cancels_; }
+  moodycamel::ConcurrentQueue<MoveRecord>& moves() noexcept { return moves_; }
   // Admission for max_pending_per_shard: false (and counted as rejected) if the shard is full.
   // A timer holds its place from its admission until it is claimed to run (a one-shot), its
   // cancel wins, or its schedule fails (unadmit); so the limit is never exceeded, and reached
@@ -87,10 +111,11 @@ class Shard {
   void unadmit() noexcept {
     if (max_pending_ != 0) admitted_.fetch_sub(1, std::memory_order_relaxed);
   }
-  // A cancel won on one of this shard's timers: its place is free at once. Any thread.
-  void free_place() noexcept {
+  // A cancel won on one of this shard's timers (n of them, by clear_here()): its place is free at
+  // once. Any thread.
+  void free_place(std::uint64_t n = 1) noexcept {
     // Release: pairs with admit()'s acquire load, as claimed_ does.
-    if (max_pending_ != 0) freed_.fetch_add(1, std::memory_order_release);
+    if (max_pending_ != 0) freed_.fetch_add(n, std::memory_order_release);
   }
   void count_rejected() noexcept { rejected_.fetch_add(1, std::memory_order_relaxed); }
   // A cancel won by a thread that has no producer state to count it in (out of memory on its
@@ -105,6 +130,8 @@ class Shard {
   // that counted it, so a reader that sees a claim also sees the schedule that preceded it.
   std::uint64_t direct_scheduled() const noexcept { return direct_.load(std::memory_order_acquire); }
   std::uint64_t claimed() const noexcept { return claimed_.load(std::memory_order_acquire); }
+  // Timers clear_here() cancelled. Acquire: as claimed().
+  std::uint64_t cleared() const noexcept { return cleared_.load(std::memory_order_acquire); }
 
   // ---- The worker thread. ----
   // Creates the worker thread unless it runs already; the thread binds, fills the reserve, then
@@ -135,6 +162,31 @@ class Shard {
   bool owned_here_outside_pass() const noexcept;
   // A cancel by the owner, outside a pass: unlinks and recycles at once.
   void retire_direct(Node* node, std::uint32_t cancelled_gen) noexcept { wheel_.retire(node, cancelled_gen); }
+  // Whether the calling thread is this shard's: a callback of its pass (a worker, or a thread in
+  // poll()), or its owner (Engine::own_shard). What the calls below require.
+  bool is_own_thread() const noexcept;
+  // Whether a for_each_pending() walk is under way (on the shard's thread): changes to the wheel
+  // are posted then, as from another thread, so that the walk's lists stay as they are.
+  bool walking() const noexcept { return walking_; }
+
+  // ---- The shard's own thread (is_own_thread()), or the worker applying a record. ----
+  // Moves the timer whose node holds pending generation `pending_gen` to deadline_ns (the engine's
+  // clock): rounded up to the tick and placed as a schedule would place it, or, for a hand-off not
+  // taken in yet, its deadline rewritten before its adoption. False, with nothing touched, if the
+  // node no longer holds that generation (fired, running, cancelled, reused). O(1).
+  bool move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadline_ns) noexcept;
+  // The deadline of a timer whose node holds pending generation `pending_gen`, rounded up to the
+  // tick as the wheel runs it; nullopt if it holds another. O(1).
+  std::optional<Nanos> deadline_here(const Node* node, std::uint32_t pending_gen) const noexcept;
+  // Cancels every pending timer of the shard (posted cancels retired and hand-offs taken in first),
+  // destroying their callables; returns how many it cancelled. Each is won by compare-and-swap, so
+  // a cancel racing it on another thread wins or loses as against Timer::cancel(). O(pending).
+  std::size_t clear_here() noexcept;
+  // Calls visit(Timer, deadline) for every pending timer of the shard (posted cancels and moves
+  // applied and hand-offs taken in first); returns how many. May throw what visit throws.
+  template <class Visit>
+  std::size_t walk_here(Visit&& visit);
+
   // Fills the reserve on the calling thread, binds nothing. Throws std::bad_alloc, with nothing
   // changed, if the reserve's queue token cannot be had.
   void start_manual();
@@ -146,7 +198,7 @@ class Shard {
   // A node for, and the linking of, a timer a callback schedules on its own shard: no queue.
   Node* own_node() noexcept {
     Node* node = nullptr;
-    wheel_.take_free_nodes(std::span(&node, 1));
+    take_wheel_nodes(std::span(&node, 1));
     return node;
   }
   void link_direct(Node* node) noexcept;
@@ -159,6 +211,7 @@ class Shard {
   // the hand-off queue: every timer that neither ran nor was cancelled is then in the wheel.
   void drain_stopped() noexcept {
     drain_cancels();
+    drain_moves();
     drain_returned();
     while (transfer(~std::size_t{0}) != 0) {
     }
@@ -175,6 +228,7 @@ class Shard {
         [&](Node* node) { fn(Timer(this, node, node->gen.load(std::memory_order_relaxed))); });
   }
   std::size_t drain_cancels() noexcept;  // records taken; also the engine's destructor, after stop()
+  std::size_t drain_moves() noexcept;    // records taken (applied or found stale)
   void drain_returned() noexcept;
   // A cancel that comes after stop() (the caller holds the engine's lifecycle mutex).
   void retire_now(Node* node, std::uint32_t cancelled_gen) noexcept {
@@ -191,6 +245,16 @@ class Shard {
   std::size_t pass(Nanos now, std::size_t limit) noexcept;
   std::size_t transfer(std::size_t cap) noexcept;
   void refill() noexcept;
+  // ShardWheel::take_free_nodes, and the locators (see directory.hpp) of the nodes handed out fresh.
+  std::size_t take_wheel_nodes(std::span<Node*> out) noexcept;
+  // Drains posted cancels and moves and takes every waiting hand-off in: what clear_here() and
+  // walk_here() do first, so that they see every pending timer as it is now.
+  void settle() noexcept {
+    drain_cancels();
+    drain_moves();
+    while (transfer(~std::size_t{0}) != 0) {
+    }
+  }
   // The wheel's policy (ShardPolicy) asks these, on the thread in the pass.
   friend struct ShardPolicy;
   // Hands a claimed node to the executor (true), or leaves it to run in the pass (false: none).
@@ -239,7 +303,9 @@ class Shard {
   std::thread thread_;
   std::optional<Nanos> planned_ns_;  // the deadline the last wait aimed at, for the tick lag
   bool cap_hit_ = false;
-  std::size_t reserve_target_;  // free nodes refill() aims at; grows with bursts (see there)
+  std::size_t reserve_target_;       // free nodes refill() aims at; grows with bursts (see there)
+  bool walking_ = false;             // inside walk_here() (the shard's thread)
+  NodeDirectory::PoolMap pool_map_;  // the wheel pool's locators (see directory.hpp)
 
   // Written by the worker, read by any thread (stats(), admit()): relaxed counters, each a
   // snapshot; nothing is ordered by them.
@@ -248,11 +314,13 @@ class Shard {
   std::atomic<std::uint64_t> cancelled_{0};
   std::atomic<std::uint64_t> rearmed_{0};
   std::atomic<std::uint64_t> skipped_{0};
+  std::atomic<std::uint64_t> rescheduled_{0};
   // Counted as each happens, not at the end of a pass: one-shot timers claimed to run (the wheel
   // stores it, release, before the callback starts) and timers a callback scheduled on its own
   // shard (release, after the link). See claimed() and direct_scheduled().
   std::atomic<std::uint64_t> claimed_{0};
   std::atomic<std::uint64_t> direct_{0};
+  std::atomic<std::uint64_t> cleared_{0};     // timers clear_here() cancelled; release, as direct_
   std::atomic<std::uint64_t> dispatched_{0};  // tasks handed to the executor
   std::atomic<std::uint64_t> passes_{0};
   std::atomic<std::uint64_t> wakeups_{0};
@@ -282,6 +350,10 @@ class Shard {
   // callback (wakeup.hpp). Its plan and signal words are on lines of their own.
   Wakeup wake_;
   alignas(kCacheLine) std::atomic<bool> stopping_{false};
+  // Set (release) by a thread that posted a move, cleared (acquire exchange) by the shard's thread
+  // before it drains moves_: a pass pays one load for moves, not a walk of the queue's producers.
+  // Its own line: reschedules write it, passes read it.
+  alignas(kCacheLine) std::atomic<bool> moves_posted_{false};
   // Caller-driven mode: set while a poll runs, or while a thread owns the shard, so that two threads
   // never drive one wheel and stop() can wait for a poll (or an owner) to end (see poll() and
   // request_stop() for the pairing).
@@ -289,6 +361,7 @@ class Shard {
 
   moodycamel::ConcurrentQueue<Node*> transfers_;
   moodycamel::ConcurrentQueue<CancelRecord> cancels_;
+  moodycamel::ConcurrentQueue<MoveRecord> moves_;
   moodycamel::ConcurrentQueue<Node*> free_nodes_;
   moodycamel::ConcurrentQueue<Node*> returned_;  // nodes back from the executor
 
@@ -296,6 +369,23 @@ class Shard {
   // after the queues so that it is destroyed before them.
   std::optional<moodycamel::ProducerToken> reserve_token_;
 };
+
+template <class Visit>
+std::size_t Shard::walk_here(Visit&& visit) {
+  settle();
+  const ShardWheel::ScopedFlag walking(walking_);  // cleared however the walk is left (visit may throw)
+  std::size_t visited = 0;
+  const auto tick = static_cast<Nanos::rep>(ticks_.tick());
+  wheel_.for_each_pending_node([&](Node* node) {
+    // Relaxed: this thread links and unlinks; a racing cancel (another thread's CAS) may make the
+    // timer end right after, which the Timer handed over answers for itself.
+    const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+    if ((gen & 3) != kPending) return;
+    ++visited;
+    visit(Timer(this, node, gen), Nanos(static_cast<Nanos::rep>(node->due) * tick));
+  });
+  return visited;
+}
 
 // The shard whose worker is the calling thread, or nullptr.
 Shard* current_shard() noexcept;

@@ -17,6 +17,7 @@ struct ProducerToken;
 
 namespace tickwheel::detail {
 
+class NodeDirectory;
 class Shard;
 class Topology;
 struct Node;
@@ -44,6 +45,13 @@ class ShardHost {
   // The calling thread's token for `shard`'s returned-node queue (an executor thread giving a node
   // back), registering the thread on its first use; null if out of memory.
   virtual moodycamel::ProducerToken* returned_token(std::size_t shard) noexcept = 0;
+  // The engine's node directory (directory.hpp): a shard stamps the nodes its pool hands out fresh.
+  virtual NodeDirectory& directory() noexcept = 0;
+  // Timer::reschedule*() of the timer whose node holds `pending_gen` on `shard`: moved at once on
+  // the shard's own thread, else posted to it (see EngineCore). `when` is a deadline on the
+  // engine's clock, or with `relative` a delay from it.
+  virtual bool reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
+                          bool relative) noexcept = 0;
   // A cancel won on one of the shard's timers (Timer::cancel, any thread): see EngineCore.
   virtual void on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen, bool linked) noexcept = 0;
 

@@ -54,6 +54,54 @@ void ShardWheel::rearm_returned(Node* node) noexcept {
   rearm(node, running, delay ? node->due : next_run(meta, node->due, Nanos(0)));
 }
 
+void ShardWheel::move(Node* node, std::uint64_t due) noexcept {
+  ++stats_.rescheduled;
+  if (node->pprev == nullptr) {  // pending and not linked: a hand-off not taken in yet
+    node->due = due;
+    return;
+  }
+  if (in_place(node->due, due)) {
+    node->due = due;
+    ++stats_.rescheduled_in_place;
+    return;
+  }
+  unlink(node);
+  node->due = due;
+  std::uint64_t due_by = cur_;
+  if (cur_ != target_ && node->thunk(node->storage.data(), Op::meta) != 0) due_by = target_;
+  link(node, due <= due_by ? kDueSlot : wheel_slot(due));
+  if (cur_ != target_ && !in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
+      !occupied(kDueSlot)) {
+    step(target_, 0);
+  }
+}
+
+std::size_t ShardWheel::cancel_all() noexcept {
+  std::size_t cleared = 0;
+  for (unsigned word = 0; word < kBitmapWords; ++word) {
+    for (std::uint64_t bits = occupied_[word]; bits != 0; bits &= bits - 1) {
+      const unsigned slot = word * 64 + static_cast<unsigned>(std::countr_zero(bits));
+      for (unsigned way = 0; way < kWays; ++way) {
+        Node* node = (*slots_)[slot].head[way];
+        while (node != nullptr) {
+          Node* const next = node->next;
+          std::uint32_t gen = node->gen.load(std::memory_order_acquire);
+          // acq_rel: as Timer::cancel(), pairs with a racing canceller's compare-and-swap: one wins.
+          if ((gen & 3) == kPending &&
+              node->gen.compare_exchange_strong(gen, in_state(gen, kCancelled), std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) {
+            gen = in_state(gen, kCancelled);
+            ++cleared;
+          }
+          if ((gen & 3) == kCancelled) retire(node, gen);
+          node = next;
+        }
+      }
+    }
+  }
+  return cleared;
+}
+
 std::size_t ShardWheel::take_free_nodes(std::span<Node*> out) noexcept {
   std::size_t got = 0;
   for (Node*& slot : out) {

@@ -87,11 +87,31 @@ class ShardWheel final : public BasicWheel<ShardPolicy> {
   // how many it could hand out, from the front.
   std::size_t take_free_nodes(std::span<Node*> out) noexcept;
   // Calls fn(node) for every node that holds a pending timer (a periodic one between its runs).
-  // O(pending) plus one test per 64 slots.
+  // O(pending) plus one test per 64 slots. What fn throws leaves the walk and the wheel as it is.
   template <class Fn>
-  void for_each_pending_node(Fn&& fn) const noexcept {
+  void for_each_pending_node(Fn&& fn) const {
     visit_pending(fn);
   }
+  // Moves a pending timer to tick `due` (as TickDivider::due gives it), keeping its node: the
+  // standalone Wheel's reschedule() by node instead of by TimerId, since an Engine's nodes come
+  // from several pools and a pool index names none of them. The same placement: only the deadline
+  // changes within the unit it is linked in while the wheel is caught up; otherwise it is
+  // unlinked and linked where a schedule would put it (a periodic timer as its re-arm would, so
+  // that it never runs twice in one pass), then the wheel catches up if that emptied what a pass
+  // cut short had left waiting. Nothing is queued (the shard's wheel queues no unlinks, I6). A
+  // node not linked yet (a hand-off not taken in) only takes the new tick. Precondition: the
+  // node holds a pending timer of this shard.
+  void move(Node* node, std::uint64_t due) noexcept;
+  // Cancels every pending timer linked here, each by compare-and-swap against cancels from other
+  // threads (one wins), and retires it, and also every node found cancelled whose record has not
+  // come yet (that record then finds it gone). Returns how many this call cancelled. The walk
+  // reads each successor before it retires a node, so it is safe inside a pass too (a callback's
+  // clear: the fire loop re-reads each head it takes).
+  std::size_t cancel_all() noexcept;
+  // The node pool, for the engine's directory of nodes (directory.hpp).
+  const NodePool& pool() const noexcept { return pool_; }
+  // Sets a flag for its scope (see BasicWheel::ScopedFlag).
+  using ScopedFlag = BasicWheel::ScopedFlag;
   // Maps and first-touches node memory for `nodes` timers (see NodePool::reserve): 0, or the errno.
   [[nodiscard]] int reserve(std::uint64_t nodes, bool lock) noexcept { return pool_.reserve(nodes, lock); }
   std::string describe_refusal(std::uint64_t nodes, int error) const {

@@ -859,6 +859,53 @@ TEST(BadInput, RescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
   EXPECT_EQ(h.destroyed[0].load() + h.destroyed[4].load(), 2) << "clear() did not destroy each callable once";
 }
 
+// The Engine's side of the row above: Timer::reschedule() and the queries of a handle that names no
+// pending timer (default, failed, fired, cancelled, cleared, node reused, or a forged raw value):
+// false or nullopt, nothing touched, on the shard's thread and (reschedule) from another thread.
+TEST(BadInput, EngineRescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
+  Tally t(6);
+  Engine e(manual(1));
+  e.own_shard(0);
+  Timer fired = e.schedule_after(1ms, Probe(&t, 0));
+  Timer cancelled = e.schedule_after(1ms, Probe(&t, 1));
+  Timer cleared = e.schedule_after(1h, Probe(&t, 2));
+  Timer failed = e.schedule_on(3, 1ms, Probe(&t, 3));
+  ASSERT_TRUE(cancelled.cancel());
+  advance_clock(1ms);
+  ASSERT_EQ(e.poll(0), 1u);
+  ASSERT_EQ(e.clear(0), 1u);
+  Timer current = e.schedule_after(2h, Probe(&t, 4));  // takes a recycled node
+  ASSERT_TRUE(current);
+  const std::optional<Nanos> current_deadline = current.deadline();
+  std::vector<Timer> dead{Timer{},
+                          failed,
+                          fired,
+                          cancelled,
+                          cleared,
+                          e.timer_from_raw(fired.raw()),
+                          e.timer_from_raw(0x1234'5679'0000'0007U),
+                          e.timer_from_raw(~std::uint64_t{0})};
+  const auto check = [&](bool own) {
+    for (Timer& d : dead) {
+      EXPECT_FALSE(d.reschedule_after(5ms)) << d.raw();
+      EXPECT_FALSE(d.reschedule(at(fake_now()))) << d.raw();
+      EXPECT_FALSE(d.pending()) << d.raw();
+      if (own || !d) {
+        EXPECT_EQ(d.deadline(), std::nullopt) << d.raw();
+        EXPECT_EQ(d.remaining(), std::nullopt) << d.raw();
+      }
+    }
+  };
+  check(true);
+  std::thread([&] { check(false); }).join();
+  EXPECT_EQ(current.deadline(), current_deadline) << "the node's current timer was touched";
+  EXPECT_EQ(e.stats().pending, 1u);
+  EXPECT_EQ(t.ran[1].load() + t.ran[2].load(), 0);
+  EXPECT_EQ(t.destroyed[1].load() + t.destroyed[2].load(), 2);
+  EXPECT_TRUE(current.cancel());
+  e.release_shard(0);
+}
+
 // A deadline in the past, negative, or past the horizon (an overflowing delay included) is taken
 // as schedule_at() takes it: due in the next advance(), or clamped to horizon().
 TEST(BadInput, RescheduleToAPastOrOverflowingDeadlineIsAsASchedule) {

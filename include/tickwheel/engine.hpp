@@ -33,13 +33,17 @@
 //     every callback that started has finished, and its effects are visible to the thread that
 //     called stop().
 //
-// Threads: every member of Engine and Timer may be called from any thread, with two exceptions:
+// Threads: every member of Engine and Timer may be called from any thread, with these exceptions:
 // stop() is refused from inside a timer callback (it would join the thread it runs on, or wait for
-// itself), and in caller-driven mode a shard's poll() and next_deadline() are for the thread that
-// polls it, one thread at a time.
+// itself); in caller-driven mode a shard's poll() and next_deadline() are for the thread that
+// polls it, one thread at a time; and what reads or walks a shard's wheel (Timer::deadline(),
+// remaining(), Engine::clear(), for_each_pending()) is for the shard's own thread: a callback
+// running on it, or the thread that owns it (own_shard). Timer::reschedule() works from any
+// thread, exactly on the shard's own and as a posted request elsewhere (see there).
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -199,6 +203,63 @@ class Timer {
   // right after. Any thread; one atomic load.
   bool pending() const noexcept;
 
+  // Moves a pending timer to a new deadline in place, keeping this handle (and every copy and raw
+  // form of it) and its callable: nothing is destroyed, constructed, or taken from the pool. The
+  // deadline is taken as schedule_at() takes it (the engine's clock; rounded up to the tick, a
+  // past one due at once); reschedule_after() counts from the engine's clock now, as
+  // schedule_after() does. A periodic timer between its runs: its next run moves there, and the
+  // runs after it follow from that one (Wheel::reschedule: fixed rate restarts its grid there).
+  //
+  // Which thread asks decides what true means:
+  //   - the shard's own thread (a callback running on that shard's worker or polling thread, or
+  //     the thread that owns it, Engine::own_shard): the move is done before this returns; true
+  //     iff the timer was pending and now runs at the new deadline (exact, as Wheel::reschedule);
+  //   - any other thread: true iff the timer was pending when asked; the move is then posted to the
+  //     shard (a record on its cancel queue, which each pass drains before it runs anything), which
+  //     applies it iff the timer is still pending then. So it takes effect at the shard's next pass
+  //     unless the timer runs first (its old deadline came while the record was on its way: it
+  //     fires once, at the old deadline, and the move is dropped) or is cancelled first. A hand-off
+  //     not yet taken in by the shard is moved too (its deadline rewritten before it is linked). If
+  //     the new deadline is before the sleeping worker's planned wake-up, it is woken (a system
+  //     call), as for a hand-off due that early.
+  // Exactly once holds whatever races it: the move never changes the generation, only the shard's
+  // thread links nodes, and the fire claim and cancel() stay one compare-and-swap each.
+  // False, with nothing touched or posted: a false or default handle, a timer that fired, is
+  // firing (a one-shot asking about itself), was cancelled, or whose node holds another timer; a
+  // periodic timer whose callback is running (asked from inside it: its next run is linked when it
+  // returns; move it after); once stop() has begun, from a thread other than the shard's (nothing
+  // runs any more; a reschedule racing stop() may return true and have no effect); and when the
+  // record cannot be posted (no memory for the queue, or for this thread's first use).
+  // Cost: one load; then on the shard's thread O(1) (only the deadline written when the new one is
+  // in the same unit of the timer's level, else an unlink and a link); elsewhere one enqueue on
+  // this thread's producer token and a fence, no lock, no allocation in steady state. noexcept.
+  bool reschedule(std::chrono::steady_clock::time_point deadline) noexcept;
+  bool reschedule_after(Nanos delay) noexcept;
+
+  // The time the timer is due, as the shard will run it: its deadline rounded up to the tick and
+  // clamped to the wheel's horizon (a timer already due may read a time before now); a hand-off
+  // not yet taken in by the shard included. remaining(): deadline() minus the engine's clock now,
+  // zero once that is negative. nullopt for a false or default handle and for every timer pending()
+  // calls false, and for a periodic timer whose callback is running (its next run is not known
+  // until it returns). The shard's own thread only (a callback on that shard, or the thread that
+  // owns it): the deadline is the shard's, rewritten as it links and moves the timer, so no other
+  // thread can read it without racing; from any other thread a true handle throws
+  // std::logic_error. Cost: two loads (the generation, acquire, then the node's deadline), and for
+  // remaining() a clock read.
+  std::optional<Nanos> deadline() const;
+  std::optional<Nanos> remaining() const;
+
+  // The handle in 8 bytes, for storage beside a connection or in a lock-free slot; the engine's
+  // timer_from_raw() gives the Timer back. Bit budget: the pending generation in the high 32 bits
+  // (so a stale raw value is as safe as a stale Timer: it matches only its own lifetime of the
+  // node, until 2^30 lifetimes of that node later), the node's engine-wide locator in the low 32
+  // (a chunk of 4096 nodes, 20 bits, and the node in it, 12 bits; the chunk also names the shard).
+  // 0 for a false or default handle, and for a timer on a node that got no locator: past 2^32 -
+  // 4096 nodes handed out in one engine (256 GiB of node memory), or when the directory found no
+  // memory for its entries as node memory grew (see engine/directory.hpp). Any thread; a load of
+  // the node's locator, written once before the node was first handed out.
+  std::uint64_t raw() const noexcept;
+
   explicit operator bool() const noexcept { return node_ != nullptr; }
   Status status() const noexcept { return status_; }
   std::size_t shard() const noexcept;  // the shard that owns the timer; 0 for a false handle
@@ -242,6 +303,9 @@ struct StatCounters {
   std::uint64_t callback_errors = 0;    // callbacks that threw (caught; the worker goes on)
   std::uint64_t executing = 0;          // handed to the executor and not yet returned
   std::int64_t max_tick_lag_ns = 0;     // worst lateness of a pass's start against its planned wake
+  // Moves the shard applied (Timer::reschedule() calls that took effect, on its thread or from a
+  // posted record). A move changes none of the counts above.
+  std::uint64_t rescheduled = 0;
 
   // Adds each count of `o` to this one's; max_tick_lag_ns keeps the worse of the two.
   StatCounters& operator+=(const StatCounters& o) noexcept {
@@ -259,6 +323,7 @@ struct StatCounters {
     callback_errors += o.callback_errors;
     executing += o.executing;
     max_tick_lag_ns = max_tick_lag_ns > o.max_tick_lag_ns ? max_tick_lag_ns : o.max_tick_lag_ns;
+    rescheduled += o.rescheduled;
     return *this;
   }
 };
@@ -455,6 +520,48 @@ class Engine {
   // a clock of one's own it only wakes sleepers early, which is harmless.
   void clock_moved() noexcept;
 
+  // The Timer whose raw() this is: it names that timer and answers as the original handle does
+  // (pending() false once the timer fired or was cancelled; cancel() and reschedule() then false).
+  // 0, and any value that names no node this engine handed out (a forged, garbled, or another
+  // engine's raw value), give an empty Timer (false, Status::no_timer): every part is checked
+  // against the engine's node directory before any node is read, so a bad value is never undefined
+  // behaviour. A raw value of a live timer taken from another engine, if its locator names a node
+  // here, gives a handle that matches nothing here but by a 1 in 2^30 chance of the generation.
+  // Any thread; no lock; three loads.
+  Timer timer_from_raw(std::uint64_t raw) const noexcept;
+
+  // Cancels every pending timer of `shard`, as cancel() on each would: their callables are
+  // destroyed, never run, their handles answer cancelled() true, and each counts in
+  // stats().cancelled. Cancels and moves posted to the shard are applied, and hand-offs waiting
+  // for it taken in, first, so every timer whose schedule returned before this call began is
+  // cancelled, unless it already ran. A cancel() racing it on another thread wins or loses as it
+  // would against any cancel: exactly one of them returns true (or counts here). A periodic
+  // timer whose callback is running (this call inside it, or an executor's) is not cancelled.
+  // Returns how many it cancelled. Cost: O(pending + hand-offs waiting), one compare-and-swap per
+  // timer, no allocation, no system call. The shard's own thread only: a callback running on that
+  // shard (with worker threads, schedule_on(shard, 0ns, [&] { engine.clear(shard); }) clears it
+  // from there), or the thread that owns it in caller-driven mode (own_shard). Throws
+  // std::out_of_range for shard >= shard_count(), std::logic_error from any other thread (the
+  // shard's wheel is its thread's alone) and from inside a for_each_pending() visitor.
+  std::size_t clear(std::size_t shard);
+
+  // Calls visit(Timer, Nanos deadline) once for every pending timer of `shard` (after applying
+  // posted cancels and moves and taking waiting hand-offs in, as clear() does), the deadline as
+  // Timer::deadline() reads it, in no particular order; returns how many. A periodic timer whose
+  // callback is running is not visited. The visitor may keep each Timer, cancel or reschedule it
+  // (posted, as from another thread, so the walk's lists stay as they are: the moves and the
+  // cancels' unlinks happen at the next pass), and schedule (a new timer may or may not be
+  // visited); it must not call clear() or for_each_pending() on this shard (std::logic_error), nor
+  // poll() it. What it throws leaves the walk and propagates. Cost: O(pending + hand-offs waiting)
+  // plus one test per 64 slots, no allocation. Threads and errors as clear().
+  template <class Visit>
+  requires std::invocable<Visit&, Timer, Nanos> std::size_t for_each_pending(std::size_t shard,
+                                                                             Visit&& visit) {
+    return walk_shard(shard, &visit, [](void* context, Timer timer, Nanos deadline) {
+      (*static_cast<std::remove_reference_t<Visit>*>(context))(timer, deadline);
+    });
+  }
+
   EngineStats stats() const;  // totals and per shard; any thread; reads relaxed counters
   std::size_t shard_count() const noexcept;
   Nanos tick() const noexcept;
@@ -477,6 +584,9 @@ class Engine {
   // Out of line (EngineCore::commit): sets the deadline and generation, hands the node over (or
   // links it directly).
   Timer commit(const detail::Reservation& r, Nanos when, bool relative) noexcept;
+  // for_each_pending(), type-erased: each(context, timer, deadline) per pending timer.
+  std::size_t walk_shard(std::size_t shard, void* context,
+                         void (*each)(void* context, Timer timer, Nanos deadline));
   // The visitor form of stop(): each(context, timer) per timer handed back.
   std::size_t stop_visiting(void* context, void (*each)(void* context, Timer timer) noexcept);
   // detail::periodic_meta() against the engine's tick.

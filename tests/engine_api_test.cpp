@@ -1,0 +1,545 @@
+// tests/engine_api_test.cpp — the Engine's side of issue 17: Timer::reschedule()/reschedule_after()
+// on the shard's own thread and posted from other threads (a hand-off in transit included),
+// Timer::deadline()/remaining() in every state, the 8-byte handle (Timer::raw(),
+// Engine::timer_from_raw()) with nodes from every pool, Engine::clear() and
+// Engine::for_each_pending(). EngineApi.* run caller-driven on the injected clock (deterministic:
+// what a pass runs is decided by the test); EngineApiRace.* race reschedules against fires,
+// cancels and stop() on worker threads and check the exactly-once accounting (run under TSan too).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "engine_support.hpp"
+#include "manual_clock.hpp"
+#include "tickwheel/engine.hpp"
+
+namespace tickwheel::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A caller-driven engine on the injected clock whose shard 0 the test thread owns.
+struct Owned {
+  explicit Owned(std::size_t shards = 1) : engine(manual(shards)), start(fake_now()) { engine.own_shard(0); }
+  ~Owned() {
+    try {
+      engine.release_shard(0);           // the engine's stop() is refused on the thread that owns a shard
+    } catch (const std::logic_error&) {  // NOLINT(bugprone-empty-catch): let go already
+    }
+  }
+  Owned(const Owned&) = delete;
+  Owned& operator=(const Owned&) = delete;
+  Engine engine;
+  Nanos start;
+};
+
+// ---- reschedule on the shard's own thread ----
+
+TEST(EngineApi, OwnThreadRescheduleMovesLaterAndEarlierKeepingHandleAndCallable) {
+  Tally t(2);
+  Owned o;
+  Timer a = o.engine.schedule_after(10ms, Probe(&t, 0));
+  Timer b = o.engine.schedule_after(10ms, Probe(&t, 1));
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(a.reschedule_after(50ms));         // later
+  EXPECT_TRUE(b.reschedule(at(o.start + 3ms)));  // earlier
+  EXPECT_EQ(a.deadline(), o.start + 50ms);
+  EXPECT_EQ(b.deadline(), o.start + 3ms);
+  EXPECT_EQ(o.engine.next_deadline(0), o.start + 3ms) << "exact right after an owner's move";
+  advance_clock(3ms);
+  EXPECT_EQ(o.engine.poll(0), 1u);
+  EXPECT_EQ(t.ran[1].load(), 1);
+  advance_clock(20ms);
+  EXPECT_EQ(o.engine.poll(0), 0u) << "the old deadline of the moved timer ran it";
+  EXPECT_TRUE(a.pending());
+  advance_clock(27ms);
+  EXPECT_EQ(o.engine.poll(0), 1u);
+  EXPECT_EQ(t.ran[0].load(), 1);
+  EXPECT_TRUE(a.expired());
+  EXPECT_EQ(t.total_destroyed(), 2) << "each callable destroyed once, none by a move";
+  EXPECT_EQ(o.engine.stats().pending, 0u);
+  EXPECT_EQ(o.engine.stats().rescheduled, 2u);
+  EXPECT_EQ(o.engine.stats().scheduled, 2u) << "a move is not a schedule";
+}
+
+TEST(EngineApi, RescheduleOfATimerThatIsNotPendingIsFalseAndTouchesNothing) {
+  Tally t(4);
+  Owned o;
+  EXPECT_FALSE(Timer{}.reschedule_after(1ms));
+  EXPECT_FALSE(Timer{}.reschedule(at(o.start)));
+  Timer fired = o.engine.schedule_after(1ms, Probe(&t, 0));
+  Timer cancelled = o.engine.schedule_after(1ms, Probe(&t, 1));
+  ASSERT_TRUE(cancelled.cancel());
+  advance_clock(1ms);
+  EXPECT_EQ(o.engine.poll(0), 1u);
+  EXPECT_FALSE(fired.reschedule_after(1ms));
+  EXPECT_FALSE(cancelled.reschedule_after(1ms));
+  // A stale handle: its node now holds another timer (LIFO reuse hands the same node back).
+  Timer reused = o.engine.schedule_after(5ms, Probe(&t, 2));
+  EXPECT_FALSE(fired.reschedule_after(1ms));
+  EXPECT_FALSE(cancelled.reschedule_after(1ms));
+  EXPECT_EQ(reused.deadline(), fake_now() + 5ms) << "a stale reschedule moved the node's current timer";
+  // A failed schedule's handle.
+  Timer failed = o.engine.schedule_on(7, 1ms, Probe(&t, 3));
+  EXPECT_FALSE(failed.reschedule_after(1ms));
+}
+
+TEST(EngineApi, ACallbackReschedulingItselfIsRefusedAndOneReschedulingAnotherMovesIt) {
+  Tally t(2);
+  Owned o;
+  struct Ctx {
+    Timer self;
+    Timer other;
+    int refused = 0;
+    int moved = 0;
+  } c;
+  c.other = o.engine.schedule_after(1ms, Probe(&t, 1));  // due at the same tick, not run yet
+  c.self = o.engine.schedule_after(1ms, [&c] {
+    c.refused += c.self.reschedule_after(10ms) ? 0 : 1;
+    c.moved += c.other.reschedule_after(10ms) ? 1 : 0;
+  });
+  advance_clock(1ms);
+  const std::size_t ran = o.engine.poll(0);
+  // Order within a tick is unspecified: the other timer either ran first (then the move is false)
+  // or was moved out of this tick.
+  EXPECT_EQ(c.refused, 1);
+  EXPECT_EQ(ran, 2u - static_cast<std::size_t>(c.moved));
+  if (c.moved == 1) {
+    EXPECT_EQ(t.ran[1].load(), 0);
+    advance_clock(10ms);
+    EXPECT_EQ(o.engine.poll(0), 1u);
+  }
+  EXPECT_EQ(t.ran[1].load(), 1);
+}
+
+TEST(EngineApi, APeriodicTimerMovedBetweenRunsRestartsItsGridThereAndIsRefusedWhileRunning) {
+  Owned o;
+  struct Ctx {
+    Nanos start;
+    std::vector<Nanos> runs;
+    Timer every;
+    int refused = 0;
+  } c{o.start, {}, {}, 0};
+  c.every = o.engine.schedule_every(10ms, [&c] {
+    c.runs.push_back(fake_now() - c.start);
+    c.refused += c.every.reschedule_after(1ms) ? 0 : 1;
+  });
+  advance_clock(10ms);
+  EXPECT_EQ(o.engine.poll(0), 1u);
+  EXPECT_EQ(c.refused, 1) << "a periodic timer asking from its own callback";
+  EXPECT_TRUE(c.every.reschedule(at(o.start + 35ms)));
+  EXPECT_EQ(c.every.deadline(), o.start + 35ms);
+  for (int i = 0; i < 7; ++i) {
+    advance_clock(5ms);
+    (void)o.engine.poll(0);
+  }
+  ASSERT_EQ(c.runs.size(), 3u);
+  EXPECT_EQ(c.runs[1], 35ms);
+  EXPECT_EQ(c.runs[2], 45ms) << "fixed rate: the grid restarts at the new deadline";
+  EXPECT_TRUE(c.every.cancel());
+}
+
+TEST(EngineApi, RescheduleToAPastOrOverflowingDeadlineIsAsASchedule) {
+  Tally t(3);
+  Owned o;
+  Timer past = o.engine.schedule_after(1h, Probe(&t, 0));
+  Timer negative = o.engine.schedule_after(1h, Probe(&t, 1));
+  Timer far = o.engine.schedule_after(1ms, Probe(&t, 2));
+  EXPECT_TRUE(past.reschedule(at(o.start - 5ms)));
+  EXPECT_TRUE(negative.reschedule(std::chrono::steady_clock::time_point::min()));
+  EXPECT_TRUE(far.reschedule_after(Nanos::max()));
+  EXPECT_EQ(negative.deadline(), 0ns);
+  EXPECT_GT(*far.deadline(), Nanos::max() / 2) << "clamped to the horizon, near the end of Nanos";
+  EXPECT_EQ(o.engine.poll(0), 2u) << "the past and negative ones, at the same now";
+  EXPECT_TRUE(far.pending());
+  EXPECT_TRUE(far.cancel());
+}
+
+// ---- reschedule from another thread: posted, applied by the shard's next pass ----
+
+TEST(EngineApi, AReschedulePostedFromAnotherThreadTakesEffectAtTheNextPass) {
+  Tally t(2);
+  Engine engine(manual(1));  // nobody owns the shard: the test thread is "another thread"
+  const Nanos start = fake_now();
+  Timer a = engine.schedule_after(5ms, Probe(&t, 0));
+  EXPECT_EQ(engine.poll(0), 0u);                       // taken in
+  Timer b = engine.schedule_after(5ms, Probe(&t, 1));  // still in the hand-off queue
+  EXPECT_TRUE(a.reschedule(at(start + 20ms)));
+  EXPECT_TRUE(b.reschedule(at(start + 30ms))) << "a hand-off in transit is moved too";
+  EXPECT_THROW((void)a.deadline(), std::logic_error) << "not the shard's thread";
+  advance_clock(5ms);
+  EXPECT_EQ(engine.poll(0), 0u) << "the records are drained before anything runs";
+  EXPECT_EQ(engine.next_deadline(0), start + 20ms);
+  advance_clock(15ms);
+  EXPECT_EQ(engine.poll(0), 1u);
+  EXPECT_EQ(t.ran[0].load(), 1);
+  advance_clock(10ms);
+  EXPECT_EQ(engine.poll(0), 1u);
+  EXPECT_EQ(t.ran[1].load(), 1);
+  EXPECT_EQ(engine.stats().rescheduled, 2u);
+}
+
+TEST(EngineApi, ARecordThatFindsItsTimerFiredOrCancelledIsDropped) {
+  Tally t(3);
+  Engine engine(manual(1));
+  Timer fired = engine.schedule_after(1ms, Probe(&t, 0));
+  Timer cancelled = engine.schedule_after(1ms, Probe(&t, 1));
+  EXPECT_TRUE(fired.reschedule_after(1h));
+  EXPECT_TRUE(cancelled.reschedule_after(1h));
+  EXPECT_TRUE(cancelled.cancel());  // after the move was requested: the cancel wins
+  advance_clock(2ms);
+  (void)engine.poll(0);  // the move of `fired` applies: it does not run
+  EXPECT_EQ(t.ran[0].load(), 0);
+  EXPECT_EQ(t.destroyed[1].load(), 1);
+  // The node of the cancelled timer, reused: a stale record for it must not move the new timer.
+  ASSERT_TRUE(engine.schedule_after(3ms, Probe(&t, 2)));
+  EXPECT_FALSE(cancelled.reschedule_after(1h));
+  advance_clock(3ms);
+  (void)engine.poll(0);
+  EXPECT_EQ(t.ran[2].load(), 1);
+  EXPECT_TRUE(fired.cancel());
+  EXPECT_EQ(engine.stats().pending, 0u);
+}
+
+TEST(EngineApi, AfterStopARescheduleFromAnotherThreadIsFalse) {
+  Tally t(1);
+  Engine engine(manual(1));
+  Timer a = engine.schedule_after(1h, Probe(&t, 0));
+  std::vector<Timer> back = engine.stop();
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_FALSE(a.reschedule_after(1ms));
+  EXPECT_TRUE(a.pending());
+  EXPECT_TRUE(back[0].cancel());
+}
+
+// ---- deadline() and remaining() in every state ----
+
+TEST(EngineApi, DeadlineAndRemainingInEveryState) {
+  Tally t(4);
+  Owned o;
+  EXPECT_EQ(Timer{}.deadline(), std::nullopt);
+  EXPECT_EQ(Timer{}.remaining(), std::nullopt);
+  // Pending, rounded up to the tick.
+  Timer pending = o.engine.schedule_at(at(o.start + 2500us), Probe(&t, 0));
+  EXPECT_EQ(pending.deadline(), o.start + 3ms);
+  EXPECT_EQ(pending.remaining(), 3ms);
+  // In transit: scheduled by another thread, not yet taken in by a poll.
+  Timer transit;
+  std::thread([&] { transit = o.engine.schedule_after(7ms, Probe(&t, 1)); }).join();
+  EXPECT_EQ(transit.deadline(), o.start + 7ms);
+  // Running: a one-shot asking about itself (nullopt: it is firing), a periodic one too.
+  struct Self {
+    Timer timer;
+    std::optional<std::optional<Nanos>> inside;
+  } s_once, s_every;
+  s_once.timer = o.engine.schedule_after(1ms, [s = &s_once] { s->inside = s->timer.deadline(); });
+  s_every.timer = o.engine.schedule_every(1ms, [s = &s_every] { s->inside = s->timer.deadline(); });
+  const Timer once = s_once.timer;
+  const Timer every = s_every.timer;
+  advance_clock(1ms);
+  EXPECT_EQ(o.engine.poll(0), 2u);
+  ASSERT_TRUE(s_once.inside.has_value() && s_every.inside.has_value()) << "a callback did not run";
+  EXPECT_EQ(*s_once.inside, std::nullopt);
+  EXPECT_EQ(*s_every.inside, std::nullopt);
+  EXPECT_EQ(every.deadline(), o.start + 2ms) << "between runs: its next run";
+  EXPECT_EQ(pending.remaining(), 2ms);
+  // Fired, cancelled, stale.
+  EXPECT_EQ(once.deadline(), std::nullopt);
+  Timer every_copy = every;
+  EXPECT_TRUE(every_copy.cancel());
+  EXPECT_EQ(every.deadline(), std::nullopt);
+  Timer reuse = o.engine.schedule_after(9ms, Probe(&t, 2));
+  EXPECT_EQ(every.deadline(), std::nullopt);
+  EXPECT_EQ(once.remaining(), std::nullopt);
+  // A due timer waiting past its deadline reads zero remaining.
+  advance_clock(5ms);
+  EXPECT_EQ(pending.remaining(), 0ns);
+  // Not the shard's thread: refused for a true handle, whatever its state.
+  std::thread([&] {
+    EXPECT_THROW((void)pending.deadline(), std::logic_error);
+    EXPECT_THROW((void)once.remaining(), std::logic_error);
+    EXPECT_EQ(Timer{}.deadline(), std::nullopt);
+  }).join();
+  (void)reuse;
+}
+
+// ---- the 8-byte handle ----
+
+TEST(EngineApi, RawRoundTripsOnEveryShardAndNodesFromOverflowPools) {
+  Engine engine(manual(2));
+  // More than a shard's hand-out reserve (16 Ki nodes) from one thread without a poll: the rest
+  // come from this thread's overflow pool for the shard.
+  constexpr std::size_t kN = 20'000;
+  std::vector<Timer> timers;
+  timers.reserve(2 * kN);
+  for (std::size_t i = 0; i < kN; ++i) {
+    timers.push_back(engine.schedule_on(0, 1h, [] {}));
+    timers.push_back(engine.schedule_on(1, 1h, [] {}));
+  }
+  std::vector<std::uint64_t> raws;
+  raws.reserve(timers.size());
+  for (const Timer& t : timers) {
+    ASSERT_TRUE(t);
+    raws.push_back(t.raw());
+    ASSERT_NE(raws.back(), 0u);
+  }
+  std::sort(raws.begin(), raws.end());
+  EXPECT_EQ(std::adjacent_find(raws.begin(), raws.end()), raws.end()) << "two timers with one raw value";
+  for (std::size_t i = 0; i < timers.size(); ++i) {
+    Timer back = engine.timer_from_raw(timers[i].raw());
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back.shard(), timers[i].shard());
+    EXPECT_EQ(back.raw(), timers[i].raw());
+    ASSERT_TRUE(back.pending());
+    if (i % 2 == 0) {
+      EXPECT_TRUE(back.cancel());  // through the raw form
+    }
+  }
+  for (std::size_t i = 0; i < timers.size(); ++i) {
+    EXPECT_EQ(timers[i].cancelled(), i % 2 == 0);
+    if (i % 2 == 1) {
+      EXPECT_TRUE(timers[i].cancel());
+    }
+  }
+  EXPECT_EQ(engine.stats().pending, 0u);
+}
+
+TEST(EngineApi, BadOrStaleRawValuesGiveEmptyOrStaleTimers) {
+  Tally t(2);
+  Owned o;
+  EXPECT_EQ(Timer{}.raw(), 0u);
+  EXPECT_EQ(o.engine.schedule_on(9, 1ms, Probe(&t, 0)).raw(), 0u) << "a failed schedule";
+  const Timer empty = o.engine.timer_from_raw(0);
+  EXPECT_FALSE(empty);
+  EXPECT_EQ(empty.status(), Status::no_timer);
+  Timer live = o.engine.schedule_after(1ms, Probe(&t, 1));
+  const std::uint64_t raw = live.raw();
+  const std::uint64_t gen = raw >> 32;
+  const std::uint64_t locator = raw & 0xFFFF'FFFFU;
+  // Forged: not a pending generation; a locator past what was handed out (same chunk, and chunks
+  // never numbered); all ones.
+  // (The shard's pool handed out its first 16 Ki + 1 nodes: chunks 0 to 4 hold them, 5 to 7 are
+  // numbered with none handed out, and 28 is not numbered.)
+  for (const std::uint64_t bad :
+       {locator | ((gen + 1) << 32), locator | ((gen + 2) << 32), (gen << 32) | (7 * 4096 + 4000),
+        (gen << 32) | (locator + 100'000), (gen << 32) | 0xFFFF'F000U, ~std::uint64_t{0}}) {
+    Timer forged = o.engine.timer_from_raw(bad);
+    EXPECT_FALSE(forged) << std::hex << bad;
+    EXPECT_FALSE(forged.cancel());
+  }
+  std::mt19937_64 rng(17);
+  for (int i = 0; i < 100'000; ++i) {
+    const Timer random_one = o.engine.timer_from_raw(rng());
+    if (random_one) {
+      EXPECT_FALSE(random_one.pending()) << "a random raw value matched a live timer";
+    }
+  }
+  // Stale: the timer fired; its node reused.
+  advance_clock(1ms);
+  EXPECT_EQ(o.engine.poll(0), 1u);
+  Timer reused = o.engine.schedule_after(1ms, [] {});
+  Timer stale = o.engine.timer_from_raw(raw);
+  EXPECT_TRUE(stale) << "names the timer that was";
+  EXPECT_FALSE(stale.pending());
+  EXPECT_FALSE(stale.cancel());
+  EXPECT_TRUE(reused.pending());
+  // Another engine's raw value names nothing live here.
+  Engine other(manual(1));
+  Timer there = other.schedule_after(1h, [] {});
+  EXPECT_FALSE(o.engine.timer_from_raw(there.raw()).pending());
+  EXPECT_TRUE(there.cancel());
+}
+
+// ---- clear() and for_each_pending() ----
+
+TEST(EngineApi, ClearCancelsEveryPendingTimerHandOffsIncludedAndRunsNone) {
+  Tally t(6);
+  Owned o;
+  std::vector<Timer> timers;
+  timers.push_back(o.engine.schedule_after(1ms, Probe(&t, 0)));
+  timers.push_back(o.engine.schedule_after(1h, Probe(&t, 1)));
+  timers.push_back(o.engine.schedule_every(5ms, Probe(&t, 2)));
+  std::thread([&] {
+    timers.push_back(o.engine.schedule_on(0, 2ms, Probe(&t, 3)));  // in transit
+    timers.push_back(o.engine.schedule_on(0, 2ms, Probe(&t, 4)));
+    EXPECT_TRUE(timers.back().cancel());  // a cancel posted, not yet retired
+  }).join();
+  Timer moved = o.engine.schedule_after(1ms, Probe(&t, 5));
+  std::thread([&] { EXPECT_TRUE(moved.reschedule_after(10ms)); }).join();  // a move posted
+  EXPECT_EQ(o.engine.clear(0), 5u);
+  for (std::size_t i = 0; i < timers.size(); ++i) EXPECT_TRUE(timers[i].cancelled()) << i;
+  EXPECT_TRUE(moved.cancelled());
+  EXPECT_EQ(t.total_destroyed(), 6);
+  advance_clock(1h);
+  EXPECT_EQ(o.engine.poll(0), 0u);
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(t.ran[i].load(), 0);
+  const EngineStats s = o.engine.stats();
+  EXPECT_EQ(s.pending, 0u);
+  EXPECT_EQ(s.cancelled, 6u);
+  EXPECT_EQ(o.engine.clear(0), 0u) << "nothing left";
+  // The shard takes new timers at once.
+  Timer after = o.engine.schedule_after(1ms, [] {});
+  advance_clock(1ms);
+  EXPECT_EQ(o.engine.poll(0), 1u);
+  EXPECT_TRUE(after.expired());
+}
+
+TEST(EngineApi, ClearFromACallbackOnTheShardWithWorkerThreads) {
+  Tally t(3);
+  Engine engine(workers(1));
+  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
+  Timer b = engine.schedule_on(0, 1h, Probe(&t, 1));
+  std::atomic<std::size_t> cleared{99};
+  Timer c = engine.schedule_on(0, 0ns, [&] { cleared.store(engine.clear(0)); });
+  ASSERT_TRUE(eventually([&] { return cleared.load() != 99; }));
+  EXPECT_EQ(cleared.load(), 2u);
+  EXPECT_TRUE(a.cancelled() && b.cancelled());
+  EXPECT_THROW((void)engine.clear(0), std::logic_error) << "from a thread not the shard's";
+  EXPECT_TRUE(engine.stop().empty());
+  (void)c;
+}
+
+TEST(EngineApi, ForEachPendingVisitsEveryPendingTimerWithItsDeadline) {
+  Tally t(4);
+  Owned o;
+  Timer a = o.engine.schedule_after(2ms, Probe(&t, 0));
+  Timer b = o.engine.schedule_after(1h, Probe(&t, 1));
+  Timer gone = o.engine.schedule_after(1ms, Probe(&t, 2));
+  ASSERT_TRUE(gone.cancel());
+  Timer transit;
+  std::thread([&] { transit = o.engine.schedule_on(0, 3ms, Probe(&t, 3)); }).join();
+  std::vector<std::pair<std::uint64_t, Nanos>> seen;
+  const std::size_t n = o.engine.for_each_pending(
+      0, [&](Timer timer, Nanos deadline) { seen.emplace_back(timer.raw(), deadline); });
+  EXPECT_EQ(n, 3u);
+  std::sort(seen.begin(), seen.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], std::make_pair(a.raw(), o.start + 2ms));
+  EXPECT_EQ(seen[1], std::make_pair(transit.raw(), o.start + 3ms));
+  EXPECT_EQ(seen[2], std::make_pair(b.raw(), o.start + 1h));
+  // The visitor may cancel and reschedule (posted), and must not clear or walk again.
+  o.engine.for_each_pending(0, [&](Timer timer, Nanos) {
+    EXPECT_THROW((void)o.engine.clear(0), std::logic_error);
+    EXPECT_THROW((void)o.engine.for_each_pending(0, [](Timer, Nanos) {}), std::logic_error);
+    EXPECT_THROW((void)o.engine.poll(0), std::logic_error);
+    if (timer.raw() == a.raw()) {
+      EXPECT_TRUE(timer.cancel());
+    }
+    if (timer.raw() == b.raw()) {
+      EXPECT_TRUE(timer.reschedule(at(o.start + 4ms)));
+    }
+  });
+  EXPECT_TRUE(a.cancelled());
+  advance_clock(4ms);
+  EXPECT_EQ(o.engine.poll(0), 2u) << "the transit one at 3 ms and the moved one at 4 ms";
+  EXPECT_EQ(t.ran[0].load() + t.ran[1].load() + t.ran[3].load(), 2);
+  // What the visitor throws leaves the walk, and the shard is usable after it.
+  Timer c = o.engine.schedule_after(1ms, [] {});
+  EXPECT_THROW(o.engine.for_each_pending(0, [](Timer, Nanos) { throw std::runtime_error("out"); }),
+               std::runtime_error);
+  EXPECT_EQ(o.engine.clear(0), 1u);
+  EXPECT_TRUE(c.cancelled());
+}
+
+TEST(EngineApi, ClearAndForEachPendingRefuseOtherThreadsAndMissingShards) {
+  Owned o(2);
+  EXPECT_THROW((void)o.engine.clear(2), std::out_of_range);
+  EXPECT_THROW((void)o.engine.for_each_pending(5, [](Timer, Nanos) {}), std::out_of_range);
+  EXPECT_THROW((void)o.engine.clear(1), std::logic_error) << "shard 1 is not this thread's";
+  EXPECT_THROW((void)o.engine.for_each_pending(1, [](Timer, Nanos) {}), std::logic_error);
+  std::thread([&] {
+    EXPECT_THROW((void)o.engine.clear(0), std::logic_error);
+    EXPECT_THROW((void)o.engine.for_each_pending(0, [](Timer, Nanos) {}), std::logic_error);
+  }).join();
+  EXPECT_EQ(o.engine.clear(0), 0u);
+}
+
+// ---- worker threads ----
+
+// A move earlier than the sleeping worker's planned wake-up wakes it.
+TEST(EngineApiRace, AnEarlierMoveWakesTheSleepingWorker) {
+  Tally t(1);
+  Engine engine(workers(1));
+  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
+  ASSERT_TRUE(eventually([&] { return engine.stats().scheduled == 1; }));
+  EXPECT_TRUE(a.reschedule_after(1ms));
+  EXPECT_TRUE(t.wait_runs(1)) << "the worker slept through a move to 1 ms";
+  EXPECT_TRUE(a.expired());
+  EXPECT_TRUE(engine.stop().empty());
+}
+
+// Producers schedule, reschedule (back and forth, often across the deadline), cancel and query
+// from several threads while the workers fire; then stop() mid-flight. Every timer ends exactly
+// one way: it ran once, a cancel() returned true, or stop() handed it back.
+TEST(EngineApiRace, ReschedulesRacingFiresCancelsAndStopKeepExactlyOnce) {
+  constexpr std::size_t kThreads = 3;
+  const std::size_t per = kSanitized ? 1'500 : 20'000;
+  Tally t(kThreads * per);
+  Engine engine(workers(2));
+  std::vector<Timer> handles(kThreads * per);
+  std::vector<std::uint8_t> won(kThreads * per, 0);
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  std::atomic<std::size_t> moves_true{0};
+  std::atomic<std::size_t> done{0};  // schedules made, to stop mid-flight by progress, not by time
+  for (std::size_t k = 0; k < kThreads; ++k) {
+    threads.emplace_back([&, k] {
+      std::mt19937 rng(static_cast<unsigned>(k + 1));
+      while (!go.load()) std::this_thread::yield();
+      for (std::size_t i = k * per; i < (k + 1) * per; ++i) {
+        handles[i] = engine.schedule_on(i % 2, Nanos(rng() % 2'000'000), Probe(&t, i));
+        done.fetch_add(1, std::memory_order_relaxed);
+        if (!handles[i]) continue;  // stop() came first: its callable was destroyed
+        // A few earlier timers of this thread: move, cancel, or move through the raw form.
+        for (int j = 0; j < 3; ++j) {
+          const std::size_t victim = k * per + rng() % (i - k * per + 1);
+          if (!handles[victim]) continue;
+          switch (rng() % 4) {
+            case 0: moves_true += handles[victim].reschedule_after(Nanos(rng() % 3'000'000)) ? 1 : 0; break;
+            case 1:
+              moves_true += engine.timer_from_raw(handles[victim].raw()).reschedule_after(0ns) ? 1 : 0;
+              break;
+            case 2: won[victim] |= handles[victim].cancel() ? 1 : 0; break;
+            default: (void)handles[victim].pending(); break;
+          }
+        }
+      }
+    });
+  }
+  go.store(true);
+  // Stop mid-flight: once half of the schedules are made, the rest race stop() itself.
+  ASSERT_TRUE(eventually([&] { return done.load(std::memory_order_relaxed) >= handles.size() / 2; }));
+  std::vector<Timer> back = engine.stop();
+  for (auto& th : threads) th.join();
+  std::size_t returned = 0;
+  for (Timer& timer : back) returned += timer.cancel() ? 1 : 0;
+  std::size_t scheduled = 0;
+  std::size_t ran = 0;
+  std::size_t cancels = 0;
+  for (std::size_t i = 0; i < handles.size(); ++i) {
+    if (!handles[i]) {
+      EXPECT_EQ(t.ran[i].load(), 0);
+      continue;
+    }
+    ++scheduled;
+    EXPECT_LE(t.ran[i].load(), 1) << "timer " << i << " ran twice";
+    EXPECT_EQ(t.destroyed[i].load(), 1) << "timer " << i;
+    ran += static_cast<std::size_t>(t.ran[i].load());
+    cancels += won[i];
+    EXPECT_EQ(t.ran[i].load() + won[i] + (handles[i].cancelled() && !won[i] ? 1 : 0), 1)
+        << "timer " << i << " ended other than exactly once";
+  }
+  EXPECT_EQ(ran + cancels + returned, scheduled);
+  EXPECT_GT(moves_true.load(), 0u);
+}
+
+}  // namespace
+}  // namespace tickwheel::test
