@@ -24,7 +24,7 @@ void ShardWheel::adopt(Node* node) noexcept {
     ++stats_.cancelled;
     return;
   }
-  assert(node->due <= max_tick_);
+  assert(node->due <= ticks_.max_tick());
   link(node, node->due <= cur_ ? kDueSlot : wheel_slot(node->due));
   ++pending_;
 }

@@ -91,7 +91,6 @@ BasicWheel<Policy>::BasicWheel(WheelOptions opts, Policy policy)
         "tickwheel::Wheel: lock_memory needs a reserve (it locks the reserve), got 0");
   }
   if (max_pending_ == 0) max_pending_ = kPoolLimit;
-  max_tick_ = ticks_.max_tick();
   cur_ = ticks_.floor(static_cast<std::uint64_t>(opts.start.count()));
   target_ = cur_;
   slots_ = std::make_unique<std::array<Slot, kAllSlots>>();  // value-initialised: every head null
@@ -310,7 +309,7 @@ template <class Policy>
 std::optional<Nanos> BasicWheel<Policy>::deadline(TimerId id) const noexcept {
   const Node* node = pending_node(id);
   if (node == nullptr) return std::nullopt;
-  // No overflow: due <= max_tick_, the last tick a Nanos can hold.
+  // No overflow: due <= ticks_.max_tick(), the last tick a Nanos can hold.
   return Nanos(static_cast<Nanos::rep>(node->due & ~kMoving) * tick_.count());
 }
 
@@ -628,7 +627,7 @@ std::uint64_t BasicWheel<Policy>::next_run(std::uint64_t meta, std::uint64_t due
   const std::uint64_t period = period_ns / static_cast<std::uint64_t>(tick_.count());
   const std::uint64_t next = due + period;
   if (next > target_ || Meta::misfire(meta) == static_cast<unsigned>(Misfire::catch_up)) {
-    return std::min(next, max_tick_);
+    return std::min(next, ticks_.max_tick());
   }
   return first_grid_point_after_now(due, period);
 }
@@ -638,7 +637,7 @@ std::uint64_t BasicWheel<Policy>::next_run(std::uint64_t meta, std::uint64_t due
 template <class Policy>
 std::uint64_t BasicWheel<Policy>::first_grid_point_after_now(std::uint64_t due,
                                                              std::uint64_t period) const noexcept {
-  return std::min(due + ((target_ - due) / period + 1) * period, max_tick_);
+  return std::min(due + ((target_ - due) / period + 1) * period, ticks_.max_tick());
 }
 
 // Paced look-ahead cascade. For each upper level, the slot of the next unit (which must be empty
@@ -827,7 +826,8 @@ std::size_t BasicWheel<Policy>::advance(Nanos now, std::size_t limit) {
   flush_unlinks();
   assert(summary_exact());
   if (now > now_) now_ = now;
-  const std::uint64_t target = std::min(ticks_.floor(static_cast<std::uint64_t>(now_.count())), max_tick_);
+  const std::uint64_t target =
+      std::min(ticks_.floor(static_cast<std::uint64_t>(now_.count())), ticks_.max_tick());
   target_ = target;
   if (quiet_until(target)) {
     cur_ = target;  // what step() would do: nothing happens on the way (I7)
@@ -877,7 +877,7 @@ std::optional<Nanos> BasicWheel<Policy>::next_deadline() const noexcept {
   // Nothing linked although pending_ > 0: the one pending timer is a periodic timer whose callback
   // is running (this is called from inside it); its next run is not known until it returns.
   if (t == ~std::uint64_t{0}) return std::nullopt;
-  assert(t <= max_tick_);
+  assert(t <= ticks_.max_tick());
   return Nanos(static_cast<Nanos::rep>(t) * tick_.count());
 }
 

@@ -480,7 +480,7 @@ class BasicWheel {
   Nanos now() const noexcept { return now_; }  // the last advance()'s now, or start
   Nanos tick() const noexcept { return tick_; }
   // The latest deadline a timer can have: the last tick that a Nanos can represent.
-  Nanos horizon() const noexcept { return Nanos(static_cast<Nanos::rep>(max_tick_) * tick_.count()); }
+  Nanos horizon() const noexcept { return Nanos(static_cast<Nanos::rep>(ticks_.max_tick()) * tick_.count()); }
   WheelStats stats() const noexcept;
 
  private:
@@ -602,15 +602,15 @@ class BasicWheel {
   // All fields: the owning thread only.
   Nanos tick_;
   Nanos now_;
-  std::uint64_t cur_ = 0;       // the tick being processed; every timer due before it has run
-  std::uint64_t target_ = 0;    // the tick of the last advance()'s now: cur_ <= target_
-  std::uint64_t max_tick_ = 0;  // horizon() in ticks
-  std::size_t max_pending_;     // the effective limit: WheelOptions::max_pending, or the pool's
+  std::uint64_t cur_ = 0;     // the tick being processed; every timer due before it has run
+  std::uint64_t target_ = 0;  // the tick of the last advance()'s now: cur_ <= target_
+  std::size_t max_pending_;   // the effective limit: WheelOptions::max_pending, or the pool's
   std::size_t pending_ = 0;
   unsigned way_ = 0;  // next sub-list for an insertion, round robin
   bool in_advance_ = false;
-  [[no_unique_address]] Policy policy_;                 // see detail::PlainPolicy
-  detail::TickDivider ticks_;                           // tick_ as a divisor, for every deadline's tick
+  [[no_unique_address]] Policy policy_;  // see detail::PlainPolicy
+  detail::TickDivider
+      ticks_;  // tick_ as a divisor, for every deadline's tick; max_tick(): horizon() in ticks
   mutable bool visiting_ = false;                       // inside for_each_pending(): see ScopedFlag
   std::unique_ptr<std::array<Slot, kAllSlots>> slots_;  // the heads, one cache line per slot
   std::array<std::uint64_t, kBitmapWords> occupied_{};  // bit s set <=> slot s has a node
