@@ -20,8 +20,8 @@
 // due-now timer on the loop's shard (schedule_at_on: a hand-off that wakes a sleeping loop); the
 // loop then cancels the timeout and replies, or, if the timeout fired first, drops the answer. The
 // timeout's callback replies with an error. Per connection: an idle timeout, moved on every message
-// by cancel + schedule (the Engine has no reschedule; the owner's cancel and schedule touch only its
-// own wheel), that closes the connection.
+// (Timer::reschedule on the shard the loop owns; cancel + schedule in workers mode, see
+// on_request), that closes the connection.
 //
 // Every callback checks its timer's rule (common.hpp: Counts) and records its lateness against the
 // engine's clock: fire time - deadline, and fire time - the deadline rounded up to the tick ("past
@@ -368,9 +368,20 @@ void Loop::read_conn(std::uint32_t slot) {
 void Loop::on_request(std::uint32_t slot, const Frame& f, Nanos t) {
   ++counts_.requests;
   auto& ce = conns_[slot];
-  // The idle timeout moves: cancel + schedule. A lost cancel means the idle timer was already
-  // claimed (workers mode: its task waits in the lane) and will close the connection.
-  if (ce.value.idle.cancel()) {
+  // The idle timeout moves. Caller-driven, this loop owns the shard, so Timer::reschedule() moves
+  // it at once, keeping its handle and callable (false: it already fired, and its callback closes
+  // the connection). With workers this thread is not the shard's, and a move from another thread
+  // is applied at the worker's next pass, after a fire due first; so there it is cancel +
+  // schedule, where a lost cancel means the idle timer was claimed (its task waits in the lane)
+  // and will close the connection.
+  Conn& c = ce.value;
+  if (server_.manual()) {
+    const Nanos deadline = t + std::chrono::milliseconds(server_.opts.idle_ms);
+    if (c.idle.reschedule(at(deadline))) {
+      c.idle_deadline = deadline;
+      ++counts_.idle_rearms;
+    }
+  } else if (c.idle.cancel()) {
     ++counts_.idle_rearms;
     arm_idle(slot, t);
   }
