@@ -309,8 +309,8 @@ class EngineRun {
   }
 
   // A raw set of options: the constructor must throw std::invalid_argument exactly when one is
-  // outside its documented range. (Threads::workers without a clock would be valid; it is not
-  // built here, since its workers would start threads.)
+  // outside its documented range. (Threads::workers is valid, with a clock of one's own too since
+  // workers read it; it is not built here, since its workers would start threads.)
   void check_option_validation() {
     const std::uint8_t k = in_.u8();
     EngineOptions opts;
@@ -337,9 +337,14 @@ class EngineRun {
         valid = false;
         break;
       default:
-        opts.threads = Threads::workers;
+        if ((k & 8) != 0) {
+          opts.lock_memory = true;  // with no reserve to lock
+        } else {
+          opts.max_pending_per_shard = 10;
+          opts.reserve_per_shard = 11;
+        }
         valid = false;
-        break;  // an own clock needs manual
+        break;
     }
     bool threw = false;
     try {
