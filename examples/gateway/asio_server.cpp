@@ -24,8 +24,6 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -447,14 +445,7 @@ int run(const Options& o) {
     r.cpu_s = end.cpu_s - (server.seen_connection ? server.start_usage.cpu_s : 0.0);
   }
   r.max_rss_kb = end.max_rss_kb;
-  if (!o.json.empty()) {
-    std::ofstream out(o.json);
-    write_report(out, r);
-  } else {
-    write_report(std::cout, r);
-  }
-  const Counts& c = r.counts;
-  return c.after_cancel + c.twice + c.early == 0 ? 0 : 1;
+  return finish(r, o.json);
 }
 
 }  // namespace

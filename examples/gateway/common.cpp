@@ -16,6 +16,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <system_error>
 
@@ -233,6 +234,17 @@ void write_report(std::ostream& out, const ServerReport& r) {
   j.field("pending_at_stop", r.pending_at_stop);
   j.field("passes", r.passes).field("wakeups", r.wakeups);
   j.end_object();
+}
+
+int finish(const ServerReport& r, const std::string& json) {
+  if (!json.empty()) {
+    std::ofstream out(json);
+    write_report(out, r);
+  } else {
+    write_report(std::cout, r);
+  }
+  const Counts& c = r.counts;
+  return c.after_cancel + c.twice + c.early == 0 ? 0 : 1;
 }
 
 void add_server_options(CLI::App& app, ServerOptions& o, const std::string& loops_help) {

@@ -359,6 +359,9 @@ struct ServerReport {
   std::uint64_t wakeups = 0;  // tickwheel: returns from a blocking wait (the loops', or the workers')
 };
 void write_report(std::ostream& out, const ServerReport& r);
+// Writes the report to `json` (standard output if empty) and returns the server's exit status: 0,
+// or 1 if a timer broke its rule (after a winning cancel, twice, or early).
+int finish(const ServerReport& r, const std::string& json);
 
 // ---- What both servers take on the command line, and how they stop ----
 

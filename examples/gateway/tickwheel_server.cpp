@@ -40,8 +40,6 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -562,14 +560,7 @@ int run(const Options& o) {
   r.pending_at_stop = pending;
   r.passes = stats.passes;
   r.wakeups = stats.wakeups;
-  if (!o.json.empty()) {
-    std::ofstream out(o.json);
-    write_report(out, r);
-  } else {
-    write_report(std::cout, r);
-  }
-  const Counts& c = r.counts;
-  return c.after_cancel + c.twice + c.early == 0 ? 0 : 1;
+  return finish(r, o.json);
 }
 
 }  // namespace
