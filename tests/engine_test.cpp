@@ -276,6 +276,16 @@ TEST(EngineLifecycle, StopReturnsHandOffsNotYetTransferred) {
   }
   std::vector<Timer> returned;
   std::thread stopper([&] { returned = e.stop(); });
+  // The gate is opened by another thread: a probe whose hand-off races stop()'s store of stopped_
+  // waits (settle_late) until stop() has drained the queues, which it does after joining this very
+  // worker, so this thread cannot be the one to open it. Normally the probes end first; the bound
+  // only frees that race (no timing is asserted).
+  std::atomic<bool> probing{true};
+  std::thread opener([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (probing.load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+    gate.release();
+  });
   // stop() has begun once a schedule fails with Status::stopped; each one that still succeeded
   // before that is one more timer to account for.
   std::size_t probe = kQueued;
@@ -286,7 +296,8 @@ TEST(EngineLifecycle, StopReturnsHandOffsNotYetTransferred) {
     if (!handles[probe]) break;
     std::this_thread::sleep_for(50us);
   }
-  gate.release();
+  probing.store(false);
+  opener.join();
   stopper.join();
   ASSERT_LT(probe, kQueued + kProbes) << "schedules kept succeeding after stop() was called";
   EXPECT_EQ(last, Status::stopped);
