@@ -75,8 +75,7 @@ class Loop {
     std::uint32_t lost_seq = 0;  // ...unless expires_at() could not cancel it (it had expired)
     std::uint32_t waits = 0;     // idle waits whose handler has not completed
     Nanos idle_deadline{0};
-    std::size_t have = 0;  // bytes of a partial frame in `part`
-    std::array<char, kFrame> part{};
+    FrameReader frames;
     std::string out, sending;
   };
   struct Request {
@@ -200,7 +199,7 @@ void Loop::accept() {
     c.open = true;
     c.released = false;
     c.writing = false;
-    c.have = 0;
+    c.frames.reset();
     c.out.clear();
     ++counts.connections;
     arm_idle(slot, now());
@@ -244,24 +243,11 @@ void Loop::read(std::uint32_t slot) {
                           return;
                         }
                         const Nanos t = now();
-                        std::size_t at_byte = 0;
-                        if (c.have > 0) {  // complete the frame a previous read cut
-                          const std::size_t take = std::min(kFrame - c.have, size);
-                          std::memcpy(c.part.data() + c.have, scratch_.data(), take);
-                          c.have += take;
-                          at_byte = take;
-                          if (c.have == kFrame) {
-                            c.have = 0;
-                            on_request(slot, decode(c.part.data()), t);
-                          }
-                        }
-                        for (; at_byte + kFrame <= size && c.open; at_byte += kFrame)
-                          on_request(slot, decode(scratch_.data() + at_byte), t);
+                        c.frames.feed(scratch_.data(), size, [&](const Frame& f) {
+                          on_request(slot, f, t);
+                          return c.open;
+                        });
                         if (!c.open) return;
-                        if (at_byte < size) {
-                          c.have = size - at_byte;
-                          std::memcpy(c.part.data(), scratch_.data() + at_byte, c.have);
-                        }
                         read(slot);
                       });
 }

@@ -66,6 +66,36 @@ inline Frame decode(const char* in) {
 }
 static_assert(std::endian::native == std::endian::little, "the frames are written in memory order");
 
+// Cuts a connection's byte stream into frames: a read may end inside a frame, whose start waits
+// here for the next read.
+class FrameReader {
+ public:
+  // Calls on_frame(frame) for each frame the `size` bytes at `data` complete, in order, while it
+  // returns true (false: the connection closed; the rest is dropped). Keeps what is left of a frame.
+  template <class OnFrame>
+  void feed(const char* data, std::size_t size, OnFrame&& on_frame) {
+    std::size_t at = 0;
+    if (have_ > 0) {  // complete the frame a previous read cut
+      at = std::min(kFrame - have_, size);
+      std::memcpy(part_.data() + have_, data, at);
+      have_ += at;
+      if (have_ < kFrame) return;
+      have_ = 0;
+      if (!on_frame(decode(part_.data()))) return;
+    }
+    for (; at + kFrame <= size; at += kFrame) {
+      if (!on_frame(decode(data + at))) return;
+    }
+    have_ = size - at;
+    std::memcpy(part_.data(), data + at, have_);
+  }
+  void reset() { have_ = 0; }  // a new connection
+
+ private:
+  std::array<char, kFrame> part_{};
+  std::size_t have_ = 0;  // bytes of a partial frame in part_
+};
+
 // ---- The clock ----
 
 // CLOCK_MONOTONIC, the clock of both std::chrono::steady_clock and tickwheel's Engine by default,

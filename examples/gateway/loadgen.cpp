@@ -55,8 +55,7 @@ struct Conn {
   int fd = -1;
   bool probe = false;
   bool closed = false;
-  std::size_t have = 0;
-  std::array<char, kFrame> part{};
+  FrameReader frames;
   std::string out;  // what the socket would not take
   Nanos last_sent{0};
   Nanos closed_at{0};
@@ -182,20 +181,10 @@ void Load::on_readable(std::uint32_t conn) {
     probe_min_close_ms_ = probes_closed_ == 1 ? ms : std::min(probe_min_close_ms_, ms);
     return;
   }
-  std::size_t at_byte = 0;
-  const auto size = static_cast<std::size_t>(n);
-  if (c.have > 0) {
-    const std::size_t take = std::min(kFrame - c.have, size);
-    std::memcpy(c.part.data() + c.have, scratch_.data(), take);
-    c.have += take;
-    at_byte = take;
-    if (c.have < kFrame) return;
-    c.have = 0;
-    on_reply(conn, decode(c.part.data()), t);
-  }
-  for (; at_byte + kFrame <= size; at_byte += kFrame) on_reply(conn, decode(scratch_.data() + at_byte), t);
-  c.have = size - at_byte;
-  std::memcpy(c.part.data(), scratch_.data() + at_byte, c.have);
+  c.frames.feed(scratch_.data(), static_cast<std::size_t>(n), [&](const Frame& f) {
+    on_reply(conn, f, t);
+    return true;
+  });
 }
 
 void Load::on_reply(std::uint32_t conn, const Frame& f, Nanos t) {

@@ -100,8 +100,7 @@ class Loop {
     std::uint32_t idle_seq = 0;
     tickwheel::Timer idle;
     Nanos idle_deadline{0};
-    std::size_t have = 0;  // bytes of a partial frame in `part`
-    std::array<char, kFrame> part{};
+    FrameReader frames;
     std::string out;
   };
   struct Request {
@@ -316,7 +315,7 @@ void Loop::accept_all() {
     e.value.fd = fd;
     e.value.open = true;
     e.value.writing = false;
-    e.value.have = 0;
+    e.value.frames.reset();
     e.value.out.clear();
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -344,23 +343,10 @@ void Loop::read_conn(std::uint32_t slot) {
     return;
   }
   const Nanos t = now();
-  std::size_t at_byte = 0;
-  const auto size = static_cast<std::size_t>(n);
-  if (c.have > 0) {  // complete the frame a previous read cut
-    const std::size_t take = std::min(kFrame - c.have, size);
-    std::memcpy(c.part.data() + c.have, scratch_.data(), take);
-    c.have += take;
-    at_byte = take;
-    if (c.have < kFrame) return;
-    c.have = 0;
-    on_request(slot, decode(c.part.data()), t);
-  }
-  for (; at_byte + kFrame <= size && c.open; at_byte += kFrame)
-    on_request(slot, decode(scratch_.data() + at_byte), t);
-  if (c.open && at_byte < size) {
-    c.have = size - at_byte;
-    std::memcpy(c.part.data(), scratch_.data() + at_byte, c.have);
-  }
+  c.frames.feed(scratch_.data(), static_cast<std::size_t>(n), [&](const Frame& f) {
+    on_request(slot, f, t);
+    return c.open;
+  });
 }
 
 void Loop::on_request(std::uint32_t slot, const Frame& f, Nanos t) {
