@@ -47,6 +47,8 @@
 #include <string>
 #include <system_error>
 
+#include <unistd.h>
+
 namespace tickwheel {
 namespace detail {
 
@@ -55,6 +57,13 @@ inline std::string nanos_text(Nanos n) { return std::to_string(n.count()) + "ns"
 // Prefetch a node whose links we will write soon.
 inline void prefetch_node(const void* node) noexcept { __builtin_prefetch(node, 1, 3); }
 
+// How many nodes fit in this core's L2 (glibc reads its size from cpuid; 1 MiB where it cannot
+// tell): WheelOptions::cancel_batch_from's default.
+inline std::size_t nodes_in_l2() noexcept {
+  const long bytes = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+  return static_cast<std::size_t>(bytes > 0 ? bytes : long{1} << 20) / sizeof(Node);
+}
+
 }  // namespace detail
 
 template <class Policy>
@@ -62,6 +71,7 @@ BasicWheel<Policy>::BasicWheel(WheelOptions opts, Policy policy)
     : tick_(opts.tick),
       now_(opts.start),
       max_pending_(opts.max_pending),
+      cancel_batch_from_(opts.cancel_batch_from != 0 ? opts.cancel_batch_from : detail::nodes_in_l2()),
       policy_(policy),
       ticks_(static_cast<std::uint64_t>(std::max<Nanos::rep>(opts.tick.count(), 1))) {  // checked below
   if (opts.tick < kMinTick || opts.tick > kMaxTick) {
@@ -204,12 +214,13 @@ bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
   --pending_;
   ++stats_.cancelled;
   const bool lagging = cur_ != target_ && !in_advance_;
-  if (in_advance_ || lagging || is_slot_head(node->pprev)) {
+  if (in_advance_ || lagging || pending_ < cancel_batch_from_ || is_slot_head(node->pprev)) {
     // Unlinked at once when: a walk may be under way (inside advance(), the lists must be exact
     // when the callback returns); the wheel waits at the leftovers of a pass cut short by its
     // limit (rare; if this cancel took the last timer waiting there, the wheel catches up now,
-    // without firing, so placement and next_deadline() are exact again); or the node is first
-    // in its sub-list, i.e. recently scheduled, with warm neighbours that batching would not help.
+    // without firing, so placement and next_deadline() are exact again); the population fits in
+    // L2, so the neighbours are in cache; or the node is first in its sub-list, i.e. recently
+    // scheduled, with warm neighbours that batching would not help.
     unlink(node);
     pool_.release(node);
     if (lagging && !occupied(kBatchSlot) && !occupied(kLateSlot) && !occupied(kDueSlot)) step(target_, 0);
@@ -644,10 +655,12 @@ std::uint64_t BasicWheel<Policy>::first_grid_point_after_now(std::uint64_t due,
 // when that unit starts, I2) gets a share of its nodes moved down now, in proportion to the part
 // of the remaining time to that unit's start that this call covers. Called every tick, a slot of
 // n nodes is moved n / 256^L at a time; called rarely, proportionally more. Moved nodes are due
-// after `target` by construction, so pacing never makes work due in this pass.
+// after `target` by construction, so pacing never makes work due in this pass. Returns how many
+// nodes moved.
 template <class Policy>
-void BasicWheel<Policy>::pace(std::uint64_t target, unsigned top) noexcept {
-  if (target <= cur_) return;
+std::uint64_t BasicWheel<Policy>::pace(std::uint64_t target, unsigned top) noexcept {
+  if (target <= cur_) return 0;
+  std::uint64_t moved = 0;
   for (unsigned level = top; level >= 1; --level) {
     const unsigned shift = kLevelBits * level;
     const std::uint64_t unit = (cur_ >> shift) + 1;
@@ -657,8 +670,10 @@ void BasicWheel<Policy>::pace(std::uint64_t target, unsigned top) noexcept {
     if (target >= start) continue;  // the pass crosses the boundary and moves the rest there
     const double share = static_cast<double>(target - cur_) / static_cast<double>(start - cur_);
     const auto quota = static_cast<std::uint64_t>(std::ceil(share * (*count_)[slot]));
-    stats_.moved_ahead += move_down(slot, quota);
+    moved += move_down(slot, quota);
   }
+  stats_.moved_ahead += moved;
+  return moved;
 }
 
 // At tick t, every upper-level slot whose unit starts at t moves down in full (I2). Top level
@@ -702,20 +717,26 @@ bool BasicWheel<Policy>::level_empty(unsigned level) const noexcept {
   return ((nonempty_words_ >> (level * kWordsPerLevel)) & kLevelMask) == 0;
 }
 
-// Whether advance() to `target` has nothing to do but move cur_ there: nothing due or left from a
-// pass cut short (the due, late and batch slots, which share the last bitmap word), no event up to
-// target (I7), and no look-ahead slot for pace() to move a share of. Then no callback, cascade or
-// pacing move happens on the way, which is the common case of a loop that advances every tick: the
-// call costs a few loads instead of the level scans. O(levels in use) for the look-ahead slots.
+// Whether advance() to `target` meets no callback and no cascade on the way: nothing due or left
+// from a pass cut short (the due, late and batch slots, which share the last bitmap word) and no
+// event up to target (I7). Then the call's only work is the look-ahead cascade's share (pace(),
+// when lookahead_occupied()): the common case of a loop that advances every tick, a few loads and
+// O(levels in use) instead of the pass's level scans.
 template <class Policy>
 bool BasicWheel<Policy>::quiet_until(std::uint64_t target) const noexcept {
   static_assert(kDueSlot / 64 == kBatchSlot / 64 && kDueSlot % 64 == 0, "the extra slots share one word");
-  if (target >= next_event_ || ((nonempty_words_ >> (kDueSlot / 64)) & 1) != 0) return false;
-  for (unsigned level = 1, top = top_level(); level <= top; ++level) {
+  return target < next_event_ && ((nonempty_words_ >> (kDueSlot / 64)) & 1) == 0;
+}
+
+// Whether an upper level up to `top` has a node in the slot of its next unit, for pace() to move a
+// share of. O(top).
+template <class Policy>
+bool BasicWheel<Policy>::lookahead_occupied(unsigned top) const noexcept {
+  for (unsigned level = 1; level <= top; ++level) {
     const unsigned shift = kLevelBits * level;
-    if (occupied(level * kSlots + static_cast<unsigned>(((cur_ >> shift) + 1) & (kSlots - 1)))) return false;
+    if (occupied(level * kSlots + static_cast<unsigned>(((cur_ >> shift) + 1) & (kSlots - 1)))) return true;
   }
-  return true;
+  return false;
 }
 
 // I4', for debug assertions: the summary word says which bitmap words are non-zero.
@@ -821,18 +842,29 @@ template <class Policy>
 std::size_t BasicWheel<Policy>::advance(Nanos now, std::size_t limit) {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   if (in_advance_) return 0;
-  const ScopedFlag in_advance(in_advance_);
   ++stats_.passes;
-  flush_unlinks();
+  if (unlink_queued_ != 0 || moves_queued_ != 0) flush_unlinks();
   assert(summary_exact());
   if (now > now_) now_ = now;
   const std::uint64_t target =
       std::min(ticks_.floor(static_cast<std::uint64_t>(now_.count())), ticks_.max_tick());
   target_ = target;
   if (quiet_until(target)) {
-    cur_ = target;  // what step() would do: nothing happens on the way (I7)
+    // What the full pass would do. pace() moves only nodes due after target, to slots whose
+    // events link() keeps in next_event_, so nothing happens on the way to target still (I7).
+    if (const unsigned top = top_level(); lookahead_occupied(top)) {
+      stats_.max_pass_work = std::max(stats_.max_pass_work, pace(target, top));
+    }
+    cur_ = target;
     return 0;
   }
+  return pass(target, limit);
+}
+
+// advance() past its quiet case, out of line so that the quiet case saves no registers for it.
+template <class Policy>
+std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
+  const ScopedFlag in_advance(in_advance_);  // from here callbacks run
   const std::uint64_t moved_before = stats_.moved;
   prefetch_upcoming(/*successors=*/true);
 

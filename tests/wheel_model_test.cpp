@@ -139,8 +139,12 @@ class ModelRun {
         break;
     }
     max_pending_ = rng_() % 5 == 0 ? static_cast<std::size_t>(1 + rng_() % (rng_() % 2 == 0 ? 64 : 3000)) : 0;
-    wheel_ =
-        std::make_unique<Wheel>(WheelOptions{.tick = tick_, .start = start, .max_pending = max_pending_});
+    // Both cancel strategies: unlink at once (the default below the L2's worth), always queue, and
+    // a switch between them as the population crosses a small threshold.
+    const std::uint64_t pick = rng_() % 3;
+    const std::size_t batch_from = pick == 0 ? 0 : pick == 1 ? 1 : 2 + rng_() % 64;
+    wheel_ = std::make_unique<Wheel>(WheelOptions{
+        .tick = tick_, .start = start, .max_pending = max_pending_, .cancel_batch_from = batch_from});
     now_ = start;
     P_ = floor_ticks(start, tick_);
     caught_up_ = true;

@@ -145,12 +145,17 @@ class WheelRun {
     }
     const std::uint8_t mp = in_.u8();
     max_pending_ = mp >= 0xC0 ? 1 + mp % 8 : 0;
-    wheel_ = std::make_unique<Wheel>(
-        WheelOptions{.tick = Nanos(tick_), .start = Nanos(start), .max_pending = max_pending_});
+    // Both cancel strategies, from a bit the byte above leaves unused (the corpus keeps its meaning):
+    // always queue the unlink, or the default, which unlinks at once at these populations.
+    const std::size_t batch_from = mp % 2 == 0 ? 1 : 0;
+    wheel_ = std::make_unique<Wheel>(WheelOptions{.tick = Nanos(tick_),
+                                                  .start = Nanos(start),
+                                                  .max_pending = max_pending_,
+                                                  .cancel_batch_from = batch_from});
     now_ = start;
     P_ = T_ = static_cast<std::uint64_t>(start / tick_);
-    TICKWHEEL_FUZZ_TRACE("wheel: tick %lld ns, start %lld ns (tick %llu), max_pending %zu", ll(tick_),
-                         ll(start), ull(P_), max_pending_);
+    TICKWHEEL_FUZZ_TRACE("wheel: tick %lld ns, start %lld ns (tick %llu), max_pending %zu, cancel batch %s",
+                         ll(tick_), ll(start), ull(P_), max_pending_, batch_from == 1 ? "always" : "default");
     check(wheel_->now().count() == start, "now() after construction is not start");
     check(wheel_->tick().count() == tick_, "tick() is not the tick asked for");
     check(wheel_->horizon().count() == static_cast<std::int64_t>(max_tick_) * tick_,
