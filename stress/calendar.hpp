@@ -1,5 +1,5 @@
-// stress/calendar.hpp — a producer's agenda: when to cancel each of its timers, and when to look at
-// a slot again to re-arm it. One per producer thread, touched by that thread only.
+// stress/calendar.hpp — a producer's agenda: when to cancel or reschedule each of its timers, and
+// when to look at a slot again to re-arm it. One per producer thread, touched by that thread only.
 //
 // Why not a binary heap: a producer holds one event per slot it owns, up to 10M and more, and does
 // one push and one pop per schedule; a heap's O(log n) cache misses per operation would make the
@@ -22,18 +22,19 @@
 namespace tickwheel::stress {
 
 enum class EventKind : std::uint32_t {
-  cancel,  // cancel the slot's timer now (or hand the cancel to a canceller thread)
-  check,   // look at the slot: re-arm it if its timer fired or was cancelled, else look again later
+  cancel,      // cancel the slot's timer now (or hand the cancel to a canceller thread)
+  check,       // look at the slot: re-arm it if its timer fired or was cancelled, else look again later
+  reschedule,  // push the slot's timer back (an idle timeout reset, see workload.hpp)
 };
 
 struct Event {
   std::int64_t t;  // steady_clock ns
   std::uint32_t slot;
-  std::uint32_t tag;  // seq << 1 | kind
-  std::uint32_t seq() const noexcept { return tag >> 1; }
-  EventKind kind() const noexcept { return static_cast<EventKind>(tag & 1); }
+  std::uint32_t tag;  // seq << 2 | kind (a seq has 29 bits, see workload.hpp)
+  std::uint32_t seq() const noexcept { return tag >> 2; }
+  EventKind kind() const noexcept { return static_cast<EventKind>(tag & 3); }
   static Event make(std::int64_t t, std::uint32_t slot, std::uint32_t seq, EventKind kind) noexcept {
-    return Event{t, slot, seq << 1 | static_cast<std::uint32_t>(kind)};
+    return Event{t, slot, seq << 2 | static_cast<std::uint32_t>(kind)};
   }
 };
 

@@ -9,7 +9,10 @@ Usage: check_report.py REPORT.json [--svg PLOT.svg] [--expect-cap-hits] [--expec
 
 The report must parse and hold every section and field the program promises, with numbers where
 numbers belong, and its figures must agree with each other: ok with no failures; scheduled +
-periodic runs == fired + cancelled + returned at stop; every exactly-once counter zero; the
+periodic runs == fired + cancelled + returned at stop; every exactly-once counter zero (a rescheduled
+timer's fire before its new deadline and a reschedule refused while pending among them); reschedule
+calls == true + false, the engine's applied moves no more than the true ones less those a fire won,
+and, with --reschedule-share, moved timers whose fires were checked; the
 engine's own counters equal to the harness's (rearmed == periodic runs + skipped, skipped within
 what forced misfires made certain and what the skip timers' grids allow, nothing executing after
 stop, nothing pending once stop()'s visitor cancelled what it handed back); percentiles in order;
@@ -53,7 +56,7 @@ import zlib
 
 HISTOGRAM = ["count", "min", "mean", "p50", "p90", "p99", "p99_9", "p99_99", "max"]
 FIELDS = {
-    "options": ["profile", "timers", "producers", "schedule_rate", "cancel_share", "cancellers",
+    "options": ["profile", "timers", "producers", "schedule_rate", "cancel_share", "reschedule_share", "cancellers",
                 "delay", "delay_min_ns", "delay_max_ns", "delay_mean_ns", "delay_short_ns",
                 "delay_long_ns", "short_share", "periodic", "period_ns", "burst", "burst_every_ns",
                 "duration_ns", "seed", "shards", "tick_ns", "wait", "transfer_cap", "pin",
@@ -74,9 +77,11 @@ FIELDS = {
                  "periodic_started", "periodic_inexact", "probes", "tick_probes", "bursts"],
     "cancel": ["calls", "returned_true", "returned_false", "by_cancellers", "per_second", "batches",
                "ns", "ns_per_call"],
+    "reschedule": ["calls", "returned_true", "returned_false", "per_second", "batches", "ns", "ns_per_call",
+                   "moved_fires", "raced"],
     "fire": ["count", "per_second", "periodic_runs", "min_lateness_ns", "lateness_ns", "oneshot_lateness_ns",
              "periodic_lateness_ns", "lateness_past_tick_ns", "lateness_curve"],
-    "engine": ["scheduled", "fired", "cancelled", "rejected", "rearmed", "skipped", "executing",
+    "engine": ["scheduled", "fired", "cancelled", "rejected", "rearmed", "skipped", "rescheduled", "executing",
                "pending", "queue_depth",
                "transfer_cap_hits", "passes", "wakeups", "wakeups_per_second", "callback_errors",
                "max_tick_lag_ns"],
@@ -89,8 +94,8 @@ FIELDS = {
                  "too_early", "while_stopped", "engine"],
     "accounting": ["scheduled", "rearmed", "fired", "cancelled", "returned_at_stop", "stop_returned", "rejected",
                    "probes", "double_fires", "overlapping_runs", "fired_after_cancel", "stray_fires",
-                   "early_fires", "fired_before_tick", "cancel_true_not_pending", "off_shard",
-                   "probe_failures", "unrecorded_fires", "pending_slots", "returned_cancel_false", "pending_not_returned",
+                   "early_fires", "fired_before_tick", "cancel_true_not_pending", "moved_early",
+                   "refused_pending", "off_shard", "probe_failures", "unrecorded_fires", "pending_slots", "returned_cancel_false", "pending_not_returned",
                    "stale_cancels", "stale_cancel_true", "callback_errors", "periodic_cancel_refused",
                    "periodic_before_bound", "repeated_too_early", "repeated_while_stopped", "repeated_refused"],
 }
@@ -111,7 +116,8 @@ FLOOR = ["percentile", "past_tick_ns", "tick_probe_ns", "control_ns", "probe_min
 FLOOR_ROWS = ["p50", "p90", "p99", "p99_9", "p99_99", "max"]
 THREAD_INFO = ["role", "index", "tid", "cpus", "known", "voluntary_switches", "involuntary_switches", "last_cpu"]
 MUST_BE_ZERO = ["double_fires", "overlapping_runs", "fired_after_cancel", "stray_fires",
-                "early_fires", "fired_before_tick", "cancel_true_not_pending", "off_shard",
+                "early_fires", "fired_before_tick", "cancel_true_not_pending", "moved_early", "refused_pending",
+                "off_shard",
                 "probe_failures", "unrecorded_fires", "returned_cancel_false",
                 "pending_not_returned", "stale_cancel_true", "callback_errors", "periodic_cancel_refused",
                 "periodic_before_bound", "repeated_too_early", "repeated_while_stopped", "repeated_refused"]
@@ -353,6 +359,7 @@ def check_report(report, expect_cap_hits, expect_executor, expect_threads=None, 
     check(engine["scheduled"] + engine["rearmed"] == engine["fired"] + engine["skipped"] +
           engine["cancelled"] + engine["pending"] + acc["returned_at_stop"],
           "engine: scheduled + rearmed == fired + skipped + cancelled + pending + the visitor's cancels")
+    check_reschedule(report)
     check_periodic(report)
     check_repeated(report)
     check_executor(report)
@@ -398,6 +405,24 @@ def check_periodic(report):
     check(periodic["runs_after_cancel"] <= periodic["cancelled"], "at most one run after each periodic cancel")
     if options["periodic_cancel"] * report["schedule"]["periodic_started"] >= 20:
         check(periodic["cancelled"] > 0, "periodic timers were cancelled during the run")
+
+
+def check_reschedule(report):
+    """The reschedules (workload.hpp, "Reschedules"): calls add up, the engine applied no more moves
+    than returned true and no more than those less the ones a fire at the deadline before won, and
+    a run asked to reschedule did."""
+    move, engine, options = report["reschedule"], report["engine"], report["options"]
+    check(move["calls"] == move["returned_true"] + move["returned_false"],
+          "reschedule: calls == returned true + returned false")
+    check(engine["rescheduled"] + move["raced"] <= move["returned_true"],
+          f"engine.rescheduled {engine['rescheduled']} + raced {move['raced']} <= reschedules that returned "
+          f"true {move['returned_true']} (a move that a fire won is dropped)")
+    check(move["raced"] <= move["moved_fires"], "raced fires are among the moved timers' fires")
+    check(move["moved_fires"] <= report["fire"]["count"] - report["fire"]["periodic_runs"],
+          "the moved timers' fires are one-shot fires")
+    if options["reschedule_share"] * report["schedule"]["scheduled"] >= 100:
+        check(move["returned_true"] > 0 and move["moved_fires"] > 0,
+              "a run with --reschedule-share moved timers and checked their fires")
 
 
 def check_misfires(report):

@@ -377,6 +377,17 @@ void Driver::collect(Engine& engine) {
     r_.burst_ns += p->burst_ns.get();
     r_.max_burst_ns = std::max(r_.max_burst_ns, p->max_burst_ns.get());
   }
+  auto add_moves = [this](const MoveCounters& m) {
+    r_.reschedule_calls += m.times.calls.get();
+    r_.reschedule_batches += m.times.batches.get();
+    r_.reschedule_ns += m.times.ns.get();
+    r_.rescheduled += m.moved.get();
+    r_.reschedule_refused += m.refused.get();
+    r_.moved_fires += m.fires;
+    r_.moved_raced += m.raced;
+    r_.moved_early += m.early;
+    r_.refused_pending += m.refused_pending;
+  };
   auto add_cancels = [this](const CancelCounters& c) {
     r_.cancel_calls += c.times.calls.get();
     r_.cancel_batches += c.times.batches.get();
@@ -388,6 +399,7 @@ void Driver::collect(Engine& engine) {
     r_.periodic_cancel_refused += c.periodic_refused;
   };
   for (const auto& p : producers_) add_cancels(p->cancels);
+  for (const auto& p : producers_) add_moves(p->moves);
   for (const auto& c : cancellers_) {
     add_cancels(c->cancels);
     r_.cancels_by_cancellers += c->cancels.times.calls.get();
@@ -481,6 +493,17 @@ void Driver::check_slots() {
   for (std::uint32_t s = 0; s < probes_.end; ++s) {
     if (state_of(slots_[s].state.load(std::memory_order_relaxed)) == SlotState::pending) ++r_.pending_slots;
   }
+  // The fires of moved one-shots that their producer did not see before it stopped (every thread
+  // that writes a slot has been joined, and stop() waited for every callback).
+  MoveCounters late;
+  for (std::uint32_t s = 0; s < periodic_.begin; ++s) {
+    if (state_of(slots_[s].state.load(std::memory_order_acquire)) == SlotState::fired) {
+      settle_moved_fire(slots_[s], o_.tick_ns, late);
+    }
+  }
+  r_.moved_fires += late.fires;
+  r_.moved_raced += late.raced;
+  r_.moved_early += late.early;
   for (std::uint32_t s = 0; s < probes_.end; ++s) {
     Slot& slot = slots_[s];
     Timer& handle = slot.timer;

@@ -199,8 +199,9 @@ std::string describe(const Options& o) {
       break;
   }
   std::string s = "profile " + o.profile + ": " + std::to_string(o.timers) + " timers, delay " + delay +
-                  ", cancel share " + number(o.cancel_share) + ", " + std::to_string(o.periodic) +
-                  " periodic every " + format_duration(o.period_ns) + " (schedule_every, " +
+                  ", cancel share " + number(o.cancel_share) + ", reschedule share " +
+                  number(o.reschedule_share) + ", " + std::to_string(o.periodic) + " periodic every " +
+                  format_duration(o.period_ns) + " (schedule_every, " +
                   (o.periodic_policy == PeriodicPolicy::all
                        ? std::string("catch_up, fire_once_now, skip and fixed_delay in turn")
                        : std::string(name_of(o.periodic_policy))) +
@@ -234,7 +235,8 @@ CommandLine parse_command_line(int argc, char** argv) {
   CLI::App app{
       "tickwheel-stress: drives a tickwheel::Engine (real worker threads, the real monotonic clock)\n"
       "with producer threads that keep a population of one-shot timers armed, cancel a share of them\n"
-      "before they fire (from the producers and from canceller threads), and periodic timers\n"
+      "before they fire (from the producers and from canceller threads), push another share back\n"
+      "(Timer::reschedule, as an idle timeout is), and periodic timers\n"
       "(Engine::schedule_every); callbacks run on the workers or on a thread pool (--executor).\n"
       "It measures and reports; it asserts no latency figure. Reports: schedule, cancel and fire\n"
       "throughput; the lateness of every fire (callback start - deadline) as percentiles; tick lag;\n"
@@ -284,6 +286,13 @@ CommandLine parse_command_line(int argc, char** argv) {
   bind.add("--cancel-share", &Options::cancel_share,
            "Share of one-shot timers cancelled before they fire, each at a time uniform between its "
            "schedule and its deadline",
+           show_double)
+      ->check(CLI::Range(0.0, 1.0));
+  bind.add("--reschedule-share", &Options::reschedule_share,
+           "Share of one-shot timers that are idle timeouts: pushed back 1 to 3 times by "
+           "Timer::reschedule() (each time at a moment uniform before the deadline, to that moment plus "
+           "the timer's delay), then left to fire, each fire checked against the deadline it has; at "
+           "most 1 - --cancel-share",
            show_double)
       ->check(CLI::Range(0.0, 1.0));
   CLI::Option* cancellers_opt =
@@ -536,6 +545,13 @@ CommandLine parse_command_line(int argc, char** argv) {
       throw CLI::ValidationError(
           "--delay-min",
           format_duration(o.delay_min_ns) + " is longer than --delay-max " + format_duration(o.delay_max_ns));
+    }
+    // 1e-9: shares written in decimal that add up to 1 pass whatever their binary rounding.
+    if (o.cancel_share + o.reschedule_share > 1.0 + 1e-9) {
+      throw CLI::ValidationError("--reschedule-share", number(o.reschedule_share) + " and --cancel-share " +
+                                                           number(o.cancel_share) +
+                                                           " add up to more than 1 (a timer is cancelled, "
+                                                           "rescheduled, or neither)");
     }
     if (o.periodic != 0 && o.period_ns % o.tick_ns != 0) {
       throw CLI::ValidationError("--period",

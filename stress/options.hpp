@@ -63,6 +63,11 @@ struct Options {
   // Share of one-shot timers cancelled before they fire, each at a time uniform between its
   // schedule and its deadline; a cancelled slot is re-armed at once (a message resets an idle timer).
   double cancel_share = 0.5;
+  // Share of one-shot timers that are idle timeouts: pushed back by Timer::reschedule() 1 to 3
+  // times, each at a moment uniform between the previous push (or the schedule) and the deadline,
+  // to that moment plus the timer's delay, and then left to fire (workload.hpp, "Reschedules").
+  // At most 1 - cancel_share: a timer is cancelled, rescheduled, or neither.
+  double reschedule_share = 0.2;
   unsigned cancellers = 1;  // extra threads that take a share of the cancels
   DelayKind delay = DelayKind::uniform;
   std::int64_t delay_min_ns = 1'000'000;        // 1ms

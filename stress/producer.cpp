@@ -26,6 +26,14 @@ constexpr std::int64_t kMaxBackoffNs = 100'000'000;
 
 std::size_t status_index(Status s) noexcept { return static_cast<std::size_t>(s); }
 
+// An event's tag holds a seq and an EventKind in 32 bits (calendar.hpp).
+static_assert(32 - kStateBits + 2 <= 32, "a seq and an event kind must fit an Event's tag");
+
+// The share of the timers not cancelled that are rescheduled, so that reschedule_share of all are.
+double move_share(const Options& o) noexcept {
+  return o.cancel_share < 1.0 ? std::min(1.0, o.reschedule_share / (1.0 - o.cancel_share)) : 0.0;
+}
+
 // Each producer its own stream, reproducible from the run's seed.
 std::mt19937_64 seeded(std::uint64_t seed, unsigned index) {
   std::seed_seq seq{seed, seed >> 32, std::uint64_t{index}};
@@ -74,6 +82,19 @@ void settle_cancel(Slot& slot, std::uint32_t seq, bool won, bool periodic, Cance
   }
 }
 
+void settle_moved_fire(Slot& slot, std::int64_t tick, MoveCounters& c) noexcept {
+  if ((slot.move_flags & kMoved) == 0) return;
+  ++c.fires;
+  // Relaxed: the caller's acquire load of (seq, fired) pairs with the callback's release, which
+  // came after its store of fired_at.
+  switch (judge_moved_fire(slot, slot.fired_at.load(std::memory_order_relaxed), tick)) {
+    case MovedFire::on_time: break;
+    case MovedFire::raced: ++c.raced; break;
+    case MovedFire::early: ++c.early; break;
+  }
+  slot.move_flags = 0;
+}
+
 // ---- Producer ----
 
 Producer::Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRange periodic, SlotRange burst)
@@ -87,6 +108,7 @@ Producer::Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRa
       delay_(*shared.options),
       cancel_pick_(shared.options->cancel_share),
       periodic_cancel_pick_(shared.options->periodic_cancel),
+      move_pick_(move_share(*shared.options)),
       calendar_(Clock::now()),
       retry_ns_(shared.options->tick_ns + Calendar::kWidth),
       ready_(oneshots.size()),
@@ -101,6 +123,10 @@ Producer::Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRa
   arm_buf_.reserve(kBatch);
   own_cancels_.reserve(kEventBudget);
   own_seqs_.reserve(kEventBudget);
+  own_moves_.reserve(kEventBudget);
+  own_move_seqs_.reserve(kEventBudget);
+  move_from_.resize(kBatch);
+  move_to_.resize(kBatch);
   results_.resize(kBatch);
 }
 
@@ -220,7 +246,17 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
     // Relaxed: the schedule's hand-off publishes it to the callback (see the engine's contract).
     slots[s].state.store(slot_word(seq, SlotState::pending), std::memory_order_relaxed);
     const std::int64_t delay = delay_(rng_) + o_.lead_ns;
-    plan_.push_back(Plan{s, seq, delay, cancel_pick_(rng_) ? unit_(rng_) : -1.0, 0});
+    Plan& p = plan_.emplace_back(Plan{s, seq, delay, cancel_pick_(rng_) ? unit_(rng_) : -1.0, 0});
+    if (p.cancel_at < 0 && move_pick_.p() > 0 && move_pick_(rng_)) {
+      p.moves = static_cast<std::uint8_t>(move_count_(rng_));
+    }
+    Slot& slot = slots[s];
+    slot.moves_left = p.moves;
+    slot.move_flags = 0;
+    slot.idle_ns = delay;
+    // No deadline moved yet (workload.hpp). Relaxed: the hand-off publishes them, as the state.
+    slot.moved_from.store(0, std::memory_order_relaxed);
+    slot.moved_to.store(0, std::memory_order_relaxed);
   }
   // The timed part: the schedule calls and the store of each handle, nothing else. A deadline is
   // the batch's start plus the delay, so it is exact for the harness and at most one batch
@@ -247,6 +283,7 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
     const Timer& t = slots[p.slot].timer;
     if (!t) {
       slots[p.slot].state.store(slot_word(p.seq, SlotState::idle), std::memory_order_relaxed);
+      slots[p.slot].moves_left = 0;
       rejected.add(1);
       ++rejected_by[status_index(t.status())];
       make_ready(p.slot);  // tried again after the back-off
@@ -258,6 +295,11 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
     if (p.cancel_at >= 0) {
       const auto at = t0 + static_cast<std::int64_t>(static_cast<double>(p.delay) * p.cancel_at);
       calendar_.push(Event::make(at, p.slot, p.seq, EventKind::cancel));
+    } else if (p.moves != 0) {
+      // The deadline the first move moves. Relaxed: to the callback, 0 and it say the same.
+      slots[p.slot].moved_from.store(p.deadline, std::memory_order_relaxed);
+      slots[p.slot].moved_to.store(p.deadline, std::memory_order_relaxed);
+      plan_move(p.slot, p.seq, t0, p.deadline);
     } else {
       calendar_.push(Event::make(p.deadline + retry_ns_, p.slot, p.seq, EventKind::check));
     }
@@ -266,15 +308,30 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
   arm_after_ = refused ? t1 + backoff_ns_ : 0;
 }
 
+// The next reschedule of a slot's instance whose deadline was last set at `from`: at a time uniform
+// between then and the deadline.
+void Producer::plan_move(std::uint32_t slot, std::uint32_t seq, std::int64_t from, std::int64_t deadline) {
+  const std::int64_t span = std::max<std::int64_t>(deadline - from, 0);
+  const auto at = from + static_cast<std::int64_t>(static_cast<double>(span) * unit_(rng_));
+  calendar_.push(Event::make(at, slot, seq, EventKind::reschedule));
+}
+
 void Producer::on_event(const Event& e, std::int64_t now) {
   Slot& slot = shared_.slots[e.slot];
   if (e.kind() == EventKind::check) {
     // Acquire: pairs with the release of the fire's or the cancel's compare-and-swap.
-    if (state_of(slot.state.load(std::memory_order_acquire)) == SlotState::pending) {
+    const SlotState state = state_of(slot.state.load(std::memory_order_acquire));
+    if (state == SlotState::pending) {
       calendar_.push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
-    } else if (o_.rearm) {
-      make_ready(e.slot);
+      return;
     }
+    if (state == SlotState::fired) settle_moved_fire(slot, o_.tick_ns, moves);
+    if (o_.rearm) make_ready(e.slot);
+    return;
+  }
+  if (e.kind() == EventKind::reschedule) {
+    own_moves_.push_back(e.slot);
+    own_move_seqs_.push_back(e.seq());
     return;
   }
   const std::size_t route = next_route_;
@@ -320,6 +377,66 @@ std::size_t Producer::cancel_own(std::int64_t now) {
   return total;
 }
 
+// The due reschedules, in timed batches as the cancels. Each pushes its timer back to the batch's
+// clock read plus the timer's delay; what each result means, and the bound it is checked against,
+// in workload.hpp ("Reschedules"). t1, the read after the batch, is after each call returned.
+std::size_t Producer::move_own() {
+  Slot* slots = shared_.slots;
+  const std::int64_t tick = o_.tick_ns;
+  const std::size_t total = own_moves_.size();
+  for (std::size_t from = 0; from < total; from += kBatch) {
+    const std::size_t n = std::min(kBatch, total - from);
+    const std::int64_t now = Clock::now();
+    for (std::size_t i = 0; i < n; ++i) {
+      Slot& slot = slots[own_moves_[from + i]];
+      // Relaxed loads: this thread wrote them. The stores come before the call, so the move's
+      // record publishes them to the callback; release on moved_to pairs with the callback's
+      // acquire, so a moved_to it sees comes with this moved_from.
+      move_from_[i] = slot.moved_to.load(std::memory_order_relaxed);
+      move_to_[i] = std::max(move_from_[i], now + slot.idle_ns);
+      slot.moved_from.store(move_from_[i], std::memory_order_relaxed);
+      slot.moved_to.store(move_to_[i], std::memory_order_release);
+    }
+    const std::int64_t t0 = Clock::now();
+    for (std::size_t i = 0; i < n; ++i) {
+      results_[i] = slots[own_moves_[from + i]].timer.reschedule(Clock::at(move_to_[i])) ? 1 : 0;
+    }
+    const std::int64_t t1 = Clock::now();
+    moves.times.calls.add(n);
+    moves.times.ns.add(static_cast<std::uint64_t>(t1 - t0));
+    moves.times.batches.add(1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t s = own_moves_[from + i];
+      const std::uint32_t seq = own_move_seqs_[from + i];
+      Slot& slot = slots[s];
+      // Whether a pass could have claimed the timer at the deadline it had, before the call
+      // returned (workload.hpp): only then may the move lose to the fire, or reschedule() refuse.
+      const bool old_came = due_at_tick(move_from_[i], tick) <= t1 + kMoveSlackNs;
+      if (results_[i] != 0) {
+        moves.moved.add(1);
+        slot.move_flags |= kMoved;
+        slot.moves_left = old_came ? 0 : static_cast<std::uint8_t>(slot.moves_left - 1);
+        if (old_came) slot.move_flags |= kRaced;  // it may fire at either deadline: moved no more
+        if (slot.moves_left != 0) {
+          plan_move(s, seq, t1, move_to_[i]);
+        } else {
+          calendar_.push(Event::make(move_to_[i] + retry_ns_, s, seq, EventKind::check));
+        }
+        continue;
+      }
+      moves.refused.add(1);
+      if (!old_came) ++moves.refused_pending;
+      // The timer keeps the deadline it had (the last move that returned true, or its first).
+      slot.moved_to.store(move_from_[i], std::memory_order_relaxed);
+      slot.moves_left = 0;
+      calendar_.push(Event::make(t1 + retry_ns_, s, seq, EventKind::check));
+    }
+  }
+  own_moves_.clear();
+  own_move_seqs_.clear();
+  return total;
+}
+
 void Producer::flush_jobs() {
   for (std::size_t i = 0; i < jobs_.size(); ++i) {
     if (!jobs_[i].empty()) shared_.cancellers[i]->post(jobs_[i]);
@@ -341,6 +458,7 @@ void Producer::loop() {
     const std::int64_t now = Clock::now();
     std::size_t work = calendar_.run_due(now, kEventBudget, [&](const Event& e) { on_event(e, now); });
     work += cancel_own(now);
+    work += move_own();
     flush_jobs();
     if (now >= next_burst) {
       if (!burst_idle_.empty()) {

@@ -1,6 +1,6 @@
-// stress/producer.hpp — the threads that load the engine: producers, which keep their slots armed
-// and cancel a share of their timers, and cancellers, which take a share of those cancels from
-// other threads.
+// stress/producer.hpp — the threads that load the engine: producers, which keep their slots armed,
+// cancel a share of their timers and push another share back (reschedule), and cancellers, which
+// take a share of those cancels from other threads.
 //
 // A producer, on its thread:
 //   1. schedules one probe timer (an hour out) and cancels it: the engine keeps all of a thread's
@@ -13,13 +13,17 @@
 //   2. arms its share of the periodic timers at random phases over one period (schedule_every), each
 //      with its slot's policy (workload.hpp), and for a share of them (--periodic-cancel) puts a
 //      cancel in its calendar at a time uniform between the first run and the end of the run;
-//   3. loops until told to stop: runs the due events of its calendar (a cancel, or a check that
-//      finds a slot's timer fired or cancelled), cancels what is due, re-arms what is resolved, and
-//      sleeps when there is nothing to do. Every re-arm draws a new delay and a fate: with
-//      probability cancel_share a cancel at a time uniform between now and the deadline, else a
-//      check just after the deadline. A refused schedule (a full shard) puts the slot back in line
-//      and pauses re-arms for a back-off that doubles while refusals go on.
-// Schedule and cancel calls are made in batches of at most kBatch (a burst is one batch), each
+//   3. loops until told to stop: runs the due events of its calendar (a cancel, a reschedule, or a
+//      check that finds a slot's timer fired or cancelled), cancels and reschedules what is due,
+//      re-arms what is resolved, and sleeps when there is nothing to do. Every re-arm draws a new
+//      delay and a fate: with probability cancel_share a cancel at a time uniform between now and
+//      the deadline; with probability reschedule_share 1 to kMaxMoves reschedules, each at a time
+//      uniform between the previous one (or the schedule) and the deadline, pushing the deadline to
+//      that time plus the delay, then a check just after the last deadline (workload.hpp,
+//      "Reschedules", for what each result must mean and how the fire is judged); else a check
+//      just after the deadline. A refused schedule (a full shard) puts the slot back in line and
+//      pauses re-arms for a back-off that doubles while refusals go on.
+// Schedule, cancel and reschedule calls are made in batches of at most kBatch (a burst is one batch), each
 // bracketed by two clock reads with nothing else inside (a periodic timer's schedule call has a
 // bracket of its own, see start_periodic()), so the time inside the engine's calls is measured
 // apart from the harness's own planning and bookkeeping.
@@ -66,6 +70,20 @@ struct CallTimes {
   Counter batches;
 };
 
+// The reschedules one producer made, and the fires of the timers they moved. Single writer.
+struct MoveCounters {
+  CallTimes times;
+  Counter moved;    // reschedule() returned true
+  Counter refused;  // ... false: the timer had fired or was firing
+  // Single writer; read at the end. Fires of moved timers, judged against their deadlines
+  // (judge_moved_fire()):
+  std::uint64_t fires = 0;
+  std::uint64_t raced = 0;  // at the deadline before the last move, which had come: allowed
+  std::uint64_t early = 0;  // before the earliest deadline the moves left it, or its tick: a broken rule
+  // reschedule() returned false, though no pass could have claimed the timer yet: a broken rule.
+  std::uint64_t refused_pending = 0;
+};
+
 // A cancel handed to a canceller thread.
 struct CancelJob {
   Timer timer;
@@ -105,6 +123,7 @@ class Producer {
   Counter scheduled;       // calls that returned a timer
   Counter rejected;        // calls that returned a failure
   CancelCounters cancels;  // the cancels this producer made itself
+  MoveCounters moves;      // the reschedules it made (all of them: none is handed to a canceller)
   Counter delegated;       // cancels handed to canceller threads
   Counter calendar_bytes;  // its calendar's storage, which grows with the population
   Counter bursts;
@@ -131,12 +150,15 @@ class Producer {
     double cancel_at;    // share of the delay at which to cancel, or < 0: let it fire
     std::int64_t deadline;
     std::int64_t call_ns = 0;  // periodic: between the clock reads before and after its schedule
+    std::uint8_t moves = 0;    // reschedules planned (cancel_at < 0 then)
   };
 
   bool probe();
   void loop();
   void on_event(const Event& e, std::int64_t now);
   std::size_t cancel_own(std::int64_t now);
+  std::size_t move_own();
+  void plan_move(std::uint32_t slot, std::uint32_t seq, std::int64_t from, std::int64_t deadline);
   void flush_jobs();
   void arm(std::span<const std::uint32_t> slots, bool burst);
   void start_periodic();
@@ -156,6 +178,10 @@ class Producer {
   DelayDraw delay_;
   std::bernoulli_distribution cancel_pick_;
   std::bernoulli_distribution periodic_cancel_pick_;
+  // Of the timers not cancelled, the share rescheduled (reschedule_share / (1 - cancel_share)), and
+  // how many times; no draw at all with --reschedule-share 0, so the older runs' fates replay.
+  std::bernoulli_distribution move_pick_;
+  std::uniform_int_distribution<unsigned> move_count_{1, kMaxMoves};
   std::uniform_real_distribution<double> unit_{0.0, 1.0};
   Calendar calendar_;
   std::int64_t retry_ns_;  // when a check finds the timer still pending, look again
@@ -170,6 +196,10 @@ class Producer {
   std::vector<Plan> plan_;
   std::vector<std::uint32_t> own_cancels_;  // slots whose cancel is due, made by this thread
   std::vector<std::uint32_t> own_seqs_;
+  std::vector<std::uint32_t> own_moves_;  // slots whose reschedule is due, with their seqs
+  std::vector<std::uint32_t> own_move_seqs_;
+  std::vector<std::int64_t> move_from_;  // per call of a reschedule batch: the deadline it moves
+  std::vector<std::int64_t> move_to_;    // ... and the one it asks for
   std::vector<std::uint8_t> results_;
   std::vector<std::vector<CancelJob>> jobs_;  // per canceller, flushed once per loop
   std::size_t next_route_ = 0;                // round robin: 0 = this thread, i = canceller i-1
@@ -208,5 +238,10 @@ class Canceller {
 // rule if the instance had fired). A periodic slot (see workload.hpp) goes to cancelled_in_run
 // instead if a run is recorded in progress.
 void settle_cancel(Slot& slot, std::uint32_t seq, bool won, bool periodic, CancelCounters& c) noexcept;
+
+// A one-shot slot seen (seq, fired) through an acquire load: if a reschedule of the instance returned
+// true, judges its fire (judge_moved_fire()) into `c` and clears the slot's move flags, so it is
+// judged once. The producer calls it before a re-arm; the end checks for the slots it did not.
+void settle_moved_fire(Slot& slot, std::int64_t tick, MoveCounters& c) noexcept;
 
 }  // namespace tickwheel::stress

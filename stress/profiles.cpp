@@ -14,14 +14,16 @@ constexpr std::int64_t kSecond = 1'000 * kMs;
 
 constexpr std::array kProfiles{
     Profile{"default",
-            "1M one-shot timers (uniform 1ms..10s, half cancelled), 10k periodic at 100ms (every policy, 10% "
-            "cancelled), 4 RepeatedTimers",
+            "1M one-shot timers (uniform 1ms..10s, half cancelled, a fifth pushed back by reschedule), 10k "
+            "periodic at 100ms (every policy, 10% cancelled), 4 RepeatedTimers",
             [](Options&) {}},
     Profile{"gateway",
-            "2M request (1s) and idle (30s) timeouts, 95% cancelled and re-armed as on every message",
+            "2M request (1s) and idle (30s) timeouts, 95% cancelled and re-armed as on every message, the "
+            "other 5% pushed back by reschedule",
             [](Options& o) {
               o.timers = 2'000'000;
               o.cancel_share = 0.95;
+              o.reschedule_share = 0.05;
               o.delay = DelayKind::bimodal;
               o.delay_short_ns = 1 * kSecond;
               o.delay_long_ns = 30 * kSecond;
@@ -49,12 +51,14 @@ constexpr std::array kProfiles{
               o.tick_ns = 100 * kMs;
             }},
     Profile{"mixed",
-            "500k exponential one-shots (80% cancelled, 2 canceller threads), 50k periodic, 100k bursts",
+            "500k exponential one-shots (80% cancelled, 2 canceller threads, 10% pushed back by reschedule), "
+            "50k periodic, 100k bursts",
             [](Options& o) {
               o.timers = 500'000;
               o.delay = DelayKind::exponential;
               o.delay_mean_ns = 2 * kSecond;
               o.cancel_share = 0.8;
+              o.reschedule_share = 0.1;
               o.cancellers = 2;
               o.periodic = 50'000;
               o.period_ns = 250 * kMs;
@@ -87,6 +91,7 @@ constexpr std::array kProfiles{
               o.lead_ns = 2 * kSecond;
               o.rearm = false;
               o.cancel_share = 0;
+              o.reschedule_share = 0;
               o.cancellers = 0;
               o.periodic = 0;
               o.repeated = 0;

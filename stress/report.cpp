@@ -337,6 +337,19 @@ void check_accounting(Report& r) {
   rule(r, r.cancel_true_not_pending != 0,
        format("%llu cancel() calls returned true for a timer that had already fired",
               ull(r.cancel_true_not_pending)));
+  rule(r, r.moved_early != 0,
+       format("%llu rescheduled timers fired before the deadline a reschedule() that returned true gave "
+              "them (rounded up to the tick), though the deadline before it had not come when it returned",
+              ull(r.moved_early)));
+  rule(r, r.refused_pending != 0,
+       format("%llu reschedule() calls returned false for a timer whose deadline had not come, which no "
+              "pass could have claimed",
+              ull(r.refused_pending)));
+  rule(r, r.engine.rescheduled > r.rescheduled || r.rescheduled < r.engine.rescheduled + r.moved_raced,
+       format("Engine::stats().rescheduled is %llu: more than the %llu reschedule() calls that returned "
+              "true, or more than those less the %llu moves a fire at the deadline before won (each "
+              "such move is dropped)",
+              ull(r.engine.rescheduled), ull(r.rescheduled), ull(r.moved_raced)));
   rule(r, r.off_shard != 0,
        format("%llu timers landed on another shard than their thread's home shard", ull(r.off_shard)));
   rule(r, r.probe_failures != 0,
@@ -480,6 +493,20 @@ void print_report(const Report& r, std::ostream& out) {
                 static_cast<double>(r.oneshot_cancelled() + r.oneshot_fired())
           : 0.0,
       o.cancel_share);
+  const double move_ns =
+      ns_per_call(r.reschedule_ns, r.reschedule_batches, r.reschedule_calls, r.clock_read_ns);
+  s += format(
+      "reschedule  %llu calls (%.0f/s), all from producers (each posted to the shard): %llu true, %llu "
+      "false (the timer had fired or was firing); the engine applied %llu moves (asked %g of one-shots)\n"
+      "            inside reschedule(): %.1f ns per call net of the clock (%.1f calls per timed batch); "
+      "%llu fires of moved timers checked against the deadline they had, %llu of them at the deadline "
+      "before the last move, which had come while the move was on its way (allowed)\n",
+      ull(r.reschedule_calls), per_second(r.reschedule_calls, r.run_s), ull(r.rescheduled),
+      ull(r.reschedule_refused), ull(r.engine.rescheduled), o.reschedule_share, move_ns,
+      r.reschedule_batches
+          ? static_cast<double>(r.reschedule_calls) / static_cast<double>(r.reschedule_batches)
+          : 0.0,
+      ull(r.moved_fires), ull(r.moved_raced));
   s += format("fire        %llu callbacks (%.0f/s), of which %llu periodic runs (%.0f/s)\n", ull(r.fired),
               per_second(r.fired, r.run_s), ull(r.periodic_runs), per_second(r.periodic_runs, r.run_s));
   s += "  lateness, callback start - deadline (us), every fire:\n    " + percentile_line(r.lateness) + "\n";
@@ -553,10 +580,12 @@ void print_report(const Report& r, std::ostream& out) {
   s += format(
       "            double fires %llu, overlapping periodic runs %llu, fired after cancel %llu, stray fires "
       "%llu, early fires %llu (min lateness %.3f us), fired before the tick %llu, cancel true on a fired "
-      "timer %llu, off-shard %llu, unrecorded callbacks %llu\n",
+      "timer %llu, fired before a rescheduled deadline %llu, reschedule false while pending %llu, "
+      "off-shard %llu, unrecorded callbacks %llu\n",
       ull(r.double_fires), ull(r.overlapping_runs), ull(r.fired_after_cancel), ull(r.stray_fires),
       ull(r.early_fires), us(static_cast<double>(r.min_lateness_ns)), ull(r.fired_before_tick),
-      ull(r.cancel_true_not_pending), ull(r.off_shard), ull(r.unrecorded_fires));
+      ull(r.cancel_true_not_pending), ull(r.moved_early), ull(r.refused_pending), ull(r.off_shard),
+      ull(r.unrecorded_fires));
   s += format(
       "            at stop: %llu slots pending, %llu timers handed to stop()'s visitor (stop(visit) returned "
       "%llu), %llu of them refused cancel(), %llu pending slots not among them; stale cancels %llu, of "
@@ -601,6 +630,7 @@ std::string report_json(const Report& r) {
   json.field("producers", std::uint64_t{o.producers});
   json.field("schedule_rate", o.schedule_rate);
   json.field("cancel_share", o.cancel_share);
+  json.field("reschedule_share", o.reschedule_share);
   json.field("cancellers", std::uint64_t{o.cancellers});
   json.field("delay", name_of(o.delay));
   json.field("delay_min_ns", o.delay_min_ns);
@@ -815,6 +845,19 @@ std::string report_json(const Report& r) {
   json.field("ns_per_call", ns_per_call(r.cancel_ns, r.cancel_batches, r.cancel_calls, r.clock_read_ns));
   json.end_object();
 
+  json.begin_object("reschedule");
+  json.field("calls", r.reschedule_calls);
+  json.field("returned_true", r.rescheduled);
+  json.field("returned_false", r.reschedule_refused);
+  json.field("per_second", per_second(r.reschedule_calls, r.run_s));
+  json.field("batches", r.reschedule_batches);
+  json.field("ns", r.reschedule_ns);
+  json.field("ns_per_call",
+             ns_per_call(r.reschedule_ns, r.reschedule_batches, r.reschedule_calls, r.clock_read_ns));
+  json.field("moved_fires", r.moved_fires);
+  json.field("raced", r.moved_raced);
+  json.end_object();
+
   json.begin_object("fire");
   json.field("count", r.fired);
   json.field("per_second", per_second(r.fired, r.run_s));
@@ -878,6 +921,7 @@ std::string report_json(const Report& r) {
   json.field("rejected", e.rejected);
   json.field("rearmed", e.rearmed);
   json.field("skipped", e.skipped);
+  json.field("rescheduled", e.rescheduled);
   json.field("executing", e.executing);
   json.field("pending", e.pending);
   json.field("queue_depth", e.queue_depth);
@@ -980,6 +1024,8 @@ std::string report_json(const Report& r) {
   json.field("early_fires", r.early_fires);
   json.field("fired_before_tick", r.fired_before_tick);
   json.field("cancel_true_not_pending", r.cancel_true_not_pending);
+  json.field("moved_early", r.moved_early);
+  json.field("refused_pending", r.refused_pending);
   json.field("off_shard", r.off_shard);
   json.field("probe_failures", r.probe_failures);
   json.field("unrecorded_fires", r.unrecorded_fires);

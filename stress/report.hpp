@@ -156,6 +156,16 @@ struct Report {
   std::uint64_t cancel_ns = 0;
   std::uint64_t cancels_by_cancellers = 0;  // of cancel_calls, made by canceller threads
 
+  // Reschedules, all by producers (workload.hpp, "Reschedules"), and the fires of the timers they
+  // moved, each judged against the deadlines the moves left it.
+  std::uint64_t reschedule_calls = 0;
+  std::uint64_t rescheduled = 0;         // returned true
+  std::uint64_t reschedule_refused = 0;  // returned false: the timer had fired or was firing
+  std::uint64_t reschedule_batches = 0;
+  std::uint64_t reschedule_ns = 0;
+  std::uint64_t moved_fires = 0;  // fires of timers some reschedule() moved, judged
+  std::uint64_t moved_raced = 0;  // of those, at the deadline before the last move (allowed: it had come)
+
   // Fires.
   std::uint64_t fired = 0;          // callbacks run, periodic runs included
   std::uint64_t periodic_runs = 0;  // each followed by the timer's next period, or its end by a cancel
@@ -218,6 +228,8 @@ struct Report {
   std::uint64_t early_fires = 0;
   std::uint64_t fired_before_tick = 0;
   std::uint64_t cancel_true_not_pending = 0;
+  std::uint64_t moved_early = 0;      // a moved timer fired before the deadline it must wait for
+  std::uint64_t refused_pending = 0;  // reschedule() false for a timer no pass could have claimed
   std::uint64_t off_shard = 0;
   std::uint64_t probe_failures = 0;
   std::uint64_t unrecorded_fires = 0;  // callbacks on more threads than workers and pool threads

@@ -62,15 +62,16 @@ Recorder* Recorders::mine(std::uint32_t slot) noexcept {
   return t_claim.recorder;
 }
 
-void Recorders::record(Recorder& r, std::int64_t t, std::int64_t deadline) noexcept {
-  const std::int64_t late = t - deadline;
+void Recorders::record(Recorder& r, std::int64_t t, std::int64_t first, std::int64_t at) noexcept {
+  const std::int64_t late = t - at;  // negative only if at == first (see on_fire)
   if (late < 0) ++r.early_fires;
   r.min_lateness_ns = std::min(r.min_lateness_ns, late);
   r.oneshot_lateness.record(late > 0 ? static_cast<std::uint64_t>(late) : 0);
-  // The wheel's ticks count from steady_clock's epoch, the axis of `deadline`, so this is the
+  // The wheel's ticks count from steady_clock's epoch, the axis of the deadlines, so this is the
   // engine's own due time: the part of the lateness that the tick does not explain starts here.
-  const std::int64_t due = (deadline + tick_ns_ - 1) / tick_ns_ * tick_ns_;
-  if (t < due) ++r.fired_before_tick;
+  // The rule takes the first deadline (every later one follows it), the measure the lateness's.
+  if (t < due_at_tick(first, tick_ns_)) ++r.fired_before_tick;
+  const std::int64_t due = due_at_tick(at, tick_ns_);
   r.past_tick.record(t > due ? static_cast<std::uint64_t>(t - due) : 0);
   r.fired.add(1);
 }
@@ -79,13 +80,25 @@ void Recorders::on_fire(std::int64_t t, std::int64_t deadline, std::uint32_t slo
                         std::uint32_t seq) noexcept {
   Recorder* r = mine(slot);
   if (r == nullptr) return;
-  record(*r, t, deadline);
+  Slot& s = slots_[slot];
+  // The latest deadline of the instance not after t (see "Reschedules" in the header): 0 is none,
+  // and the producer reset both before the schedule's hand-off, so neither is an older instance's.
+  // Acquire: pairs with the producer's release store of moved_to, so that a moved_to of the next
+  // move comes with its moved_from, the deadline this fire may be for.
+  std::int64_t at = deadline;
+  const std::int64_t to = s.moved_to.load(std::memory_order_acquire);
+  const std::int64_t from = s.moved_from.load(std::memory_order_relaxed);
+  if (to <= t) at = std::max(at, to);
+  if (from <= t) at = std::max(at, from);
+  record(*r, t, deadline, at);
+  // Relaxed: the compare-and-swap's release below publishes it.
+  s.fired_at.store(t, std::memory_order_relaxed);
   std::uint32_t found = slot_word(seq, SlotState::pending);
   // acq_rel: the acquire half pairs with the arming thread's store of (seq, pending) (which the
   // engine's hand-off also publishes); the release half pairs with the producer's acquire load
-  // that sees (seq, fired) and re-arms the slot.
-  if (slots_[slot].state.compare_exchange_strong(found, slot_word(seq, SlotState::fired),
-                                                 std::memory_order_acq_rel, std::memory_order_acquire)) {
+  // that sees (seq, fired) and re-arms the slot (or judges the fire first, see judge_moved_fire()).
+  if (s.state.compare_exchange_strong(found, slot_word(seq, SlotState::fired), std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
     return;
   }
   if (seq_of(found) != seq || state_of(found) == SlotState::idle) {
@@ -95,6 +108,15 @@ void Recorders::on_fire(std::int64_t t, std::int64_t deadline, std::uint32_t slo
   } else {
     ++r->fired_after_cancel;
   }
+}
+
+MovedFire judge_moved_fire(const Slot& slot, std::int64_t t, std::int64_t tick) noexcept {
+  // Relaxed: read by the producer that wrote them (or after it was joined).
+  const std::int64_t to = slot.moved_to.load(std::memory_order_relaxed);
+  const std::int64_t earliest =
+      (slot.move_flags & kRaced) != 0 ? slot.moved_from.load(std::memory_order_relaxed) : to;
+  if (t < due_at_tick(earliest, tick)) return MovedFire::early;
+  return t < to ? MovedFire::raced : MovedFire::on_time;
 }
 
 void Recorders::on_probe(Recorder& r, std::int64_t t, std::uint32_t slot) noexcept {

@@ -69,6 +69,44 @@
 // must be at least that; it must also be no more than the skip
 // timers' grid points that passed without a run (the skip bound, computed at the end).
 //
+// Reschedules (--reschedule-share). A share of the one-shot instances are idle timeouts: at
+// planned moments before the deadline, up to kMaxMoves times, the producer pushes the timer back with
+// Timer::reschedule() to that moment plus the instance's delay (Slot::idle_ns) instead of cancelling
+// it; the slot's state word does not move (the instance stays (seq, pending) until it fires). The
+// producer is never the shard's thread, so every call is the posted kind, whose contract
+// (tickwheel/engine.hpp) is weaker than "never before the new deadline once it returned true":
+//   true   the timer was pending when asked; the shard's next pass applies the move before it runs
+//          anything, unless the timer runs first: it may still fire once at the old deadline, if
+//          that deadline came while the move was on its way;
+//   false  nothing touched: the timer fired or is firing (the harness never cancels a timer it
+//          reschedules, and stops the engine only after joining the producers).
+// "Came while on its way" has a bound the harness can check: a pass runs only what is due at the
+// clock read it starts with (PassReport::start; poll()'s `now`), and that read comes before the
+// pass drains the moves. So a timer that runs at its old deadline ran in a pass that had read its
+// clock, at or past that deadline's tick, before it could see the move: before the call returned.
+// With t1 a clock read after the call (the end of its timed batch), and due() a deadline rounded
+// up to the tick:
+//   true,  due(old) > t1 + kMoveSlackNs   no pass could have claimed it at the old deadline: it must
+//                                         fire at or after due(new), else a broken rule (moved_early);
+//   true,  otherwise                      it may fire at either; one before the new deadline is
+//                                         counted (raced), and no further move is planned for it;
+//   false, due(old) > t1 + kMoveSlackNs   a broken rule: refused while no pass could have claimed it
+//                                         (refused_pending; a failure to post the move for want of
+//                                         memory would land here too, and is not expected);
+//   false, otherwise                      the fire comes (or came) at the old deadline.
+// kMoveSlackNs compares clock reads of two CPUs: a clock read is not a fence (the load after it
+// may run before it), and two CPUs' clocks differ by the TSC's synchronisation error; 10 us is far
+// above both, and exempts only moves asked within 10 us of the old deadline's tick. Deadlines only
+// ever move later, and a timer whose move may have raced is moved no more, so the earliest time it
+// may fire is moved_to, or moved_from after a raced move (kRaced).
+//   Who checks what: t1 is known only after the call, and nothing hands it to the callback, so the
+// callback stores its clock read (Slot::fired_at) and the producer judges the fire when a check
+// finds the slot fired (judge_moved_fire(); the end checks judge those fired after its last look).
+// The callback's own rules (early_fires, fired_before_tick) stay against the callable's deadline,
+// the first one, which every later one follows: exact for every instance. Its lateness is measured
+// against the latest of that deadline, moved_from and moved_to that is not after its start: exact
+// unless a move raced the fire.
+//
 // Tick probes. One more periodic timer per shard, put there by the driver with schedule_every_on()
 // at a period of one tick (Misfire::fire_once_now, so a stall is one late run, not a run of
 // catch-up runs): the harness's view of each shard's tick lag, one sample per tick, the engine-side
@@ -139,6 +177,10 @@ enum class SlotState : std::uint32_t {
   ran_after_cancel = 5,  // periodic: the one run begun before its cancel() returned has started
 };
 
+// Reschedules (see the header): the most per instance, and the slack of the race bound.
+inline constexpr unsigned kMaxMoves = 3;
+inline constexpr std::int64_t kMoveSlackNs = 10'000;
+
 inline constexpr unsigned kStateBits = 3;
 inline constexpr std::uint32_t kSeqMask = (std::uint32_t{1} << (32 - kStateBits)) - 1;
 constexpr std::uint32_t slot_word(std::uint32_t seq, SlotState s) noexcept {
@@ -150,13 +192,54 @@ constexpr SlotState state_of(std::uint32_t word) noexcept {
 }
 constexpr std::uint32_t next_seq(std::uint32_t seq) noexcept { return (seq + 1) & kSeqMask; }
 
-struct Slot {
+// One slot: the state word, the handle, and what a one-shot instance's reschedules need (see
+// "Reschedules" above). One cache line: 1M slots take 64 MiB, allocated before the RSS baseline.
+struct alignas(kCacheLine) Slot {
   std::atomic<std::uint32_t> state{0};  // see the header comment for who writes it
+  // Owner: the slot's producer (and the end checks, after it is joined). The reschedules still
+  // planned for the current instance, and what the ones made so far leave to check (kMoved...).
+  std::uint8_t moves_left = 0;
+  std::uint8_t move_flags = 0;
   // The handle of the current instance. Written by the slot's arming thread only (its producer),
   // read by it, by canceller threads through a copy passed with the job, and by the end checks
   // after every thread that writes it has been joined.
   Timer timer;
+  // The one-shot callback's clock read, stored (relaxed) before its compare-and-swap, whose release
+  // publishes it to the producer that sees (seq, fired).
+  std::atomic<std::int64_t> fired_at{0};
+  // The instance's deadline before its last reschedule and the one that reschedule asked for
+  // (steady_clock ns; 0 = none: the callable's deadline). Written by the producer (reset before
+  // the schedule call, set before each reschedule call, so the hand-off or the move's record
+  // publishes them), read by the callback for the deadline its lateness is measured against.
+  std::atomic<std::int64_t> moved_from{0};
+  std::atomic<std::int64_t> moved_to{0};
+  // Owner: the slot's producer. The instance's delay: each reschedule puts the deadline this far
+  // past the moment it is made (an idle timeout reset by activity).
+  std::int64_t idle_ns = 0;
 };
+static_assert(sizeof(Slot) == kCacheLine, "a slot is one cache line (see above)");
+
+// Slot::move_flags.
+inline constexpr std::uint8_t kMoved = 1;  // a reschedule returned true: the fire is checked by the
+                                           // producer against moved_to (cleared once checked)
+inline constexpr std::uint8_t kRaced = 2;  // ... the last one was asked once the deadline before it had
+                                           // come: the timer may fire at either (moved_from or moved_to)
+
+// The engine's due time of a deadline: rounded up to the tick, whose grid starts at steady_clock's
+// epoch (the axis of every deadline here).
+constexpr std::int64_t due_at_tick(std::int64_t deadline, std::int64_t tick) noexcept {
+  return (deadline + tick - 1) / tick * tick;
+}
+
+// What the fire of a one-shot instance that was moved says about its reschedules (see
+// "Reschedules" above): `t` its callback's clock read.
+enum class MovedFire : std::uint8_t {
+  on_time,  // at or after the deadline of the last reschedule that returned true
+  raced,    // before it, but at or after the deadline before it, which had come while that move was
+            // on its way (the engine's contract lets it fire there, once)
+  early,    // before the earliest deadline it may fire at, rounded up to the tick: a broken rule
+};
+MovedFire judge_moved_fire(const Slot& slot, std::int64_t t, std::int64_t tick) noexcept;
 
 // A half-open range of slot numbers.
 struct SlotRange {
@@ -171,7 +254,8 @@ class Recorders;
 // The callable of a one-shot timer: 24 bytes, trivially copyable, so the engine stores it inline.
 struct FireOnce {
   Recorders* recorders;
-  std::int64_t deadline;  // steady_clock ns, exactly the time point given to schedule_at()
+  std::int64_t deadline;  // steady_clock ns, exactly the time point given to schedule_at() (a
+                          // reschedule moves it later: see Slot::moved_to)
   std::uint32_t slot;
   std::uint32_t seq;
   void operator()() const noexcept;
@@ -222,7 +306,8 @@ class alignas(kCacheLine) Recorder {
  public:
   // Written by the recorder's thread, read at any time (the sampler) with relaxed loads. Lateness
   // is kept per kind, one-shot and periodic, so that each can be read apart.
-  ConcurrentHistogram oneshot_lateness;   // callback start - deadline, ns (an early fire counts as 0)
+  ConcurrentHistogram oneshot_lateness;   // callback start - deadline, ns (an early fire counts as 0;
+                                          // a rescheduled timer's deadline: see "Reschedules")
   ConcurrentHistogram periodic_lateness;  // callback start - the run's grid point
   ConcurrentHistogram past_tick;          // callback start - deadline rounded up to the tick, both kinds
   Counter fired;                          // callbacks run, periodic runs included
@@ -234,8 +319,8 @@ class alignas(kCacheLine) Recorder {
   std::uint64_t fired_after_cancel = 0;
   std::uint64_t stray_fires = 0;
   std::uint64_t overlapping_runs = 0;   // a periodic run that started while another one ran
-  std::uint64_t early_fires = 0;        // one-shot callback start < deadline
-  std::uint64_t fired_before_tick = 0;  // one-shot callback start < deadline rounded up to the tick
+  std::uint64_t early_fires = 0;        // one-shot callback start < its first deadline
+  std::uint64_t fired_before_tick = 0;  // one-shot callback start < that rounded up to the tick
   std::int64_t min_lateness_ns = std::numeric_limits<std::int64_t>::max();
   // Periodic runs by kind (not the probes'); skips a forced misfire made certain (see the header);
   // the allowed runs begun before a periodic cancel() returned.
@@ -321,7 +406,8 @@ class Recorders {
 
  private:
   Recorder* mine(std::uint32_t slot) noexcept;
-  void record(Recorder& r, std::int64_t t, std::int64_t deadline) noexcept;
+  // `first`: the instance's first deadline; `at`: the one its lateness is measured against.
+  void record(Recorder& r, std::int64_t t, std::int64_t first, std::int64_t at) noexcept;
   void on_probe(Recorder& r, std::int64_t t, std::uint32_t slot) noexcept;
   // A periodic run's timing: its check, its lateness, a forced misfire, the next run's bound.
   void time_run(Recorder& r, std::int64_t t, std::uint32_t slot) noexcept;

@@ -28,7 +28,7 @@ import time
 
 # The report's counters that must be zero in a run that kept every rule (see stress/report.cpp).
 MUST_BE_ZERO = ["double_fires", "overlapping_runs", "fired_after_cancel", "stray_fires", "early_fires", "fired_before_tick",
-                "cancel_true_not_pending", "off_shard", "probe_failures", "returned_cancel_false",
+                "cancel_true_not_pending", "moved_early", "refused_pending", "off_shard", "probe_failures", "returned_cancel_false",
                 "pending_not_returned", "stale_cancel_true", "unrecorded_fires"]
 
 # Populations per profile, scaled down from the profile's own so that a run's fill takes a small part
