@@ -215,10 +215,12 @@ class Timer {
   //     the thread that owns it, Engine::own_shard): the move is done before this returns; true
   //     iff the timer was pending and now runs at the new deadline (exact, as Wheel::reschedule);
   //   - any other thread: true iff the timer was pending when asked; the move is then posted to the
-  //     shard (a record on its cancel queue, which each pass drains before it runs anything), which
-  //     applies it iff the timer is still pending then. So it takes effect at the shard's next pass
-  //     unless the timer runs first (its old deadline came while the record was on its way: it
-  //     fires once, at the old deadline, and the move is dropped) or is cancelled first. A hand-off
+  //     shard (a record on its move queue, which each pass drains, after its cancels, before it runs
+  //     anything), which applies it iff the timer is still pending then. So it takes effect at the
+  //     shard's next pass unless the timer runs first or is cancelled first. It can run first only
+  //     at its old deadline, in a pass whose clock read (the `now` it runs what is due at) reached
+  //     that deadline's tick before this call returned: a pass reads its clock before it drains
+  //     the moves. Then it fires once, at the old deadline, and the move is dropped. A hand-off
   //     not yet taken in by the shard is moved too (its deadline rewritten before it is linked). If
   //     the new deadline is before the sleeping worker's planned wake-up, it is woken (a system
   //     call), as for a hand-off due that early.
