@@ -366,11 +366,16 @@ void EngineCore::start() {
 }
 
 std::size_t EngineCore::shut_down(const HandBack* back) {
-  if (own_pass() != nullptr || current_task_engine() == this || t_handing_back == this) {
+  // The owner of a shard may stop the engine outside a pass (request_stop() lets its shard go);
+  // from inside one, or from a task or the hand-back, it would wait for itself, and from a walk of
+  // its shard the drain would change the lists under the walk.
+  const Shard* const owned = own_pass();
+  if (running_pass() != nullptr || (owned != nullptr && owned->walking()) || current_task_engine() == this ||
+      t_handing_back == this) {
     throw std::logic_error(
         "tickwheel::Engine::stop() called from inside one of its timer callbacks (or its own "
-        "hand-back visitor): it would join the thread it runs on, or wait for itself; call it from "
-        "another thread");
+        "hand-back visitor, or a for_each_pending() visitor): it would join the thread it runs on, "
+        "or wait for itself; call it from another thread");
   }
   std::unique_lock lock(lifecycle_mutex_);
   if (!stopped_.load(std::memory_order_relaxed)) {

@@ -109,9 +109,15 @@ class EngineCore final : public ShardHost {
   // Or the shard the calling thread owns (Engine::own_shard), if it is one of this engine's: its
   // schedules and cancels go straight into the wheel, as a callback's do.
   Shard* own_pass() const noexcept {
-    Shard* own = current_shard();
-    if (own == nullptr) own = owned_shard();
+    if (Shard* running = running_pass()) return running;
+    Shard* own = owned_shard();
     return own != nullptr && &own->host() == this ? own : nullptr;
+  }
+  // The first half of own_pass(): the shard whose pass the calling thread is in, if one of this
+  // engine's (a callback running inline; stop() from it would wait for itself).
+  Shard* running_pass() const noexcept {
+    Shard* running = current_shard();
+    return running != nullptr && &running->host() == this ? running : nullptr;
   }
   // A hand-off that found stopped_ set once it was in the queue: it stands if stop() drained it,
   // else it is taken back and fails with Status::stopped.

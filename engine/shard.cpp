@@ -377,9 +377,11 @@ void Shard::start_manual() {
 
 std::size_t Shard::poll(Nanos now, std::size_t limit) {
   const bool owner = t_owned.shard == this;  // holds polling_ already, from own() until it lets go
-  // walking_ is read only by the shard's owner (a walk from a callback is inside a poll, caught by
-  // the first test; any other thread's poll is refused by polling_, which the owner holds).
-  if (t_current_shard == this || (owner && walking_) ||
+  // walking_ and in_poll_pass_ are read only by the shard's owner: a walk from a callback is inside
+  // a poll, caught by the first test; the owner's poll from a callback of another shard polled
+  // inside this one's pass (t_current_shard is that other shard) by the second; any other
+  // thread's poll is refused by polling_, which the owner or the outer poll holds.
+  if (t_current_shard == this || (owner && (walking_ || in_poll_pass_)) ||
       (!owner && polling_.exchange(true, std::memory_order_seq_cst))) {
     throw std::logic_error("tickwheel::Engine::poll: shard " + std::to_string(index_) +
                            " is being polled by another thread, owned by one, or polled from one of its own "
@@ -392,7 +394,9 @@ std::size_t Shard::poll(Nanos now, std::size_t limit) {
     // and stop() from one is refused, as on a worker. (A callback may poll another engine.)
     Shard* const outer = t_current_shard;
     t_current_shard = this;
-    ran = pass(now, limit);
+    in_poll_pass_ = true;
+    ran = pass(now, limit);  // noexcept: the flags are restored
+    in_poll_pass_ = false;
     t_current_shard = outer;
     planned_ns_ = wheel_.next_deadline();  // the tick lag of the next poll is measured against it
   }

@@ -305,6 +305,7 @@ class Shard {
   bool cap_hit_ = false;
   std::size_t reserve_target_;       // free nodes refill() aims at; grows with bursts (see there)
   bool walking_ = false;             // inside walk_here() (the shard's thread)
+  bool in_poll_pass_ = false;        // inside poll()'s pass (the polling thread; see poll())
   NodeDirectory::PoolMap pool_map_;  // the wheel pool's locators (see directory.hpp)
 
   // Written by the worker, read by any thread (stats(), admit()): relaxed counters, each a

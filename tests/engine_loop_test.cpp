@@ -283,6 +283,67 @@ TEST(EngineLoop, OwnershipMisuseIsRefused) {
   EXPECT_EQ(e.stop().size(), 1u);
 }
 
+TEST(EngineLoop, TheOwnerMayStopTheEngineAndDestroyIt) {
+  // Found by the engine fuzz target: stop() on the owner's thread was refused as if from a
+  // callback, so an Engine destroyed there ended in std::terminate.
+  {
+    Engine e(manual(2));
+    e.own_shard(0);
+    ASSERT_TRUE(e.schedule_after(1h, [] {}));
+    ASSERT_TRUE(e.schedule_on(1, 1h, [] {}));
+    EXPECT_EQ(e.stop().size(), 2u) << "the owner's stop() returns every pending timer";
+    EXPECT_THROW(e.release_shard(0), std::logic_error) << "stop() ended the ownership";
+    EXPECT_THROW(e.own_shard(0), std::logic_error) << "no owner after stop()";
+  }
+  Engine f(manual(1));
+  f.own_shard(0);  // this thread owns no shard any more
+  ASSERT_TRUE(f.schedule_after(1h, [] {}));
+  // f's destructor stops it on the thread that owns its shard: the test ends without terminate().
+}
+
+TEST(EngineLoop, StopFromTheOwnersWalkOfItsShardIsRefused) {
+  Engine e(manual(1));
+  e.own_shard(0);
+  ASSERT_TRUE(e.schedule_after(1h, [] {}));
+  bool refused = false;
+  EXPECT_EQ(e.for_each_pending(0,
+                               [&](Timer, Nanos) {
+                                 try {
+                                   (void)e.stop();
+                                 } catch (const std::logic_error&) {
+                                   refused = true;
+                                 }
+                               }),
+            1u);
+  EXPECT_TRUE(refused) << "stop() would drain the lists under the walk";
+  EXPECT_EQ(e.stop().size(), 1u);
+}
+
+TEST(EngineLoop, TheOwnersPollOfItsShardFromInsideThatShardsPassIsRefused) {
+  // Found by the engine fuzz target: the owner polls shard 0; a callback there polls shard 1; a
+  // callback there polls shard 0 again, which started a second pass inside the first.
+  Engine e(manual(2));
+  e.own_shard(0);
+  int inner_refused = 0;
+  int ran_on_1 = 0;
+  ASSERT_TRUE(e.schedule_on(1, 0ns, [&] {
+    ++ran_on_1;
+    try {
+      (void)e.poll(0);
+    } catch (const std::logic_error&) {
+      ++inner_refused;
+    }
+  }));
+  ASSERT_TRUE(e.schedule_after(0ns, [&] { EXPECT_EQ(e.poll(1), 1u); }));
+  advance_clock(1ms);
+  EXPECT_EQ(e.poll(0), 1u);
+  EXPECT_EQ(ran_on_1, 1);
+  EXPECT_EQ(inner_refused, 1) << "a nested pass of the owned shard was started";
+  EXPECT_NO_THROW((void)e.poll(0)) << "the refusal left the shard pollable";
+  e.release_shard(0);
+  EXPECT_TRUE(e.stop().empty());
+}
+
 TEST(EngineLoop, StopFromAnotherThreadWakesTheOwnersLoopAndWaitsForItToLetGo) {
   Engine e(real_manual());
   EpollLoop loop(e, 0, /*own=*/true);

@@ -439,7 +439,9 @@ class Engine {
   // them (the overload below allocates nothing). Otherwise idempotent: once the timers were
   // returned, or while another stop() waits for executor tasks, a call returns nothing, at once.
   // Throws std::logic_error if called from inside a timer callback of this engine (a worker, a
-  // polling thread or an executor thread) or from the visitor of stop(visit).
+  // polling thread or an executor thread), from the visitor of stop(visit), or from a
+  // for_each_pending() visitor. The thread that owns a shard (own_shard) may call it outside those:
+  // its ownership ends, as at its first poll() after a stop() from elsewhere.
   std::vector<Timer> stop();
   // As stop(), but calls visit(Timer) once per timer it would return instead of collecting them,
   // and returns how many: no allocation, so it cannot fail for memory. visit must be noexcept (a

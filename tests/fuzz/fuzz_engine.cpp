@@ -130,9 +130,6 @@
 //   - Inside a pass, a Misfire::skip timer a whole period behind may or may not have been dropped
 //     yet, so its deadline is checked as either; a move or clear() of one counts as a cancel does
 //     for the pass's skipped count.
-//   - Known engine bugs, stepped around (TICKWHEEL_FUZZ_KNOWN_BUGS=1 checks them instead): the owner
-//     polling its shard from another shard's callback inside a pass of its own is not refused, and
-//     stop() on the owner's thread is refused (see poll() and op_stop()).
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -762,13 +759,6 @@ class EngineRun {
       return;
     }
     ShardModel& m = model_[shard];
-    if (m.polling && owner_ == shard && polls_.back().shard != shard && !known_bugs()) {
-      // Known engine bug: the owner polling its shard from a callback of another shard, inside a
-      // pass of its own, is not refused; the nested pass drains and transfers in the middle of the
-      // outer one's advance() and runs nothing (Shard::poll tests only the innermost shard of the
-      // thread). Left alone until the engine refuses it; TICKWHEEL_FUZZ_KNOWN_BUGS=1 checks it.
-      return;
-    }
     if (m.polling) {
       // This thread polls it already, further out: a second poll of one shard is refused.
       bool threw = false;
@@ -1025,15 +1015,6 @@ class EngineRun {
     if (stopped_) {
       check(engine_->stop().empty(), "a second stop() returned timers");
       return;
-    }
-    if (owner_ && !known_bugs()) {
-      // Known engine bug: stop() on the thread that owns a shard is refused as if called from a
-      // callback (EngineCore::shut_down tests own_pass(), which includes the owned shard), though
-      // engine.hpp refuses it only from callbacks and Shard::request_stop() handles the owner's own
-      // thread; ~Engine on that thread then ends in std::terminate. Meanwhile the owner lets its
-      // shard go first; TICKWHEEL_FUZZ_KNOWN_BUGS=1 stops while owning it.
-      engine_->release_shard(*owner_);
-      owner_.reset();
     }
     // stop() waits for every task handed over: the queue runs first, here, or meanwhile, on a
     // helper thread whose callbacks take no action (see the top of the file).

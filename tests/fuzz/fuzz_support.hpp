@@ -112,16 +112,6 @@ inline bool tracing() noexcept {
   return on;
 }
 
-// TICKWHEEL_FUZZ_KNOWN_BUGS=1 makes a target check what a known library bug breaks, which it
-// otherwise steps around (each such place names its bug), so that the bug's reproducer fails.
-inline bool known_bugs() noexcept {
-  static const bool on = [] {
-    const char* v = std::getenv("TICKWHEEL_FUZZ_KNOWN_BUGS");
-    return v != nullptr && v[0] != '\0' && v[0] != '0';
-  }();
-  return on;
-}
-
 #define TICKWHEEL_FUZZ_TRACE(...)        \
   do {                                   \
     if (::tickwheel::fuzz::tracing()) {  \
