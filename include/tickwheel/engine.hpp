@@ -228,13 +228,14 @@ class Timer {
   // thread links nodes, and the fire claim and cancel() stay one compare-and-swap each.
   // False, with nothing touched or posted: a false or default handle, a timer that fired, is
   // firing (a one-shot asking about itself), was cancelled, or whose node holds another timer; a
-  // periodic timer whose callback is running (asked from inside it: its next run is linked when it
-  // returns; move it after); once stop() has begun, from a thread other than the shard's (nothing
-  // runs any more; a reschedule racing stop() may return true and have no effect); and when the
-  // record cannot be posted (no memory for the queue, or for this thread's first use).
-  // Cost: one load; then on the shard's thread O(1) (only the deadline written when the new one is
-  // in the same unit of the timer's level, else an unlink and a link); elsewhere one enqueue on
-  // this thread's producer token and a fence, no lock, no allocation in steady state. noexcept.
+  // periodic timer whose run is under way (its callback running, asked from inside it or not; with
+  // an executor, from the hand-over of its task until the shard's first pass after the task
+  // returned: its next run is linked then; move it after); once stop() has begun, from a thread other than
+  // the shard's (nothing runs any more; a reschedule racing stop() may return true and have no effect); and
+  // when the record cannot be posted (no memory for the queue, or for this thread's first use). Cost: one
+  // load; then on the shard's thread O(1) (only the deadline written when the new one is in the same unit of
+  // the timer's level, else an unlink and a link); elsewhere one enqueue on this thread's producer token and
+  // a fence, no lock, no allocation in steady state. noexcept.
   bool reschedule(std::chrono::steady_clock::time_point deadline) noexcept;
   bool reschedule_after(Nanos delay) noexcept;
 
@@ -242,12 +243,11 @@ class Timer {
   // clamped to the wheel's horizon (a timer already due may read a time before now); a hand-off
   // not yet taken in by the shard included. remaining(): deadline() minus the engine's clock now,
   // zero once that is negative. nullopt for a false or default handle and for every timer pending()
-  // calls false, and for a periodic timer whose callback is running (its next run is not known
-  // until it returns). The shard's own thread only (a callback on that shard, or the thread that
-  // owns it): the deadline is the shard's, rewritten as it links and moves the timer, so no other
-  // thread can read it without racing; from any other thread a true handle throws
-  // std::logic_error. Cost: two loads (the generation, acquire, then the node's deadline), and for
-  // remaining() a clock read.
+  // calls false, and for a periodic timer whose run is under way, as reschedule() says (its next
+  // run is not known until the shard takes it back). The shard's own thread only (a callback on that shard,
+  // or the thread that owns it): the deadline is the shard's, rewritten as it links and moves the timer, so
+  // no other thread can read it without racing; from any other thread a true handle throws std::logic_error.
+  // Cost: two loads (the generation, acquire, then the node's deadline), and for remaining() a clock read.
   std::optional<Nanos> deadline() const;
   std::optional<Nanos> remaining() const;
 
@@ -540,7 +540,8 @@ class Engine {
   // for it taken in, first, so every timer whose schedule returned before this call began is
   // cancelled, unless it already ran. A cancel() racing it on another thread wins or loses as it
   // would against any cancel: exactly one of them returns true (or counts here). A periodic
-  // timer whose callback is running (this call inside it, or an executor's) is not cancelled.
+  // timer whose run is under way, as reschedule() says (this call inside it, or an executor's
+  // task), is not cancelled.
   // Returns how many it cancelled. Cost: O(pending + hand-offs waiting), one compare-and-swap per
   // timer, no allocation, no system call. The shard's own thread only: a callback running on that
   // shard (with worker threads, schedule_on(shard, 0ns, [&] { engine.clear(shard); }) clears it
@@ -552,8 +553,8 @@ class Engine {
   // Calls visit(Timer, Nanos deadline) once for every pending timer of `shard` (after applying
   // posted cancels and moves and taking waiting hand-offs in, as clear() does), the deadline as
   // Timer::deadline() reads it, in no particular order; returns how many. A periodic timer whose
-  // callback is running is not visited. The visitor may keep each Timer, cancel or reschedule it
-  // (posted, as from another thread, so the walk's lists stay as they are: the moves and the
+  // run is under way, as reschedule() says, is not visited. The visitor may keep each Timer, cancel or
+  // reschedule it (posted, as from another thread, so the walk's lists stay as they are: the moves and the
   // cancels' unlinks happen at the next pass), and schedule (a new timer may or may not be
   // visited); it must not call clear() or for_each_pending() on this shard (std::logic_error), nor
   // poll() it. What it throws leaves the walk and propagates. Cost: O(pending + hand-offs waiting)
