@@ -5,7 +5,9 @@
 //
 // Invariants (checked by assertions in debug builds and by tests/wheel_model_test.cpp outside):
 //   I1  cur_ is the tick being processed. Every timer due before cur_ has run; the ones due at cur_
-//       have run or sit in the batch slot (a pass cut short by its limit, or by a throw). A pass
+//       have run or sit in the batch slot (a pass cut short by its limit, or by a throw), or,
+//       while step() runs them in place, in level-0 slot cur_ % S (for the callbacks' duration
+//       only: outside a pass that slot is empty, by I2). A pass
 //       that reaches its limit still moves cur_ on to the first tick with callbacks waiting (or to
 //       its target), so cur_ lags behind now only where something is due.
 //   I2  Let S = kSlots and b = kLevelBits. A node in level-0 slot i has due in (cur_, cur_ + S)
@@ -19,12 +21,18 @@
 //       first, then the batch. Nothing enters the late slot while it runs, so no call runs a timer
 //       twice.
 //   I4  occupied_ bit s is set iff slot s has a node; count_[s] >= the number of nodes in slot s.
+//       (I4'') ways_[s] bit w is set iff sub-list w of slot s has a node, so occupied_ bit s is set
+//       iff ways_[s] != 0.
 //       (I4') nonempty_words_ bit w is set iff occupied_[w] != 0: every change of occupied_ goes
 //       through set_occupied() / clear_occupied(), or clears it whole (clear()).
 //   I7  next_event_ <= next_event_tick(): the first tick after cur_ at which a level-0 slot fires
 //       or an upper-level slot's unit starts is never before it. step() sets it exactly; link()
 //       lowers it to the event of the slot it fills; unlinks and cancels leave it, which can only
 //       make it early (then advance() takes the full path and step() sets it again).
+//   I8  pacing_ is set whenever an upper level's look-ahead slot (that of unit (cur_ >> bL) + 1)
+//       has a node: link() sets it for a node linked there, and whatever moves cur_ across a unit
+//       boundary (a pass, a quiet advance() that crosses one) recomputes it. It may be set with no
+//       such node (a cancel emptied the slot): pace() then finds nothing and clears it.
 //   I5  A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
 //       between its runs: it is unlinked while it runs, state running), except: a node
 //       cancelled by Wheel::cancel() waiting in unlink_queue_ (callable gone; the queue is flushed
@@ -140,23 +148,27 @@ inline bool BasicWheel<Policy>::is_slot_head(Node* const* link) const noexcept {
   return head_offset(link) < sizeof(Slot) * kAllSlots;
 }
 
-// Clears slot's bit (and its count) if it has no node left (I4).
+// Sub-list `way` of `slot` has just been emptied: clears its bit, and the slot's (and its count)
+// if it was the last (I4, I4'').
 template <class Policy>
-inline void BasicWheel<Policy>::note_if_empty(unsigned slot) noexcept {
-  std::uintptr_t any = 0;
-  for (Node* head : (*slots_)[slot].head) any |= reinterpret_cast<std::uintptr_t>(head);
-  if (any != 0) return;
+inline void BasicWheel<Policy>::note_way_empty(unsigned slot, unsigned way) noexcept {
+  assert((*slots_)[slot].head[way] == nullptr);
+  ways_[slot] &= static_cast<std::uint8_t>(~(1U << way));
+  if (ways_[slot] != 0) return;
   clear_occupied(slot);
   (*count_)[slot] = 0;
 }
 
-// Bit w set <=> sub-list w of the slot is non-empty.
+// Bit w set <=> sub-list w of the slot is non-empty (I4'').
 template <class Policy>
-unsigned BasicWheel<Policy>::ways_in_use(unsigned slot) const noexcept {
+inline unsigned BasicWheel<Policy>::ways_in_use(unsigned slot) const noexcept {
+#ifndef NDEBUG
   unsigned mask = 0;
   const Slot& s = (*slots_)[slot];
   for (unsigned w = 0; w < kWays; ++w) mask |= static_cast<unsigned>(s.head[w] != nullptr) << w;
-  return mask;
+  assert(mask == ways_[slot]);
+#endif
+  return ways_[slot];
 }
 
 // Unlinks a node from whatever slot holds it. The slot is looked up (from `pprev`) only when the
@@ -172,7 +184,9 @@ inline void BasicWheel<Policy>::unlink(Node* node) noexcept {
     return;
   }
   if (!is_slot_head(pprev)) return;  // pprev is a node's `next`: the sub-list has more nodes
-  note_if_empty(static_cast<unsigned>(head_offset(pprev) / sizeof(Slot)));
+  const std::uintptr_t offset = head_offset(pprev);
+  note_way_empty(static_cast<unsigned>(offset / sizeof(Slot)),
+                 static_cast<unsigned>(offset % sizeof(Slot) / sizeof(Node*)));
 }
 
 // Takes the first node of sub-list `way` of `slot`. Precondition: that sub-list is non-empty.
@@ -188,7 +202,7 @@ inline typename BasicWheel<Policy>::Node* BasicWheel<Policy>::pop_head(unsigned 
   if (next != nullptr) {
     next->pprev = head;
   } else {
-    note_if_empty(slot);
+    note_way_empty(slot, way);
   }
   return node;
 }
@@ -345,6 +359,7 @@ std::size_t BasicWheel<Policy>::clear() noexcept {
     occupied_[w] = 0;
   }
   nonempty_words_ = 0;
+  pacing_ = false;
   // Outside advance() no periodic callback is running, so every pending timer was linked.
   assert(cleared == pending_);
   pending_ = 0;
@@ -360,6 +375,7 @@ template <class Policy>
 std::size_t BasicWheel<Policy>::clear_slot(unsigned slot) noexcept {
   std::array<Node*, kWays> cursor = (*slots_)[slot].head;
   (*slots_)[slot].head.fill(nullptr);
+  ways_[slot] = 0;
   (*count_)[slot] = 0;
   std::size_t cleared = 0;
   for (bool any = true; any;) {
@@ -473,6 +489,7 @@ std::uint64_t BasicWheel<Policy>::move_down(unsigned slot, std::uint64_t max_nod
       ++moved;
     }
   }
+  ways_[slot] = static_cast<std::uint8_t>(ways);
   if (ways == 0) {
     clear_occupied(slot);
     (*count_)[slot] = 0;
@@ -503,6 +520,8 @@ void BasicWheel<Policy>::merge(unsigned from, unsigned to) noexcept {
     first->pprev = &dst.head[w];
     src.head[w] = nullptr;
   }
+  ways_[to] |= ways_[from];
+  ways_[from] = 0;
   clear_occupied(from);
   (*count_)[to] += (*count_)[from];
   (*count_)[from] = 0;
@@ -522,6 +541,8 @@ void BasicWheel<Policy>::splice(unsigned from, unsigned to) noexcept {
       src.head[w] = nullptr;
     }
   }
+  ways_[to] = ways_[from];
+  ways_[from] = 0;
   clear_occupied(from);
   set_occupied(to);
   (*count_)[from] = 0;
@@ -533,15 +554,10 @@ void BasicWheel<Policy>::splice(unsigned from, unsigned to) noexcept {
 template <class Policy>
 std::size_t BasicWheel<Policy>::fire(unsigned slot, std::size_t budget) {
   std::size_t ran = 0;
-  if (!occupied(slot)) return ran;
-  unsigned ways = ways_in_use(slot);
-  while (ways != 0 && ran < budget) {
+  for (unsigned ways = ways_in_use(slot); ways != 0 && ran < budget; ways = ways_in_use(slot)) {
     for (unsigned round = ways; round != 0 && ran < budget; round &= round - 1) {
       const auto way = static_cast<unsigned>(std::countr_zero(round));
-      if ((*slots_)[slot].head[way] == nullptr) {
-        ways &= ~(1U << way);
-        continue;
-      }
+      if ((*slots_)[slot].head[way] == nullptr) continue;  // a callback cancelled the rest of it
       Node* node = pop_head(slot, way);
       // The one question a periodic node adds to a one-shot fire, asked of the thunk the run
       // calls next anyway.
@@ -717,17 +733,6 @@ bool BasicWheel<Policy>::level_empty(unsigned level) const noexcept {
   return ((nonempty_words_ >> (level * kWordsPerLevel)) & kLevelMask) == 0;
 }
 
-// Whether advance() to `target` meets no callback and no cascade on the way: nothing due or left
-// from a pass cut short (the due, late and batch slots, which share the last bitmap word) and no
-// event up to target (I7). Then the call's only work is the look-ahead cascade's share (pace(),
-// when lookahead_occupied()): the common case of a loop that advances every tick, a few loads and
-// O(levels in use) instead of the pass's level scans.
-template <class Policy>
-bool BasicWheel<Policy>::quiet_until(std::uint64_t target) const noexcept {
-  static_assert(kDueSlot / 64 == kBatchSlot / 64 && kDueSlot % 64 == 0, "the extra slots share one word");
-  return target < next_event_ && ((nonempty_words_ >> (kDueSlot / 64)) & 1) == 0;
-}
-
 // Whether an upper level up to `top` has a node in the slot of its next unit, for pace() to move a
 // share of. O(top).
 template <class Policy>
@@ -828,37 +833,49 @@ std::size_t BasicWheel<Policy>::step(std::uint64_t target, std::size_t budget) {
          (ran < budget || !occupied(kDueSlot))) {
     // Recomputed each step: a callback may have scheduled a timer above the previous top level.
     const unsigned top = top_level();
-    next_event_ = next_event_tick(top);
+    // A bound after cur_ is used as it is (I7: nothing happens before it); if it is early, the
+    // step lands on a tick with nothing to do and the next one computes it exactly.
+    if (next_event_ <= cur_) next_event_ = next_event_tick(top);
     cur_ = std::min(next_event_, target);
     cascade_at(cur_, top);
     assert(current_units_empty(top));
-    splice(static_cast<unsigned>(cur_ & (kSlots - 1)), kBatchSlot);
-    ran += fire(kBatchSlot, budget - ran);
+    const auto slot = static_cast<unsigned>(cur_ & (kSlots - 1));
+    if ((*count_)[slot] <= budget - ran) {
+      // The budget covers every node the slot can hold (I4), so the slot is run where it is and
+      // left empty: nothing a callback does can link into it (a due at or before cur_ goes to the
+      // due slot, one after it to another slot). Only a throw leaves nodes in it, and they move
+      // to the batch slot, where I1 keeps the leftovers of tick cur_.
+      try {
+        ran += fire(slot, budget - ran);
+      } catch (...) {
+        splice(slot, kBatchSlot);
+        throw;
+      }
+    } else {
+      splice(slot, kBatchSlot);
+      ran += fire(kBatchSlot, budget - ran);
+    }
   }
+  // The event just processed (or a bound made early by unlinks) is not the next one: set it now,
+  // so that the next advance() takes its quiet case unless something happens on its way. Without
+  // this, every tick that fired cost two passes: its own and the next call's, which only found
+  // the bound stale.
+  const unsigned top = top_level();
+  if (next_event_ <= cur_) next_event_ = next_event_tick(top);
+  pacing_ = lookahead_occupied(top);  // I8, for where cur_ is now
   return ran;
 }
 
+// advance()'s quiet case when a look-ahead slot may need a share moved, or cur_ crosses a unit
+// boundary on its way to target (and the look-ahead slots change). pace() moves only nodes due
+// after target, to slots whose events link() keeps in next_event_, so nothing happens on the way to
+// target still (I7).
 template <class Policy>
-std::size_t BasicWheel<Policy>::advance(Nanos now, std::size_t limit) {
-  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
-  if (in_advance_) return 0;
-  ++stats_.passes;
-  if (unlink_queued_ != 0 || moves_queued_ != 0) flush_unlinks();
-  assert(summary_exact());
-  if (now > now_) now_ = now;
-  const std::uint64_t target =
-      std::min(ticks_.floor(static_cast<std::uint64_t>(now_.count())), ticks_.max_tick());
-  target_ = target;
-  if (quiet_until(target)) {
-    // What the full pass would do. pace() moves only nodes due after target, to slots whose
-    // events link() keeps in next_event_, so nothing happens on the way to target still (I7).
-    if (const unsigned top = top_level(); lookahead_occupied(top)) {
-      stats_.max_pass_work = std::max(stats_.max_pass_work, pace(target, top));
-    }
-    cur_ = target;
-    return 0;
-  }
-  return pass(target, limit);
+void BasicWheel<Policy>::quiet_advance(std::uint64_t target) noexcept {
+  const unsigned top = top_level();
+  if (pacing_) stats_.max_pass_work = std::max(stats_.max_pass_work, pace(target, top));
+  cur_ = target;
+  pacing_ = lookahead_occupied(top);  // I8, for the new cur_
 }
 
 // advance() past its quiet case, out of line so that the quiet case saves no registers for it.
@@ -866,7 +883,8 @@ template <class Policy>
 std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
   const ScopedFlag in_advance(in_advance_);  // from here callbacks run
   const std::uint64_t moved_before = stats_.moved;
-  prefetch_upcoming(/*successors=*/true);
+  const bool in_cache = pending_ < cancel_batch_from_;
+  if (!in_cache) prefetch_upcoming(/*successors=*/true);
 
   std::size_t ran = 0;
   try {
@@ -874,9 +892,9 @@ std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
     // due since, merged, so that what this call's callbacks make due waits for the next call)
     // ahead of the leftovers of a pass cut short (I1). Then the ticks.
     merge(kDueSlot, kLateSlot);
-    ran = fire(kLateSlot, limit);
-    if (!occupied(kLateSlot)) ran += fire(kBatchSlot, limit - ran);
-    if (!occupied(kLateSlot) && !occupied(kBatchSlot)) pace(target, top_level());
+    if (occupied(kLateSlot)) ran = fire(kLateSlot, limit);
+    if (!occupied(kLateSlot) && occupied(kBatchSlot)) ran += fire(kBatchSlot, limit - ran);
+    if (pacing_ && !occupied(kLateSlot) && !occupied(kBatchSlot)) pace(target, top_level());
     ran += step(target, limit - ran);
   } catch (...) {
     // The callback that threw counts as fired and the rest resume in the next call. As after a
@@ -885,7 +903,7 @@ std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
     step(target, 0);
     throw;
   }
-  prefetch_upcoming(/*successors=*/false);
+  if (!in_cache) prefetch_upcoming(/*successors=*/false);
   stats_.max_pass_work = std::max<std::uint64_t>(stats_.max_pass_work, ran + (stats_.moved - moved_before));
   return ran;
 }
@@ -904,7 +922,12 @@ std::optional<Nanos> BasicWheel<Policy>::next_deadline() const noexcept {
   // Queued unlinks leave slots marked occupied by dead nodes; finish them so the answer is exact.
   finish_unlinks();
   if (pending_ == 0) return std::nullopt;
-  if (occupied(kDueSlot) || occupied(kLateSlot) || occupied(kBatchSlot)) return now_;
+  // From inside a callback, the rest of the tick being run may still sit in its level-0 slot
+  // (step() runs a slot in place when its limit allows); outside a pass that slot is empty (I2).
+  if (occupied(kDueSlot) || occupied(kLateSlot) || occupied(kBatchSlot) ||
+      occupied(static_cast<unsigned>(cur_ & (kSlots - 1)))) {
+    return now_;
+  }
   const std::uint64_t t = next_event_tick(top_level());
   // Nothing linked although pending_ > 0: the one pending timer is a periodic timer whose callback
   // is running (this is called from inside it); its next run is not known until it returns.

@@ -473,7 +473,9 @@ class BasicWheel {
   //     exception propagates to the caller.
   // Returns how many callbacks ran. Cost: O(fired + moved + non-empty slots crossed); the timers
   // moved down ahead of time are a share of the next upper slot in proportion to the time passed
-  // since the last call, so a pass every tick never meets a cascade burst.
+  // since the last call, so a pass every tick never meets a cascade burst. A call with nothing to
+  // run and nothing to move down on its way (the common step of a loop that advances every tick)
+  // is inline: a few compares and stores.
   std::size_t advance(Nanos now, std::size_t limit = std::numeric_limits<std::size_t>::max());
 
   // The earliest time at which advance() could run a callback: exact for timers in level 0 (the
@@ -566,7 +568,7 @@ class BasicWheel {
   void unlink(Node* node) noexcept;
   Node* pop_head(unsigned slot, unsigned way) noexcept;
   unsigned ways_in_use(unsigned slot) const noexcept;
-  void note_if_empty(unsigned slot) noexcept;
+  void note_way_empty(unsigned slot, unsigned way) noexcept;
   std::uintptr_t head_offset(Node* const* link) const noexcept;
   bool is_slot_head(Node* const* link) const noexcept;
   bool occupied(unsigned slot) const noexcept;
@@ -599,6 +601,7 @@ class BasicWheel {
   bool current_units_empty(unsigned top) const noexcept;
   bool summary_exact() const noexcept;
   bool quiet_until(std::uint64_t target) const noexcept;
+  void quiet_advance(std::uint64_t target) noexcept;
   bool lookahead_occupied(unsigned top) const noexcept;
   std::uint64_t next_event_tick(unsigned top) const noexcept;
   using LevelWords = std::span<const std::uint64_t, kWordsPerLevel>;  // one level's occupancy bits
@@ -624,12 +627,19 @@ class BasicWheel {
   mutable bool visiting_ = false;                       // inside for_each_pending(): see ScopedFlag
   std::unique_ptr<std::array<Slot, kAllSlots>> slots_;  // the heads, one cache line per slot
   std::array<std::uint64_t, kBitmapWords> occupied_{};  // bit s set <=> slot s has a node
+  // Bit w of ways_[s] set <=> sub-list w of slot s is non-empty (I4''): a walk, and an unlink that
+  // empties a sub-list, learn which sub-lists are in use from one byte instead of eight heads.
+  std::array<std::uint8_t, kAllSlots> ways_{};
   // Bit w set <=> occupied_[w] != 0: a level's emptiness and the top level in one load and a bit
   // scan, instead of a walk of 8 words per level several times a pass (I4').
   std::uint64_t nonempty_words_ = 0;
   // A lower bound of the next tick at which something happens in the wheel levels (I7), so that
   // an advance() with nothing to do skips the level scans (quiet_until()).
   std::uint64_t next_event_ = 0;
+  // Whether an upper level's look-ahead slot (the one of the unit after cur_'s) may hold a node,
+  // for the look-ahead cascade to move a share of (pace()): never false while one does (I8), so
+  // that a quiet advance() that crosses no unit boundary looks at the levels only when it is set.
+  bool pacing_ = false;
   // Nodes linked into each slot since it was empty, less those moved out: an upper bound that
   // paces the look-ahead cascade.
   std::unique_ptr<std::array<std::uint32_t, kAllSlots>> count_;
@@ -690,17 +700,22 @@ inline unsigned BasicWheel<Policy>::wheel_slot(std::uint64_t due) const noexcept
 
 template <class Policy>
 inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
-  Node** head = &(*slots_)[slot].head[way_++ & (kWays - 1)];
+  const unsigned way = way_++ & (kWays - 1);
+  Node** head = &(*slots_)[slot].head[way];
   Node* first = *head;
   node->next = first;
   node->pprev = head;
   if (first != nullptr) first->pprev = &node->next;
   *head = node;
+  ways_[slot] |= static_cast<std::uint8_t>(1U << way);
   set_occupied(slot);
   ++(*count_)[slot];
   if (slot < kWheelSlots) {  // the slot's event: its tick at level 0, its unit's start above (I7)
     const unsigned shift = kLevelBits * (slot >> kSlotBits);
     next_event_ = std::min(next_event_, (node->due >> shift) << shift);
+    // A look-ahead slot (I8). At level 0 this also holds for the tick after cur_: a needless but
+    // harmless pace() call, cheaper than a test of the level.
+    pacing_ |= (node->due >> shift) == (cur_ >> shift) + 1;
   }
 }
 
@@ -721,6 +736,40 @@ inline TimerId BasicWheel<Policy>::commit(Node* node, Nanos deadline) noexcept {
   ++pending_;
   ++stats_.scheduled;
   return {index, gen};
+}
+
+// Whether advance() to `target` meets no callback and no cascade on the way: nothing due or left
+// from a pass cut short (the due, late and batch slots, which share the last bitmap word) and no
+// event up to target (I7). Then the call's only work is the look-ahead cascade's share (pace(),
+// when pacing_ says a look-ahead slot may be occupied, or a unit boundary is crossed and the
+// look-ahead slot changes): the common case of a loop that advances every tick.
+template <class Policy>
+inline bool BasicWheel<Policy>::quiet_until(std::uint64_t target) const noexcept {
+  static_assert(kDueSlot / 64 == kBatchSlot / 64 && kDueSlot % 64 == 0, "the extra slots share one word");
+  return target < next_event_ && ((nonempty_words_ >> (kDueSlot / 64)) & 1) == 0;
+}
+
+// Inline for its quiet case; the pass is out of line (engine/wheel_impl.hpp).
+template <class Policy>
+inline std::size_t BasicWheel<Policy>::advance(Nanos now, std::size_t limit) {
+  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
+  if (in_advance_) return 0;
+  ++stats_.passes;
+  if ((unlink_queued_ | moves_queued_) != 0) flush_unlinks();
+  assert(summary_exact());
+  assert(next_event_ <= next_event_tick(top_level()));  // I7
+  assert(pacing_ || !lookahead_occupied(top_level()));  // I8
+  if (now > now_) now_ = now;
+  // now_ is in [0, Nanos::max()], so its tick is at most ticks_.max_tick().
+  const std::uint64_t target = ticks_.floor(static_cast<std::uint64_t>(now_.count()));
+  target_ = target;
+  if (!quiet_until(target)) return pass(target, limit);
+  if (pacing_ || ((target ^ cur_) >> kLevelBits) != 0) {
+    quiet_advance(target);
+  } else {
+    cur_ = target;
+  }
+  return 0;
 }
 
 // The standalone wheel's code is compiled once, in the library (engine/wheel.cpp).
