@@ -29,10 +29,11 @@
 //       or an upper-level slot's unit starts is never before it. step() sets it exactly; link()
 //       lowers it to the event of the slot it fills; unlinks and cancels leave it, which can only
 //       make it early (then advance() takes the full path and step() sets it again).
-//   I8  pacing_ is set whenever an upper level's look-ahead slot (that of unit (cur_ >> bL) + 1)
-//       has a node: link() sets it for a node linked there, and whatever moves cur_ across a unit
-//       boundary (a pass, a quiet advance() that crosses one) recomputes it. It may be set with no
-//       such node (a cancel emptied the slot): pace() then finds nothing and clears it.
+//   I8  pace_at_ is finite whenever an upper level's look-ahead slot (that of unit (cur_ >> bL) + 1)
+//       has a node: link() lowers it to cur_ + 1 for a node linked there, and plan_pace() sets it
+//       from the look-ahead slots wherever cur_ moves across a unit boundary (a pass, a quiet
+//       advance() that crosses one) and after every pace(). It may be finite with no such node (a
+//       cancel emptied the slot): pace() then finds nothing, and plan_pace() makes it UINT64_MAX.
 //   I5  A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
 //       between its runs: it is unlinked while it runs, state running), except: a node
 //       cancelled by Wheel::cancel() waiting in unlink_queue_ (callable gone; the queue is flushed
@@ -111,6 +112,7 @@ BasicWheel<Policy>::BasicWheel(WheelOptions opts, Policy policy)
   if (max_pending_ == 0) max_pending_ = kPoolLimit;
   cur_ = ticks_.floor(static_cast<std::uint64_t>(opts.start.count()));
   target_ = cur_;
+  paced_ = cur_;
   slots_ = std::make_unique<std::array<Slot, kAllSlots>>();  // value-initialised: every head null
   count_ = std::make_unique<std::array<std::uint32_t, kAllSlots>>();
   if (opts.reserve != 0) {
@@ -359,7 +361,7 @@ std::size_t BasicWheel<Policy>::clear() noexcept {
     occupied_[w] = 0;
   }
   nonempty_words_ = 0;
-  pacing_ = false;
+  pace_at_ = ~std::uint64_t{0};
   // Outside advance() no periodic callback is running, so every pending timer was linked.
   assert(cleared == pending_);
   pending_ = 0;
@@ -669,10 +671,11 @@ std::uint64_t BasicWheel<Policy>::first_grid_point_after_now(std::uint64_t due,
 
 // Paced look-ahead cascade. For each upper level, the slot of the next unit (which must be empty
 // when that unit starts, I2) gets a share of its nodes moved down now, in proportion to the part
-// of the remaining time to that unit's start that this call covers. Called every tick, a slot of
-// n nodes is moved n / 256^L at a time; called rarely, proportionally more. Moved nodes are due
-// after `target` by construction, so pacing never makes work due in this pass. Returns how many
-// nodes moved.
+// of the time left to that unit's start that passed since the last pace() (or since the current
+// unit began, if that is later). Called every tick, a slot of n nodes is moved n / 256^L at a
+// time; called rarely, proportionally more; plan_pace() says when the next call has a batch.
+// Moved nodes are due after `target` by construction, so pacing never makes work due in this
+// pass. Returns how many nodes moved.
 template <class Policy>
 std::uint64_t BasicWheel<Policy>::pace(std::uint64_t target, unsigned top) noexcept {
   if (target <= cur_) return 0;
@@ -684,18 +687,46 @@ std::uint64_t BasicWheel<Policy>::pace(std::uint64_t target, unsigned top) noexc
     if (!occupied(slot)) continue;
     const std::uint64_t start = unit << shift;
     if (target >= start) continue;  // the pass crosses the boundary and moves the rest there
-    const double share = static_cast<double>(target - cur_) / static_cast<double>(start - cur_);
+    // paced_ <= target (targets never go back), so from <= target < start.
+    const std::uint64_t from = std::max(paced_, start - (std::uint64_t{1} << shift));
+    const double share = static_cast<double>(target - from) / static_cast<double>(start - from);
     const auto quota = static_cast<std::uint64_t>(std::ceil(share * (*count_)[slot]));
     moved += move_down(slot, quota);
   }
+  paced_ = target;
   stats_.moved_ahead += moved;
   return moved;
+}
+
+// Sets pace_at_ (I8) for where cur_ is now: for each occupied look-ahead slot, the tick by which
+// its share since paced_ reaches kPaceBatch nodes (all of them, if it holds fewer), at the earliest
+// the next tick. O(top), a division per occupied look-ahead slot.
+template <class Policy>
+void BasicWheel<Policy>::plan_pace(unsigned top) noexcept {
+  std::uint64_t at = ~std::uint64_t{0};
+  for (unsigned level = 1; level <= top; ++level) {
+    const unsigned shift = kLevelBits * level;
+    const std::uint64_t unit = (cur_ >> shift) + 1;
+    const unsigned slot = level * kSlots + static_cast<unsigned>(unit & (kSlots - 1));
+    if (!occupied(slot)) continue;
+    const std::uint64_t start = unit << shift;
+    const std::uint64_t from = std::max(paced_, start - (std::uint64_t{1} << shift));
+    std::uint64_t when = cur_ + 1;
+    if (from < start) {  // else a pass cut short paced past cur_: pace again next tick
+      // count_ >= 1 for an occupied slot (I4); the product is below 2^57 (a span below 2^54).
+      const std::uint64_t count = std::max<std::uint64_t>((*count_)[slot], 1);
+      when = std::max(when, from + std::min(count, kPaceBatch) * (start - from) / count);
+    }
+    at = std::min(at, when);
+  }
+  pace_at_ = at;
 }
 
 // At tick t, every upper-level slot whose unit starts at t moves down in full (I2). Top level
 // first, so that its nodes can drop straight to the lowest level that holds them.
 template <class Policy>
 void BasicWheel<Policy>::cascade_at(std::uint64_t t, unsigned top) noexcept {
+  if ((t & ((std::uint64_t{1} << kLevelBits) - 1)) != 0) return;  // no unit of any level starts at t
   for (unsigned level = top; level >= 1; --level) {
     const unsigned shift = kLevelBits * level;
     if ((t & ((std::uint64_t{1} << shift) - 1)) != 0) continue;
@@ -862,7 +893,7 @@ std::size_t BasicWheel<Policy>::step(std::uint64_t target, std::size_t budget) {
   // the bound stale.
   const unsigned top = top_level();
   if (next_event_ <= cur_) next_event_ = next_event_tick(top);
-  pacing_ = lookahead_occupied(top);  // I8, for where cur_ is now
+  plan_pace(top);  // I8, for where cur_ is now
   return ran;
 }
 
@@ -873,9 +904,9 @@ std::size_t BasicWheel<Policy>::step(std::uint64_t target, std::size_t budget) {
 template <class Policy>
 void BasicWheel<Policy>::quiet_advance(std::uint64_t target) noexcept {
   const unsigned top = top_level();
-  if (pacing_) stats_.max_pass_work = std::max(stats_.max_pass_work, pace(target, top));
+  if (target >= pace_at_) stats_.max_pass_work = std::max(stats_.max_pass_work, pace(target, top));
   cur_ = target;
-  pacing_ = lookahead_occupied(top);  // I8, for the new cur_
+  plan_pace(top);  // I8, for the new cur_
 }
 
 // advance() past its quiet case, out of line so that the quiet case saves no registers for it.
@@ -894,7 +925,7 @@ std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
     merge(kDueSlot, kLateSlot);
     if (occupied(kLateSlot)) ran = fire(kLateSlot, limit);
     if (!occupied(kLateSlot) && occupied(kBatchSlot)) ran += fire(kBatchSlot, limit - ran);
-    if (pacing_ && !occupied(kLateSlot) && !occupied(kBatchSlot)) pace(target, top_level());
+    if (target >= pace_at_ && !occupied(kLateSlot) && !occupied(kBatchSlot)) pace(target, top_level());
     ran += step(target, limit - ran);
   } catch (...) {
     // The callback that threw counts as fired and the rest resume in the next call. As after a

@@ -505,6 +505,10 @@ class BasicWheel {
   static constexpr unsigned kBatchSlot = kWheelSlots + 2;  // the timers of tick cur_ being run
   static constexpr unsigned kAllSlots = kWheelSlots + 3;
   static constexpr unsigned kUnlinkBatch = 32;
+  // The fewest nodes the look-ahead cascade moves in one call while a slot holds more (plan_pace()):
+  // at 8 nodes of about 60 instructions each a paced call stays well under a microsecond, and a
+  // slot of a few dozen timers is not moved one node per call, each call paying the levels' scan.
+  static constexpr std::uint64_t kPaceBatch = 8;
   // Set in a node's due while a move reschedule() queued is pending (engine/wheel_impl.hpp, I6). A due
   // in ticks is below 2^54 (horizon() at the smallest tick), so the bit is free.
   static constexpr std::uint64_t kMoving = std::uint64_t{1} << 63;
@@ -602,6 +606,7 @@ class BasicWheel {
   bool summary_exact() const noexcept;
   bool quiet_until(std::uint64_t target) const noexcept;
   void quiet_advance(std::uint64_t target) noexcept;
+  void plan_pace(unsigned top) noexcept;
   bool lookahead_occupied(unsigned top) const noexcept;
   std::uint64_t next_event_tick(unsigned top) const noexcept;
   using LevelWords = std::span<const std::uint64_t, kWordsPerLevel>;  // one level's occupancy bits
@@ -636,10 +641,12 @@ class BasicWheel {
   // A lower bound of the next tick at which something happens in the wheel levels (I7), so that
   // an advance() with nothing to do skips the level scans (quiet_until()).
   std::uint64_t next_event_ = 0;
-  // Whether an upper level's look-ahead slot (the one of the unit after cur_'s) may hold a node,
-  // for the look-ahead cascade to move a share of (pace()): never false while one does (I8), so
-  // that a quiet advance() that crosses no unit boundary looks at the levels only when it is set.
-  bool pacing_ = false;
+  // The tick from which the look-ahead cascade (pace()) has a batch to move from an upper level's
+  // look-ahead slot (the one of the unit after cur_'s), UINT64_MAX if none is occupied (I8); so a
+  // quiet advance() that stays short of it and crosses no unit boundary looks at no level.
+  std::uint64_t pace_at_ = ~std::uint64_t{0};
+  // The tick up to which the look-ahead cascade has moved its share: the target of the last pace().
+  std::uint64_t paced_ = 0;
   // Nodes linked into each slot since it was empty, less those moved out: an upper bound that
   // paces the look-ahead cascade.
   std::unique_ptr<std::array<std::uint32_t, kAllSlots>> count_;
@@ -713,9 +720,9 @@ inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
   if (slot < kWheelSlots) {  // the slot's event: its tick at level 0, its unit's start above (I7)
     const unsigned shift = kLevelBits * (slot >> kSlotBits);
     next_event_ = std::min(next_event_, (node->due >> shift) << shift);
-    // A look-ahead slot (I8). At level 0 this also holds for the tick after cur_: a needless but
-    // harmless pace() call, cheaper than a test of the level.
-    pacing_ |= (node->due >> shift) == (cur_ >> shift) + 1;
+    // A look-ahead slot is paced from the next tick on (I8). At level 0 this also holds for the
+    // tick after cur_: a needless but harmless pace() call, cheaper than a test of the level.
+    if ((node->due >> shift) == (cur_ >> shift) + 1) pace_at_ = std::min(pace_at_, cur_ + 1);
   }
 }
 
@@ -741,8 +748,8 @@ inline TimerId BasicWheel<Policy>::commit(Node* node, Nanos deadline) noexcept {
 // Whether advance() to `target` meets no callback and no cascade on the way: nothing due or left
 // from a pass cut short (the due, late and batch slots, which share the last bitmap word) and no
 // event up to target (I7). Then the call's only work is the look-ahead cascade's share (pace(),
-// when pacing_ says a look-ahead slot may be occupied, or a unit boundary is crossed and the
-// look-ahead slot changes): the common case of a loop that advances every tick.
+// once target reaches pace_at_, or a unit boundary is crossed and the look-ahead slots change):
+// the common case of a loop that advances every tick.
 template <class Policy>
 inline bool BasicWheel<Policy>::quiet_until(std::uint64_t target) const noexcept {
   static_assert(kDueSlot / 64 == kBatchSlot / 64 && kDueSlot % 64 == 0, "the extra slots share one word");
@@ -757,14 +764,14 @@ inline std::size_t BasicWheel<Policy>::advance(Nanos now, std::size_t limit) {
   ++stats_.passes;
   if ((unlink_queued_ | moves_queued_) != 0) flush_unlinks();
   assert(summary_exact());
-  assert(next_event_ <= next_event_tick(top_level()));  // I7
-  assert(pacing_ || !lookahead_occupied(top_level()));  // I8
+  assert(next_event_ <= next_event_tick(top_level()));                        // I7
+  assert(pace_at_ != ~std::uint64_t{0} || !lookahead_occupied(top_level()));  // I8
   if (now > now_) now_ = now;
   // now_ is in [0, Nanos::max()], so its tick is at most ticks_.max_tick().
   const std::uint64_t target = ticks_.floor(static_cast<std::uint64_t>(now_.count()));
   target_ = target;
   if (!quiet_until(target)) return pass(target, limit);
-  if (pacing_ || ((target ^ cur_) >> kLevelBits) != 0) {
+  if (target >= pace_at_ || ((target ^ cur_) >> kLevelBits) != 0) {
     quiet_advance(target);
   } else {
     cur_ = target;
