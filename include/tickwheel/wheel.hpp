@@ -712,10 +712,13 @@ inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
   Node* first = *head;
   node->next = first;
   node->pprev = head;
-  if (first != nullptr) first->pprev = &node->next;
   *head = node;
-  ways_[slot] |= static_cast<std::uint8_t>(1U << way);
-  set_occupied(slot);
+  if (first != nullptr) {
+    first->pprev = &node->next;  // the sub-list, so the slot, was in use: its bits are set (I4)
+  } else {
+    ways_[slot] |= static_cast<std::uint8_t>(1U << way);
+    set_occupied(slot);
+  }
   ++(*count_)[slot];
   if (slot < kWheelSlots) {  // the slot's event: its tick at level 0, its unit's start above (I7)
     const unsigned shift = kLevelBits * (slot >> kSlotBits);
