@@ -860,6 +860,7 @@ void BasicWheel<Policy>::prefetch_upcoming(bool successors) const noexcept {
 template <class Policy>
 std::size_t BasicWheel<Policy>::step(std::uint64_t target, std::size_t budget) {
   std::size_t ran = 0;
+  const std::uint64_t from = cur_;
   while (cur_ < target && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
          (ran < budget || !occupied(kDueSlot))) {
     // Recomputed each step: a callback may have scheduled a timer above the previous top level.
@@ -893,7 +894,8 @@ std::size_t BasicWheel<Policy>::step(std::uint64_t target, std::size_t budget) {
   // the bound stale.
   const unsigned top = top_level();
   if (next_event_ <= cur_) next_event_ = next_event_tick(top);
-  plan_pace(top);  // I8, for where cur_ is now
+  // I8: the look-ahead slots changed only if a unit boundary was crossed (links keep pace_at_).
+  if (((from ^ cur_) >> kLevelBits) != 0) plan_pace(top);
   return ran;
 }
 
@@ -925,13 +927,17 @@ std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
     merge(kDueSlot, kLateSlot);
     if (occupied(kLateSlot)) ran = fire(kLateSlot, limit);
     if (!occupied(kLateSlot) && occupied(kBatchSlot)) ran += fire(kBatchSlot, limit - ran);
-    if (target >= pace_at_ && !occupied(kLateSlot) && !occupied(kBatchSlot)) pace(target, top_level());
+    const bool paced = target >= pace_at_ && !occupied(kLateSlot) && !occupied(kBatchSlot);
+    if (paced) pace(target, top_level());
     ran += step(target, limit - ran);
+    if (paced) plan_pace(top_level());  // I8 after the share moved (step() did, if it crossed a unit)
   } catch (...) {
     // The callback that threw counts as fired and the rest resume in the next call. As after a
     // pass cut short by its limit, step on without firing so that cur_ does not lag behind time
-    // that holds nothing due.
+    // that holds nothing due. The throw may have left step() after it crossed a unit boundary and
+    // before it planned the look-ahead cascade: planned here (I8).
     step(target, 0);
+    plan_pace(top_level());
     throw;
   }
   if (!in_cache) prefetch_upcoming(/*successors=*/false);

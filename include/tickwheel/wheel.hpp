@@ -9,8 +9,9 @@
 //   - No idle ticking: occupancy bitmaps find the next non-empty slot with a count-trailing-zeros,
 //     so advance() jumps over empty time for free and next_deadline() tells an event loop exactly
 //     how long it may sleep.
-//   - No cascade bursts: the upper-level slot that comes due next is moved down a little on every
-//     pass, in proportion to the time that passed, instead of all at once when its time comes.
+//   - No cascade bursts: the upper-level slot that comes due next is moved down a batch at a time
+//     (8 nodes or more), in proportion to the time that passed, instead of all at once when its time
+//     comes (a slot of fewer than 8 timers moves at its boundary).
 //   - Time is an integer you pass in. The wheel never reads a clock, so a trading loop can drive it
 //     from its own clock, and tests are deterministic.
 //
@@ -52,7 +53,8 @@
 //               written, otherwise a move queued like a cancel's unlink (see reschedule()).
 //   queries     O(1): is_pending(), deadline(), remaining() read the node's generation and due.
 //   clear, for_each_pending  O(pending + kLevels * kSlots / 64): only occupied slots are walked.
-//   advance     O(timers fired + timers moved down + non-empty slots crossed); empty time is free.
+//   advance     O(timers fired + timers moved down + non-empty slots crossed); empty time is free,
+//               and a call that meets nothing on its way is inline, a few compares and stores.
 //   next_deadline  O(levels): two bit scans per level.
 // Each slot is one cache line holding 8 independent sub-lists, and every walk of a slot round-robins
 // over them with a prefetch of each successor, so firing or moving a slot keeps 8 node misses in
