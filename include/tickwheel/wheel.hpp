@@ -634,9 +634,6 @@ class BasicWheel {
   mutable bool visiting_ = false;                       // inside for_each_pending(): see ScopedFlag
   std::unique_ptr<std::array<Slot, kAllSlots>> slots_;  // the heads, one cache line per slot
   std::array<std::uint64_t, kBitmapWords> occupied_{};  // bit s set <=> slot s has a node
-  // Bit w of ways_[s] set <=> sub-list w of slot s is non-empty (I4''): a walk, and an unlink that
-  // empties a sub-list, learn which sub-lists are in use from one byte instead of eight heads.
-  std::array<std::uint8_t, kAllSlots> ways_{};
   // Bit w set <=> occupied_[w] != 0: a level's emptiness and the top level in one load and a bit
   // scan, instead of a walk of 8 words per level several times a pass (I4').
   std::uint64_t nonempty_words_ = 0;
@@ -659,6 +656,10 @@ class BasicWheel {
   unsigned moves_queued_ = 0;
   std::array<Node*, kUnlinkBatch> move_queue_{};        // rescheduled nodes to move, see flush_moves()
   std::array<std::uint32_t, kUnlinkBatch> move_gen_{};  // the pending generation each was queued with
+  // Last, so that the fields every call touches stay together. Bit w of ways_[s] set <=> sub-list w of slot s
+  // is non-empty (I4''): a walk, and an unlink that empties a sub-list, learn which sub-lists are in use from
+  // one byte instead of eight heads.
+  std::array<std::uint8_t, kAllSlots> ways_{};
 };
 
 // ---- The hot path, inline so that a schedule compiles down to straight-line code. ----
