@@ -118,9 +118,9 @@ bool Timer::reschedule_after(Nanos delay) noexcept {
   return shard_->host().reschedule(*shard_, node_, gen_, delay, /*relative=*/true);
 }
 
-std::optional<Nanos> Timer::deadline() const { return detail::EngineCore::deadline(*this); }
+std::optional<Nanos> Timer::deadline() const noexcept { return detail::EngineCore::deadline(*this); }
 
-std::optional<Nanos> Timer::remaining() const {
+std::optional<Nanos> Timer::remaining() const noexcept {
   const std::optional<Nanos> at = deadline();
   if (!at) return std::nullopt;
   // Both are in [0, Nanos::max()]: no overflow.

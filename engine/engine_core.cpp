@@ -173,12 +173,16 @@ Timer EngineCore::commit(const Reservation& r, Nanos when, bool relative) noexce
   Node* const node = r.node;
   Shard* const shard = r.shard;
   const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
-  // The tick, by a multiplication (TickDivider), so that the worker links the node as it comes.
-  node->due = ticks_.due(deadline);
   const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
   // Relaxed: the node reaches the worker through the hand-off queue (release/acquire), and other
   // threads through the Timer this returns, which the caller must pass on with its own ordering.
   node->gen.store(gen, std::memory_order_relaxed);
+  // The tick, by a multiplication (TickDivider), so that the worker links the node as it comes.
+  // After the generation, and release: a Timer::deadline() on another thread that still holds a
+  // handle of the node's last lifetime may read this `due`; its acquire fence then pairs with this
+  // store, so its second load of the generation sees this lifetime's (or later), never the one it
+  // holds, and it answers nullopt (see Shard::deadline_of). A plain mov on x86-64.
+  store_due(node, ticks_.due(deadline), std::memory_order_release);
   if (r.producer == nullptr) {
     shard->link_direct(node);  // a callback scheduling on its own shard: no queue
     return {shard, node, gen};
@@ -294,17 +298,9 @@ bool EngineCore::reschedule(Shard& shard, Node* node, std::uint32_t pending_gen,
   return true;
 }
 
-std::optional<Nanos> EngineCore::deadline(const Timer& timer) {
+std::optional<Nanos> EngineCore::deadline(const Timer& timer) noexcept {
   if (timer.node_ == nullptr) return std::nullopt;
-  Shard& shard = *timer.shard_;
-  if (!shard.is_own_thread()) {
-    throw std::logic_error(
-        "tickwheel::Timer::deadline/remaining: asked from a thread that is not the timer's shard's (shard " +
-        std::to_string(shard.index()) +
-        "): only a callback on that shard or the thread that owns it (Engine::own_shard) reads its "
-        "wheel; use pending() elsewhere");
-  }
-  return shard.deadline_here(timer.node_, timer.gen_);
+  return timer.shard_->deadline_of(timer.node_, timer.gen_);
 }
 
 Timer EngineCore::timer_from_raw(std::uint64_t raw) const noexcept {

@@ -54,8 +54,8 @@ class EngineCore final : public ShardHost {
   // Timer::reschedule*: moved at once on the shard's own thread, else posted to it.
   bool reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
                   bool relative) noexcept override;
-  // Timer::deadline: the shard's own thread only (std::logic_error elsewhere).
-  static std::optional<Nanos> deadline(const Timer& timer);
+  // Timer::deadline: any thread (Shard::deadline_of).
+  static std::optional<Nanos> deadline(const Timer& timer) noexcept;
   Timer timer_from_raw(std::uint64_t raw) const noexcept;
   std::size_t clear(std::size_t index);
   std::size_t for_each_pending(std::size_t index, void* context,

@@ -141,10 +141,11 @@ void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noex
     if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay)) {
       // The next run is one period after this one ended: its tick goes back in `due`
       // (ShardWheel::rearm_returned). The node is this thread's until the enqueue below publishes
-      // it (release; the worker's dequeue acquires).
+      // it (release; the worker's dequeue acquires). Release, as every write of `due` that
+      // Timer::deadline() can race from another thread (see detail::store_due).
       const Nanos next =
           detail::saturating_add(run_end(), Nanos(static_cast<Nanos::rep>(Meta::period(meta))));
-      node->due = ticks_.due(next);
+      store_due(node, ticks_.due(next), std::memory_order_release);
       next_ns = static_cast<std::uint64_t>(next.count());
     } else {
       // The next grid point, or a later one if the timer misfired: waking for the first is never
@@ -643,11 +644,29 @@ bool Shard::move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadl
   return true;
 }
 
-std::optional<Nanos> Shard::deadline_here(const Node* node, std::uint32_t pending_gen) const noexcept {
-  // Acquire: as move_here().
+std::optional<Nanos> Shard::deadline_of(Node* node, std::uint32_t pending_gen) const noexcept {
+  // A seqlock's read, the generation word standing in for the sequence: `due` counts only if the
+  // word holds the handle's pending value both before and after it is read.
+  //
+  // Acquire: pairs with a periodic timer's re-arm (ShardPolicy::rearm's compare-and-swap, whose
+  // release comes after its write of the next run's `due`, BasicWheel::rearm): so once the timer
+  // is pending again `due` is the next run's, not the last one's. (What the schedule wrote reached
+  // this thread with the Timer itself, which the caller passed on with its own ordering.) Any other
+  // value (fired, cancelled, running, another lifetime, a fresh node): nullopt.
   if (node->gen.load(std::memory_order_acquire) != pending_gen) return std::nullopt;
+  // Relaxed, through std::atomic_ref: every write this can race is atomic (detail::store_due).
+  // Within the lifetime (a move, a re-arm) it reads the value before or after the write: both are
+  // deadlines this timer had while it was asked, the answer engine.hpp promises.
+  const std::uint64_t due = load_due(node);
+  // Acquire fence: pairs with the release of the write of `due` just read. If that write is of a
+  // later lifetime of the node (the timer ended and the node was handed out again meanwhile: the
+  // producer's store in EngineCore::commit, or any later one), the end of this timer came before
+  // it, so the load below sees the word moved on, and the stale `due` is not answered.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Relaxed: ordered by the fence above.
+  if (node->gen.load(std::memory_order_relaxed) != pending_gen) return std::nullopt;
   // In ticks, linked or in transit (see Node::due); due <= the horizon: no overflow.
-  return Nanos(static_cast<Nanos::rep>(node->due * ticks_.tick()));
+  return Nanos(static_cast<Nanos::rep>(due * ticks_.tick()));
 }
 
 std::size_t Shard::clear_here() noexcept {

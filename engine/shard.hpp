@@ -87,6 +87,10 @@ class Shard {
   // queue could not allocate room.
   [[nodiscard]] bool post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_t pending_gen,
                                std::uint64_t deadline_ns) noexcept;
+  // The deadline of a timer whose node holds pending generation `pending_gen`, rounded up to the
+  // tick as the wheel runs it; nullopt if the node holds another value (see there), at either of
+  // the two loads of the generation that bracket the read of `due`. O(1), three loads.
+  std::optional<Nanos> deadline_of(Node* node, std::uint32_t pending_gen) const noexcept;
   // Wakes the sleeper whatever its plan (Engine::clock_moved(): an engine on a clock of the user's,
   // whose workers sleep until woken).
   void clock_moved() noexcept { wake_.signal(); }
@@ -175,9 +179,6 @@ class Shard {
   // taken in yet, its deadline rewritten before its adoption. False, with nothing touched, if the
   // node no longer holds that generation (fired, running, cancelled, reused). O(1).
   bool move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadline_ns) noexcept;
-  // The deadline of a timer whose node holds pending generation `pending_gen`, rounded up to the
-  // tick as the wheel runs it; nullopt if it holds another. O(1).
-  std::optional<Nanos> deadline_here(const Node* node, std::uint32_t pending_gen) const noexcept;
   // Cancels every pending timer of the shard (posted cancels retired and hand-offs taken in first),
   // destroying their callables; returns how many it cancelled. Each is won by compare-and-swap, so
   // a cancel racing it on another thread wins or loses as against Timer::cancel(). O(pending).

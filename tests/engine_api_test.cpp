@@ -1,10 +1,11 @@
 // tests/engine_api_test.cpp — the Engine's side of issue 17: Timer::reschedule()/reschedule_after()
 // on the shard's own thread and posted from other threads (a hand-off in transit included),
-// Timer::deadline()/remaining() in every state, the 8-byte handle (Timer::raw(),
-// Engine::timer_from_raw()) with nodes from every pool, Engine::clear() and
-// Engine::for_each_pending(). EngineApi.* run caller-driven on the injected clock (deterministic:
-// what a pass runs is decided by the test); EngineApiRace.* race reschedules against fires,
-// cancels and stop() on worker threads and check the exactly-once accounting (run under TSan too).
+// Timer::deadline()/remaining() in every state, on the shard's thread and any other, the 8-byte
+// handle (Timer::raw(), Engine::timer_from_raw()) with nodes from every pool, Engine::clear()
+// and Engine::for_each_pending(). EngineApi.* run caller-driven on the injected clock
+// (deterministic: what a pass runs is decided by the test); EngineApiRace.* race reschedules and
+// deadline reads against fires, cancels, schedules and stop() on worker threads and check the
+// answers and the exactly-once accounting (run under TSan too).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -166,10 +167,13 @@ TEST(EngineApi, AReschedulePostedFromAnotherThreadTakesEffectAtTheNextPass) {
   Timer b = engine.schedule_after(5ms, Probe(&t, 1));  // still in the hand-off queue
   EXPECT_TRUE(a.reschedule(at(start + 20ms)));
   EXPECT_TRUE(b.reschedule(at(start + 30ms))) << "a hand-off in transit is moved too";
-  EXPECT_THROW((void)a.deadline(), std::logic_error) << "not the shard's thread";
+  EXPECT_EQ(a.deadline(), start + 5ms) << "not applied before the shard's pass: the old deadline";
+  EXPECT_EQ(b.deadline(), start + 5ms);
   advance_clock(5ms);
   EXPECT_EQ(engine.poll(0), 0u) << "the records are drained before anything runs";
   EXPECT_EQ(engine.next_deadline(0), start + 20ms);
+  EXPECT_EQ(a.deadline(), start + 20ms);
+  EXPECT_EQ(b.deadline(), start + 30ms);
   advance_clock(15ms);
   EXPECT_EQ(engine.poll(0), 1u);
   EXPECT_EQ(t.ran[0].load(), 1);
@@ -254,13 +258,71 @@ TEST(EngineApi, DeadlineAndRemainingInEveryState) {
   // A due timer waiting past its deadline reads zero remaining.
   advance_clock(5ms);
   EXPECT_EQ(pending.remaining(), 0ns);
-  // Not the shard's thread: refused for a true handle, whatever its state.
+  // Another thread than the shard's reads the same answers.
   std::thread([&] {
-    EXPECT_THROW((void)pending.deadline(), std::logic_error);
-    EXPECT_THROW((void)once.remaining(), std::logic_error);
+    EXPECT_EQ(pending.remaining(), 0ns);
+    EXPECT_EQ(pending.deadline(), o.start + 3ms);
+    EXPECT_EQ(once.remaining(), std::nullopt);
+    EXPECT_EQ(every.deadline(), std::nullopt);
+    EXPECT_EQ(reuse.deadline(), o.start + 10ms);
     EXPECT_EQ(Timer{}.deadline(), std::nullopt);
   }).join();
-  (void)reuse;
+}
+
+// A thread that is not the shard's reads every state too: nobody owns the shard here, so the test
+// thread is "another thread" outside its polls, and a callback asks from a thread of its own.
+TEST(EngineApi, DeadlineAndRemainingFromAThreadNotTheShardsInEveryState) {
+  Tally t(4);
+  Engine engine(manual(1));
+  const Nanos start = fake_now();
+  Timer linked = engine.schedule_at(at(start + 2500us), Probe(&t, 0));
+  EXPECT_EQ(engine.poll(0), 0u);  // taken in
+  Timer transit = engine.schedule_after(7ms, Probe(&t, 1));
+  EXPECT_EQ(linked.deadline(), start + 3ms) << "pending, linked";
+  EXPECT_EQ(linked.remaining(), 3ms);
+  EXPECT_EQ(transit.deadline(), start + 7ms) << "pending, a hand-off not taken in";
+  // A posted move reads the old deadline until the shard applies it.
+  ASSERT_TRUE(transit.reschedule(at(start + 9ms)));
+  EXPECT_EQ(transit.deadline(), start + 7ms);
+  // Running: each callback asks about itself from a thread of its own, while it runs.
+  struct Self {
+    Timer timer;
+    std::optional<std::optional<Nanos>> inside;
+  } s_once, s_every;
+  const auto ask = [](Self* s) { std::thread([s] { s->inside = s->timer.deadline(); }).join(); };
+  s_once.timer = engine.schedule_after(1ms, [&ask, s = &s_once] { ask(s); });
+  s_every.timer = engine.schedule_every(1ms, [&ask, s = &s_every] { ask(s); });
+  const Timer once = s_once.timer;
+  const Timer every = s_every.timer;
+  advance_clock(1ms);
+  EXPECT_EQ(engine.poll(0), 2u);
+  ASSERT_TRUE(s_once.inside.has_value() && s_every.inside.has_value()) << "a callback did not run";
+  EXPECT_EQ(*s_once.inside, std::nullopt) << "a one-shot claimed to run";
+  EXPECT_EQ(*s_every.inside, std::nullopt) << "a periodic timer whose run is under way";
+  EXPECT_EQ(transit.deadline(), start + 9ms) << "the move applied by the pass";
+  EXPECT_EQ(every.deadline(), start + 2ms) << "between runs: its next run";
+  EXPECT_EQ(transit.remaining(), 8ms);
+  // Fired, cancelled, stale, empty.
+  EXPECT_EQ(once.deadline(), std::nullopt);
+  EXPECT_EQ(once.remaining(), std::nullopt);
+  Timer every_copy = every;
+  ASSERT_TRUE(every_copy.cancel());
+  EXPECT_EQ(every.deadline(), std::nullopt) << "cancelled, its record not yet retired";
+  (void)engine.poll(0);
+  Timer reuse = engine.schedule_after(4ms, Probe(&t, 2));
+  EXPECT_EQ(every.deadline(), std::nullopt) << "stale: the node may hold another timer now";
+  EXPECT_EQ(once.deadline(), std::nullopt);
+  EXPECT_EQ(reuse.deadline(), start + 5ms);
+  EXPECT_EQ(Timer{}.remaining(), std::nullopt);
+  EXPECT_EQ(engine.schedule_on(3, 1ms, Probe(&t, 3)).deadline(), std::nullopt) << "a failed schedule";
+  // Handed back by stop(): pending, with its deadline, until cancelled.
+  std::vector<Timer> back = engine.stop();
+  EXPECT_EQ(back.size(), 3u);
+  EXPECT_EQ(linked.deadline(), start + 3ms);
+  EXPECT_EQ(linked.remaining(), 2ms);
+  EXPECT_TRUE(linked.cancel());
+  EXPECT_EQ(linked.deadline(), std::nullopt);
+  for (Timer& timer : back) (void)timer.cancel();
 }
 
 // ---- the 8-byte handle ----
@@ -466,6 +528,139 @@ TEST(EngineApiRace, AnEarlierMoveWakesTheSleepingWorker) {
   EXPECT_TRUE(t.wait_runs(1)) << "the worker slept through a move to 1 ms";
   EXPECT_TRUE(a.expired());
   EXPECT_TRUE(engine.stop().empty());
+}
+
+// Timer::deadline() from the test thread, which is never a worker's, in each state a worker shard
+// puts a timer in: pending, fired, cancelled, a periodic timer between runs and in a run (out on
+// an executor's task), moved, and after stop().
+TEST(EngineApiRace, DeadlineFromAThreadNotTheShardsWithWorkersInEveryState) {
+  Tally t(3);
+  auto executor = pool(1);
+  Engine engine(workers(1, executor));
+  const Nanos base = Nanos((now_ns() / 1'000'000 + 1) * 1'000'000) + 1h;  // on the tick
+  Timer far = engine.schedule_at(at(base), Probe(&t, 0));
+  EXPECT_EQ(far.deadline(), base) << "whether or not the worker has taken it in yet";
+  Timer soon = engine.schedule_after(0ns, Probe(&t, 1));
+  ASSERT_TRUE(t.wait_runs(1));
+  EXPECT_TRUE(eventually([&] { return soon.expired(); }));
+  EXPECT_EQ(soon.deadline(), std::nullopt) << "fired";
+  Timer gone = engine.schedule_after(1h, Probe(&t, 2));
+  ASSERT_TRUE(gone.cancel());
+  EXPECT_EQ(gone.deadline(), std::nullopt) << "cancelled";
+  // A periodic timer held in its run on the executor: no deadline until the worker takes it back.
+  HoldGate gate;
+  const ReleaseOnExit release{gate};
+  std::atomic<int> runs{0};
+  Timer every = engine.schedule_every(1ms, [&] {
+    if (runs.fetch_add(1) == 0) gate.pass();
+  });
+  ASSERT_TRUE(gate.wait_entered());
+  EXPECT_TRUE(every.pending());
+  EXPECT_EQ(every.deadline(), std::nullopt) << "a periodic timer out on its task";
+  gate.release();
+  ASSERT_TRUE(eventually([&] { return runs.load() >= 3; }));
+  // Between runs again: its next run, on the tick.
+  std::optional<Nanos> next;
+  ASSERT_TRUE(eventually([&] { return (next = every.deadline()).has_value(); }));
+  EXPECT_EQ(next->count() % engine.tick().count(), 0);
+  EXPECT_TRUE(far.reschedule(at(base + 1h)));
+  EXPECT_TRUE(eventually([&] { return far.deadline() == base + 1h; })) << "the posted move applied";
+  std::vector<Timer> back = engine.stop();
+  EXPECT_EQ(back.size(), 2u);
+  EXPECT_EQ(far.deadline(), base + 1h) << "handed back, pending";
+  EXPECT_TRUE(every.deadline().has_value());
+  for (Timer& timer : back) EXPECT_TRUE(timer.cancel());
+  EXPECT_EQ(far.deadline(), std::nullopt);
+  EXPECT_EQ(every.deadline(), std::nullopt);
+}
+
+// Readers on threads of their own call deadline() on every handle, again and again, while the
+// workers fire, re-arm and move the timers, the producing thread moves and cancels them, and new
+// schedules reuse their nodes (stale handles then name nodes that hold later timers). Each deadline a
+// one-shot timer i is given is a whole tick congruent to i mod 64; a periodic one (its period 64
+// ticks) keeps the residue of its first deadline, or takes i's when moved. So an answer taken from
+// another timer, or another lifetime of the node, is caught 63 times in 64; and a one-shot's
+// nullopt is final (its lifetime has ended). Under TSan it also checks that the reads race nothing.
+TEST(EngineApiRace, DeadlineReadersRacingReschedulesCancelsFiresAndReuse) {
+  const std::size_t n = kSanitized ? 3'000 : 30'000;
+  constexpr std::int64_t kTickNs = 1'000'000;
+  constexpr std::int64_t kResidues = 64;
+  Engine engine(workers(2));
+  // A whole multiple of 64 ticks: each deadline below is base + (64 k + i % 64) ticks.
+  const std::int64_t base = (now_ns() / (kResidues * kTickNs) + 1) * kResidues * kTickNs;
+  const auto deadline_of = [&](std::size_t i, std::int64_t k) {
+    return Nanos(base + (kResidues * k + static_cast<std::int64_t>(i % kResidues)) * kTickNs);
+  };
+  const auto residue = [&](Nanos d) { return ((d.count() - base) / kTickNs) % kResidues; };
+  std::vector<Timer> handles(n);
+  std::vector<std::int64_t> first_residue(n, -1);  // a periodic timer's; -1 for a one-shot
+  std::atomic<std::size_t> published{0};           // handles[i] below it are written (release)
+  std::atomic<bool> done{false};
+  std::atomic<std::size_t> bad{0};
+  std::atomic<std::size_t> reads{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::mt19937 rng(static_cast<unsigned>(100 + r));
+      std::vector<std::uint8_t> ended(n, 0);
+      std::size_t mine = 0;
+      while (!done.load(std::memory_order_relaxed) || mine < 1000) {
+        const std::size_t have = published.load(std::memory_order_acquire);
+        if (have == 0) continue;
+        const std::size_t i = rng() % have;
+        const std::optional<Nanos> d = handles[i].deadline();
+        ++mine;
+        if (!d) {
+          if (first_residue[i] < 0) ended[i] = 1;
+          continue;
+        }
+        const std::int64_t got = residue(*d);
+        const bool residue_ok =
+            got == static_cast<std::int64_t>(i % kResidues) || (first_residue[i] >= 0 && got == first_residue[i]);
+        if (d->count() % kTickNs != 0 || d->count() < base - kResidues * kTickNs || !residue_ok || ended[i] != 0) {
+          bad.fetch_add(1);
+        }
+      }
+      reads.fetch_add(mine);
+    });
+  }
+  // The producer, on this thread: half of the timers are due within 64 ticks of base, so their
+  // nodes come back to the pool and the schedules that follow reuse them. After each schedule it
+  // moves or cancels two published timers (the shard applies the moves, writing their deadlines);
+  // it pauses now and then so that time passes and timers fire meanwhile.
+  std::mt19937 rng(3);
+  const auto move_or_cancel = [&](std::size_t have) {
+    const std::size_t i = rng() % have;
+    if (rng() % 8 == 0) {
+      (void)handles[i].cancel();
+    } else {  // near (due soon after base, or at once) or far
+      const std::int64_t k = rng() % 4 == 0 ? 0 : static_cast<std::int64_t>(rng() % 4096);
+      (void)handles[i].reschedule(at(deadline_of(i, k)));
+    }
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t k = rng() % 2 == 0 ? 0 : static_cast<std::int64_t>(rng() % 4096);
+    if (rng() % 16 == 0) {
+      PeriodicOptions opts;
+      opts.initial_delay = deadline_of(i, k + 1) - Nanos(now_ns());
+      handles[i] = engine.schedule_every(Nanos(kResidues * kTickNs), [] {}, opts);
+      ASSERT_TRUE(handles[i]) << i;
+      std::optional<Nanos> first;
+      ASSERT_TRUE(eventually([&] { return (first = handles[i].deadline()).has_value(); }));
+      first_residue[i] = residue(*first);
+    } else {
+      handles[i] = engine.schedule_at(at(deadline_of(i, k)), [] {});
+      ASSERT_TRUE(handles[i]) << i;
+    }
+    published.store(i + 1, std::memory_order_release);
+    move_or_cancel(i + 1);
+    move_or_cancel(i + 1);
+    if (i % 64 == 63) std::this_thread::sleep_for(200us);
+  }
+  done.store(true);
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0u) << "of " << reads.load() << " reads";
+  EXPECT_TRUE(eventually([&] { return engine.stats().fired > 0 && engine.stats().rescheduled > 0; }));
 }
 
 // Producers schedule, reschedule (back and forth, often across the deadline), cancel and query

@@ -36,10 +36,10 @@
 // Threads: every member of Engine and Timer may be called from any thread, with these exceptions:
 // stop() is refused from inside a timer callback (it would join the thread it runs on, or wait for
 // itself); in caller-driven mode a shard's poll() and next_deadline() are for the thread that
-// polls it, one thread at a time; and what reads or walks a shard's wheel (Timer::deadline(),
-// remaining(), Engine::clear(), for_each_pending()) is for the shard's own thread: a callback
-// running on it, or the thread that owns it (own_shard). Timer::reschedule() works from any
-// thread, exactly on the shard's own and as a posted request elsewhere (see there).
+// polls it, one thread at a time; and what walks or empties a shard's wheel (Engine::clear(),
+// for_each_pending()) is for the shard's own thread: a callback running on it, or the thread that
+// owns it (own_shard). Timer::reschedule() works from any thread, exactly on the shard's own and
+// as a posted request elsewhere (see there). Timer::deadline() and remaining() answer anywhere.
 #pragma once
 
 #include <chrono>
@@ -240,16 +240,28 @@ class Timer {
   bool reschedule_after(Nanos delay) noexcept;
 
   // The time the timer is due, as the shard will run it: its deadline rounded up to the tick and
-  // clamped to the wheel's horizon (a timer already due may read a time before now); a hand-off
-  // not yet taken in by the shard included. remaining(): deadline() minus the engine's clock now,
-  // zero once that is negative. nullopt for a false or default handle and for every timer pending()
-  // calls false, and for a periodic timer whose run is under way, as reschedule() says (its next
-  // run is not known until the shard takes it back). The shard's own thread only (a callback on that shard,
-  // or the thread that owns it): the deadline is the shard's, rewritten as it links and moves the timer, so
-  // no other thread can read it without racing; from any other thread a true handle throws std::logic_error.
-  // Cost: two loads (the generation, acquire, then the node's deadline), and for remaining() a clock read.
-  std::optional<Nanos> deadline() const;
-  std::optional<Nanos> remaining() const;
+  // clamped to the wheel's horizon (a timer already due may read a time before now). remaining():
+  // deadline() minus the engine's clock now, zero once that is negative. Any thread, in every
+  // state, racing nothing:
+  //   - pending, in the wheel or a hand-off not yet taken in by its shard: its deadline (a
+  //     periodic timer between runs: its next run's);
+  //   - running: nullopt for a one-shot claimed to run (its callback asking about itself
+  //     included) and for a periodic timer whose run is under way, as reschedule() says (its next
+  //     run is not known until the shard takes it back);
+  //   - fired, cancelled (clear() included), a stale handle (its node holds
+  //     another timer), a false or default handle: nullopt. After stop(), a timer it handed back
+  //     is pending: its deadline.
+  // Exactly the timers pending() calls true have a value, but a periodic timer's run under way.
+  // A snapshot: on another thread than the shard's the timer may be claimed, cancelled or moved
+  // right after. A move racing the call (reschedule() applied by the shard meanwhile: at once on
+  // its thread, or by its pass for a posted one) gives the old deadline or the new one, never
+  // anything else; a posted move not applied yet gives the old one. Likewise a periodic timer
+  // whose run ends during the call may read the deadline of that run or of the next one.
+  // Cost: three loads and an acquire fence (no instruction on x86-64), a seqlock's read with the
+  // generation word as its sequence; remaining() adds a clock read. No lock, never blocks,
+  // never fails; noexcept.
+  std::optional<Nanos> deadline() const noexcept;
+  std::optional<Nanos> remaining() const noexcept;
 
   // The handle in 8 bytes, for storage beside a connection or in a lock-free slot; the engine's
   // timer_from_raw() gives the Timer back. Bit budget: the pending generation in the high 32 bits
