@@ -213,6 +213,14 @@ bool Shard::post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_
   return true;
 }
 
+void Shard::post_clear() noexcept {
+  // Release: pairs with serve_clears()'s acquire load, so the pass that sees this request also sees
+  // every hand-off enqueued before it (their producers' enqueues happened before this call).
+  clears_posted_.fetch_add(1, std::memory_order_release);
+  // Then the producers' protocol: the sleeper's nothing_waits() reads the counter after its fence.
+  wake_.wake_if_sleeping();
+}
+
 void Shard::nudge() noexcept { wake_.nudge(); }
 
 std::size_t Shard::take_nodes(Node** out, std::size_t n) noexcept {
@@ -242,6 +250,8 @@ ShardStats Shard::stats() const {
   s.rearmed = rearmed_.load(std::memory_order_relaxed);
   s.skipped = skipped_.load(std::memory_order_relaxed);
   s.rescheduled = rescheduled_.load(std::memory_order_relaxed);
+  s.clears = clears_.load(std::memory_order_relaxed);
+  s.cleared = cleared_.load(std::memory_order_relaxed);
   s.rejected = rejected_.load(std::memory_order_relaxed);
   s.queue_depth = transfers_.size_approx();
   s.transfer_cap_hits = cap_hits_.load(std::memory_order_relaxed);
@@ -413,7 +423,8 @@ std::size_t Shard::poll(Nanos now, std::size_t limit) {
 std::optional<Nanos> Shard::next_deadline(Nanos now) const noexcept {
   // Relaxed: a hint, as the sizes; the poll that follows drains with acquire.
   if (transfers_.size_approx() != 0 || returned_.size_approx() != 0 ||
-      moves_posted_.load(std::memory_order_relaxed)) {
+      moves_posted_.load(std::memory_order_relaxed) ||
+      clears_posted_.load(std::memory_order_relaxed) != clears_served_) {
     return now;
   }
   return wheel_.next_deadline();
@@ -432,6 +443,7 @@ std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
   const std::size_t cancels = drain_cancels();
   (void)drain_moves();  // before anything runs, as the cancels
   drain_returned();
+  (void)serve_clears();  // after the periodic timers back from the executor are linked again
   const std::size_t moved = transfer(transfer_cap_);
   cap_hit_ = moved == transfer_cap_ && transfers_.size_approx() != 0;
   if (cap_hit_) cap_hits_.fetch_add(1, std::memory_order_relaxed);
@@ -492,6 +504,39 @@ std::size_t Shard::drain_moves() noexcept {
     taken += n;
   }
   return taken;
+}
+
+std::size_t Shard::take_in_all() noexcept {
+  // An output iterator that adopts each node the queue hands it, so that one bulk dequeue can take
+  // any number of nodes without a buffer. moodycamel's bulk dequeue without a consumer token walks
+  // the producers' sub-queues once, in list order, taking from each what it holds then.
+  class AdoptInto {
+   public:
+    explicit AdoptInto(ShardWheel& wheel) noexcept : wheel_(&wheel) {}
+    AdoptInto& operator*() noexcept { return *this; }
+    AdoptInto& operator++() noexcept { return *this; }
+    AdoptInto operator++(int) noexcept { return *this; }  // NOLINT(cert-dcl21-cpp): the queue's idiom
+    AdoptInto& operator=(Node* node) noexcept {
+      wheel_->adopt(node);
+      return *this;
+    }
+
+   private:
+    ShardWheel* wheel_;
+  };
+  return transfers_.try_dequeue_bulk(AdoptInto(wheel_), std::numeric_limits<std::size_t>::max());
+}
+
+bool Shard::serve_clears() noexcept {
+  // Acquire: pairs with post_clear()'s release increment (see there). Relaxed would read the same
+  // value; the acquire is what makes the hand-offs before the request visible to the sweep.
+  const std::uint64_t posted = clears_posted_.load(std::memory_order_acquire);
+  if (posted == clears_served_) [[likely]] {
+    return false;
+  }
+  clears_served_ = posted;
+  (void)clear_here();
+  return true;
 }
 
 std::size_t Shard::transfer(std::size_t cap) noexcept {
@@ -586,8 +631,11 @@ bool Shard::nothing_waits() const noexcept {
   // Moves too: one earlier than the plan must be applied before the sleep (post_move() sets the
   // flag before its fence, so either this load sees it or the poster sees the plan and signals).
   // Relaxed: after prepare()'s fence; the drain's exchange acquires.
+  // Clear requests too, by the same protocol (post_clear() bumps the counter before its fence).
   return transfers_.size_approx() == 0 && returned_.size_approx() == 0 &&
-         !moves_posted_.load(std::memory_order_relaxed) && !stopping_.load(std::memory_order_acquire);
+         !moves_posted_.load(std::memory_order_relaxed) &&
+         clears_posted_.load(std::memory_order_relaxed) == clears_served_ &&
+         !stopping_.load(std::memory_order_acquire);
 }
 
 bool Shard::prepare_wait(std::optional<Nanos> until) noexcept {
@@ -675,6 +723,8 @@ std::size_t Shard::clear_here() noexcept {
   free_place(cleared);
   // Release: pairs with cleared()'s acquire, as direct_ does. Only this thread writes it.
   cleared_.store(cleared_.load(std::memory_order_relaxed) + cleared, std::memory_order_release);
+  // Relaxed: a count for stats(), ordering nothing. Only this thread writes it.
+  clears_.store(clears_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   publish_stats();
   return cleared;
 }

@@ -1,11 +1,12 @@
 // tests/engine_api_test.cpp — the Engine's side of issue 17: Timer::reschedule()/reschedule_after()
 // on the shard's own thread and posted from other threads (a hand-off in transit included),
 // Timer::deadline()/remaining() in every state, on the shard's thread and any other, the 8-byte
-// handle (Timer::raw(), Engine::timer_from_raw()) with nodes from every pool, Engine::clear()
-// and Engine::for_each_pending(). EngineApi.* run caller-driven on the injected clock
-// (deterministic: what a pass runs is decided by the test); EngineApiRace.* race reschedules and
-// deadline reads against fires, cancels, schedules and stop() on worker threads and check the
-// answers and the exactly-once accounting (run under TSan too).
+// handle (Timer::raw(), Engine::timer_from_raw()) with nodes from every pool, Engine::clear(),
+// Engine::post_clear()/post_clear_all() and Engine::for_each_pending(). EngineApi.* run
+// caller-driven on the injected clock (deterministic: what a pass runs is decided by the test);
+// EngineApiRace.* race reschedules, deadline reads and posted clears against fires, cancels,
+// schedules and stop() on worker threads and check the answers and the exactly-once accounting
+// (run under TSan too).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -516,6 +517,181 @@ TEST(EngineApi, ClearAndForEachPendingRefuseOtherThreadsAndMissingShards) {
   EXPECT_EQ(o.engine.clear(0), 0u);
 }
 
+// ---- post_clear() and post_clear_all(): a clear from any thread, served by the shard's pass ----
+
+TEST(EngineApi, APostedClearIsServedByTheNextPollBeforeAnythingRuns) {
+  Tally t(8);
+  Engine engine(manual(1));  // nobody owns the shard: the test thread is "another thread"
+  std::vector<Timer> timers;
+  timers.push_back(engine.schedule_after(1ms, Probe(&t, 0)));
+  timers.push_back(engine.schedule_after(1h, Probe(&t, 1)));
+  timers.push_back(engine.schedule_every(1ms, Probe(&t, 2)));
+  EXPECT_EQ(engine.poll(0), 0u);                                   // taken in
+  timers.push_back(engine.schedule_after(1ms, Probe(&t, 3)));      // in transit
+  Timer posted_cancel = engine.schedule_after(1ms, Probe(&t, 4));  // a cancel posted, not retired
+  ASSERT_TRUE(posted_cancel.cancel());
+  Timer moved = engine.schedule_after(1h, Probe(&t, 5));
+  ASSERT_TRUE(moved.reschedule_after(1ms));  // a move posted, not applied: it does not save it
+  timers.push_back(moved);
+  EXPECT_TRUE(engine.post_clear(0));
+  EXPECT_TRUE(engine.post_clear(0)) << "a second request before the pass";
+  EXPECT_EQ(engine.next_deadline(0), fake_now()) << "a clear waits: the loop must poll now";
+  for (const Timer& timer : timers) EXPECT_TRUE(timer.pending()) << "served before the pass";
+  EXPECT_EQ(engine.stats().clears, 0u);
+  advance_clock(1ms);  // every timer but one is due now: none may run
+  EXPECT_EQ(engine.poll(0), 0u);
+  for (std::size_t i = 0; i < timers.size(); ++i) {
+    EXPECT_TRUE(timers[i].cancelled()) << i;
+    EXPECT_FALSE(timers[i].cancel()) << i;
+  }
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(t.ran[i].load(), 0) << i;
+    EXPECT_EQ(t.destroyed[i].load(), 1) << i;
+  }
+  EngineStats s = engine.stats();
+  EXPECT_EQ(s.clears, 1u) << "the two requests the pass found are served by one clear";
+  EXPECT_EQ(s.cleared, 5u);
+  EXPECT_EQ(s.cancelled, 6u) << "the five cleared and the one cancel() won";
+  EXPECT_EQ(s.pending, 0u);
+  EXPECT_EQ(engine.next_deadline(0), std::nullopt);
+  // Served: a timer scheduled after the serving pass is untouched.
+  Timer after = engine.schedule_after(1ms, Probe(&t, 6));
+  advance_clock(1ms);
+  EXPECT_EQ(engine.poll(0), 1u);
+  EXPECT_TRUE(after.expired());
+  // Once stopped: refused, nothing posted.
+  EXPECT_TRUE(engine.stop().empty());
+  EXPECT_FALSE(engine.post_clear(0));
+  EXPECT_FALSE(engine.post_clear_all());
+}
+
+TEST(EngineApi, AClearPostedBeforeStopAndNotServedIsServedByStop) {
+  Tally t(3);
+  Engine engine(manual(2));
+  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
+  Timer b = engine.schedule_on(1, 1h, Probe(&t, 1));
+  Timer c = engine.schedule_on(1, 2h, Probe(&t, 2));
+  EXPECT_TRUE(engine.post_clear(1));
+  std::vector<Timer> back = engine.stop();
+  ASSERT_EQ(back.size(), 1u) << "shard 1's timers cancelled by stop()'s drain, shard 0's handed back";
+  EXPECT_EQ(back[0].raw(), a.raw());
+  EXPECT_TRUE(b.cancelled() && c.cancelled());
+  EXPECT_EQ(t.destroyed[1].load() + t.destroyed[2].load(), 2);
+  EXPECT_EQ(engine.stats().shards[1].clears, 1u);
+  EXPECT_EQ(engine.stats().shards[1].cleared, 2u);
+  // From stop()'s own hand-back visitor: stopped, refused.
+  Engine other(manual(1));
+  Timer d = other.schedule_after(1h, Probe(&t, 0));
+  bool posted = true;
+  EXPECT_EQ(other.stop([&](Timer) noexcept { posted = other.post_clear_all(); }), 1u);
+  EXPECT_FALSE(posted);
+  EXPECT_TRUE(d.cancel());
+  EXPECT_TRUE(back[0].cancel());
+}
+
+TEST(EngineApi, APostedClearBeforeTheFirstStartClearsNothingLater) {
+  Tally t(1);
+  Engine engine(manual(1));
+  EXPECT_TRUE(engine.post_clear(0)) << "nothing to clear: no timer exists yet";
+  EXPECT_TRUE(engine.post_clear_all());
+  Timer a = engine.schedule_after(1ms, Probe(&t, 0));
+  advance_clock(1ms);
+  EXPECT_EQ(engine.poll(0), 1u) << "a timer scheduled after the call was cleared";
+  EXPECT_TRUE(a.expired());
+  EXPECT_EQ(engine.stats().clears, 0u);
+}
+
+TEST(EngineApi, PostClearAllServesEachShardAtItsOwnNextPoll) {
+  Tally t(4);
+  Engine engine(manual(2));
+  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
+  Timer b = engine.schedule_on(1, 1h, Probe(&t, 1));
+  EXPECT_TRUE(engine.post_clear_all());
+  EXPECT_EQ(engine.poll(0), 0u);
+  EXPECT_TRUE(a.cancelled());
+  EXPECT_TRUE(b.pending()) << "shard 1 has not polled yet";
+  EXPECT_EQ(engine.next_deadline(1), fake_now());
+  EXPECT_EQ(engine.poll(1), 0u);
+  EXPECT_TRUE(b.cancelled());
+  EXPECT_EQ(engine.stats().clears, 2u);
+  EXPECT_EQ(engine.stats().cleared, 2u);
+  EXPECT_TRUE(engine.stop().empty());
+}
+
+// From a callback on the shard the request waits for the next pass: the pass under way goes on,
+// and what is still due in it runs; the timers pending at the next pass, those the callback
+// scheduled on its own shard included, are cancelled then.
+TEST(EngineApi, APostFromACallbackIsServedAtTheNextPassAndThePassUnderWayGoesOn) {
+  Tally t(4);
+  Owned o;
+  struct Ctx {
+    Engine* engine;
+    Tally* t;
+    bool posted = false;
+    Timer direct;
+  } c{&o.engine, &t, false, {}};
+  Timer first = o.engine.schedule_after(1ms, [&c] {
+    c.posted = c.engine->post_clear(0);
+    c.direct = c.engine->schedule_after(1h, Probe(c.t, 3));  // linked directly, no queue
+  });
+  Timer far = o.engine.schedule_after(1h, Probe(&t, 1));
+  advance_clock(1ms);
+  Timer second = o.engine.schedule_after(0ns, Probe(&t, 2));  // the owner's: due in this pass too
+  EXPECT_EQ(o.engine.poll(0), 2u) << "the pass that the post came from ran on";
+  EXPECT_TRUE(c.posted);
+  EXPECT_TRUE(first.expired() && second.expired());
+  EXPECT_TRUE(far.pending() && c.direct.pending());
+  EXPECT_EQ(o.engine.poll(0), 0u);
+  EXPECT_TRUE(far.cancelled() && c.direct.cancelled());
+  EXPECT_EQ(t.destroyed[1].load() + t.destroyed[3].load(), 2);
+  EXPECT_EQ(o.engine.stats().clears, 1u);
+}
+
+// From a for_each_pending() visitor: posted; the walk goes on and sees the timers as they are.
+TEST(EngineApi, APostFromAVisitorIsServedAfterTheWalk) {
+  Tally t(3);
+  Owned o;
+  for (std::size_t i = 0; i < 3; ++i) ASSERT_TRUE(o.engine.schedule_after(1h, Probe(&t, i)));
+  std::size_t posted = 0;
+  EXPECT_EQ(o.engine.for_each_pending(0,
+                                      [&](Timer timer, Nanos) {
+                                        posted += o.engine.post_clear(0) ? 1 : 0;
+                                        EXPECT_TRUE(timer.pending());
+                                      }),
+            3u);
+  EXPECT_EQ(posted, 3u);
+  EXPECT_EQ(o.engine.stats().pending, 3u);
+  EXPECT_EQ(o.engine.poll(0), 0u);
+  EXPECT_EQ(o.engine.stats().pending, 0u);
+  EXPECT_EQ(o.engine.stats().cleared, 3u);
+  EXPECT_EQ(t.total_destroyed(), 3);
+}
+
+// A loop waiting between prepare_wait() and finish_wait() is woken for a posted clear, whatever
+// its plan, and prepare_wait() refuses to wait while one is not served.
+TEST(EngineApi, APostedClearWakesAWaitingLoop) {
+  std::atomic<int> wakes{0};
+  EngineOptions opts = manual(1);
+  opts.wake_loop = [&wakes](std::size_t) { wakes.fetch_add(1); };
+  Engine engine(opts);
+  Timer a = engine.schedule_after(1h, [] {});
+  EXPECT_EQ(engine.poll(0), 0u);
+  ASSERT_TRUE(engine.prepare_wait(0, engine.next_deadline(0)));
+  std::thread([&] { EXPECT_TRUE(engine.post_clear(0)); }).join();
+  EXPECT_EQ(wakes.load(), 1) << "the waiting loop was not woken";
+  engine.finish_wait(0);
+  EXPECT_FALSE(engine.prepare_wait(0, std::nullopt)) << "a clear waits: poll, do not wait";
+  EXPECT_EQ(engine.poll(0), 0u);
+  EXPECT_TRUE(a.cancelled());
+  ASSERT_TRUE(engine.prepare_wait(0, std::nullopt));
+  engine.finish_wait(0);
+  EXPECT_TRUE(engine.post_clear(0)) << "nothing pending: served as an empty clear";
+  EXPECT_EQ(wakes.load(), 1) << "a loop that is not waiting was woken";
+  EXPECT_EQ(engine.poll(0), 0u);
+  EXPECT_EQ(engine.stats().clears, 2u);
+  EXPECT_TRUE(engine.stop().empty());
+}
+
 // ---- worker threads ----
 
 // A move earlier than the sleeping worker's planned wake-up wakes it.
@@ -615,9 +791,10 @@ TEST(EngineApiRace, DeadlineReadersRacingReschedulesCancelsFiresAndReuse) {
           continue;
         }
         const std::int64_t got = residue(*d);
-        const bool residue_ok =
-            got == static_cast<std::int64_t>(i % kResidues) || (first_residue[i] >= 0 && got == first_residue[i]);
-        if (d->count() % kTickNs != 0 || d->count() < base - kResidues * kTickNs || !residue_ok || ended[i] != 0) {
+        const bool residue_ok = got == static_cast<std::int64_t>(i % kResidues) ||
+                                (first_residue[i] >= 0 && got == first_residue[i]);
+        if (d->count() % kTickNs != 0 || d->count() < base - kResidues * kTickNs || !residue_ok ||
+            ended[i] != 0) {
           bad.fetch_add(1);
         }
       }
@@ -643,7 +820,8 @@ TEST(EngineApiRace, DeadlineReadersRacingReschedulesCancelsFiresAndReuse) {
     if (rng() % 16 == 0) {
       PeriodicOptions opts;
       opts.initial_delay = deadline_of(i, k + 1) - Nanos(now_ns());
-      handles[i] = engine.schedule_every(Nanos(kResidues * kTickNs), [] {}, opts);
+      handles[i] = engine.schedule_every(
+          Nanos(kResidues * kTickNs), [] {}, opts);
       ASSERT_TRUE(handles[i]) << i;
       std::optional<Nanos> first;
       ASSERT_TRUE(eventually([&] { return (first = handles[i].deadline()).has_value(); }));
@@ -661,6 +839,118 @@ TEST(EngineApiRace, DeadlineReadersRacingReschedulesCancelsFiresAndReuse) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0u) << "of " << reads.load() << " reads";
   EXPECT_TRUE(eventually([&] { return engine.stats().fired > 0 && engine.stats().rescheduled > 0; }));
+}
+
+// A posted clear wakes a worker asleep until a far deadline; a periodic timer out on its task
+// (an executor's run under way) when the pass serves it is not cancelled and runs on.
+TEST(EngineApiRace, APostedClearWakesTheSleepingWorkerAndSparesARunUnderWay) {
+  Tally t(3);
+  Engine engine(workers(1, pool(1)));
+  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
+  Timer b = engine.schedule_on(0, 2h, Probe(&t, 1));
+  HoldGate gate;
+  const ReleaseOnExit release{gate};
+  std::atomic<int> runs{0};
+  Timer every = engine.schedule_every(1ms, [&] {
+    if (runs.fetch_add(1) == 0) gate.pass();
+  });
+  ASSERT_TRUE(gate.wait_entered());
+  EXPECT_TRUE(engine.post_clear(0));
+  EXPECT_TRUE(eventually([&] { return a.cancelled() && b.cancelled(); }))
+      << "the sleeping worker was not woken";
+  EXPECT_EQ(t.total_destroyed(), 2);
+  EXPECT_TRUE(eventually([&] { return engine.stats().clears == 1; }));
+  EXPECT_TRUE(every.pending()) << "a run under way is not cancelled";
+  gate.release();
+  EXPECT_TRUE(eventually([&] { return runs.load() >= 3; })) << "it runs on";
+  EXPECT_TRUE(every.cancel());
+  EXPECT_TRUE(engine.stop().empty());
+}
+
+// Producers schedule (near and far), cancel their own earlier timers, and now and then post a
+// clear of the shard they schedule on and check that each far timer they scheduled before it
+// stops being pending; a clearing thread posts clears of one shard or all meanwhile. At the end,
+// every timer ended exactly one way: it ran once, a cancel() returned true, or a clear cancelled
+// it, and the engine's counts say the same (fired, cleared, cancelled).
+TEST(EngineApiRace, PostedClearsRacingSchedulesAndCancelsKeepExactlyOnce) {
+  constexpr std::size_t kThreads = 3;
+  const std::size_t per = kSanitized ? 1'500 : 15'000;
+  Tally t(kThreads * per);
+  Engine engine(workers(2));
+  std::vector<Timer> handles(kThreads * per);
+  std::vector<std::uint8_t> won(kThreads * per, 0);
+  std::atomic<bool> go{false};
+  std::atomic<std::size_t> producing{kThreads};
+  std::atomic<std::size_t> unserved{0};  // far timers a served clear left pending
+  std::vector<std::thread> threads;
+  for (std::size_t k = 0; k < kThreads; ++k) {
+    threads.emplace_back([&, k] {
+      std::mt19937 rng(static_cast<unsigned>(k + 11));
+      while (!go.load()) std::this_thread::yield();
+      const std::size_t shard = k % 2;
+      std::vector<std::size_t> far;  // this thread's far timers since its last clear
+      for (std::size_t i = k * per; i < (k + 1) * per; ++i) {
+        const bool is_far = rng() % 2 == 0;
+        handles[i] = engine.schedule_on(shard, is_far ? 1h : Nanos(rng() % 2'000'000), Probe(&t, i));
+        if (!handles[i]) continue;
+        if (is_far) far.push_back(i);
+        const std::size_t victim = k * per + rng() % (i - k * per + 1);
+        if (rng() % 4 == 0 && handles[victim]) won[victim] |= handles[victim].cancel() ? 1 : 0;
+        if (rng() % 500 == 0) {
+          ASSERT_TRUE(engine.post_clear(shard));
+          // Each far timer scheduled before the call is cancelled by the pass that serves it
+          // (by this clear or the clearing thread's), unless this thread's cancel won first.
+          for (const std::size_t f : far) {
+            if (!eventually([&] { return !handles[f].pending(); })) unserved.fetch_add(1);
+          }
+          far.clear();
+        }
+      }
+      producing.fetch_sub(1);
+    });
+  }
+  threads.emplace_back([&] {
+    std::mt19937 rng(5);
+    while (!go.load()) std::this_thread::yield();
+    while (producing.load() != 0) {
+      EXPECT_TRUE(rng() % 3 == 0 ? engine.post_clear_all() : engine.post_clear(rng() % 2));
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
+    }
+  });
+  go.store(true);
+  for (auto& th : threads) th.join();
+  // The far timers left are cleared now; the near ones fire.
+  EXPECT_TRUE(engine.post_clear_all());
+  // Still: nothing pending, every end published by its pass, every callback returned.
+  EngineStats s;
+  ASSERT_TRUE(eventually([&] {
+    s = engine.stats();
+    return s.pending == 0 && s.fired + s.cancelled == s.scheduled &&
+           t.runs.load(std::memory_order_acquire) == s.fired;
+  }));
+  EXPECT_EQ(unserved.load(), 0u);
+  std::size_t scheduled = 0;
+  std::size_t ran = 0;
+  std::size_t cancels = 0;
+  std::size_t cleared = 0;
+  for (std::size_t i = 0; i < handles.size(); ++i) {
+    if (!handles[i]) continue;
+    ++scheduled;
+    const int r = t.ran[i].load();
+    EXPECT_LE(r, 1) << "timer " << i << " ran twice";
+    EXPECT_EQ(t.destroyed[i].load(), 1) << "timer " << i;
+    EXPECT_FALSE(r == 1 && won[i] != 0) << "timer " << i << " ran and was cancelled";
+    ran += static_cast<std::size_t>(r);
+    cancels += won[i];
+    cleared += r == 0 && won[i] == 0 ? 1 : 0;
+  }
+  EXPECT_EQ(ran + cancels + cleared, scheduled);
+  EXPECT_EQ(s.fired, ran);
+  EXPECT_EQ(s.cleared, cleared) << "a timer neither run nor cancel()ed ended other than by a clear";
+  EXPECT_EQ(s.cancelled, cancels + cleared);
+  EXPECT_EQ(s.scheduled, scheduled);
+  EXPECT_GT(s.clears, 0u);
+  EXPECT_TRUE(engine.stop().empty());
 }
 
 // Producers schedule, reschedule (back and forth, often across the deadline), cancel and query

@@ -36,10 +36,11 @@
 // Threads: every member of Engine and Timer may be called from any thread, with these exceptions:
 // stop() is refused from inside a timer callback (it would join the thread it runs on, or wait for
 // itself); in caller-driven mode a shard's poll() and next_deadline() are for the thread that
-// polls it, one thread at a time; and what walks or empties a shard's wheel (Engine::clear(),
-// for_each_pending()) is for the shard's own thread: a callback running on it, or the thread that
-// owns it (own_shard). Timer::reschedule() works from any thread, exactly on the shard's own and
-// as a posted request elsewhere (see there). Timer::deadline() and remaining() answer anywhere.
+// polls it, one thread at a time; and what walks or empties a shard's wheel at once
+// (Engine::clear(), for_each_pending()) is for the shard's own thread: a callback running on it,
+// or the thread that owns it (own_shard). Timer::reschedule() works from any thread, exactly on
+// the shard's own and as a posted request elsewhere (see there); so does clearing, as
+// Engine::post_clear() from any thread. Timer::deadline() and remaining() answer anywhere.
 #pragma once
 
 #include <chrono>
@@ -248,7 +249,7 @@ class Timer {
   //   - running: nullopt for a one-shot claimed to run (its callback asking about itself
   //     included) and for a periodic timer whose run is under way, as reschedule() says (its next
   //     run is not known until the shard takes it back);
-  //   - fired, cancelled (clear() included), a stale handle (its node holds
+  //   - fired, cancelled (clear() and post_clear() included), a stale handle (its node holds
   //     another timer), a false or default handle: nullopt. After stop(), a timer it handed back
   //     is pending: its deadline.
   // Exactly the timers pending() calls true have a value, but a periodic timer's run under way.
@@ -320,6 +321,11 @@ struct StatCounters {
   // Moves the shard applied (Timer::reschedule() calls that took effect, on its thread or from a
   // posted record). A move changes none of the counts above.
   std::uint64_t rescheduled = 0;
+  // Clears the shard did: each Engine::clear() call, and each pass (or stop()) that served posted
+  // requests (Engine::post_clear(); the requests one pass finds waiting are served by one clear).
+  std::uint64_t clears = 0;
+  // Timers those clears cancelled; each is also counted in `cancelled`.
+  std::uint64_t cleared = 0;
 
   // Adds each count of `o` to this one's; max_tick_lag_ns keeps the worse of the two.
   StatCounters& operator+=(const StatCounters& o) noexcept {
@@ -338,6 +344,8 @@ struct StatCounters {
     executing += o.executing;
     max_tick_lag_ns = max_tick_lag_ns > o.max_tick_lag_ns ? max_tick_lag_ns : o.max_tick_lag_ns;
     rescheduled += o.rescheduled;
+    clears += o.clears;
+    cleared += o.cleared;
     return *this;
   }
 };
@@ -548,19 +556,59 @@ class Engine {
 
   // Cancels every pending timer of `shard`, as cancel() on each would: their callables are
   // destroyed, never run, their handles answer cancelled() true, and each counts in
-  // stats().cancelled. Cancels and moves posted to the shard are applied, and hand-offs waiting
-  // for it taken in, first, so every timer whose schedule returned before this call began is
-  // cancelled, unless it already ran. A cancel() racing it on another thread wins or loses as it
-  // would against any cancel: exactly one of them returns true (or counts here). A periodic
-  // timer whose run is under way, as reschedule() says (this call inside it, or an executor's
-  // task), is not cancelled.
+  // stats().cancelled (and stats().cleared). Cancels and moves posted to the shard are applied,
+  // and hand-offs waiting for it taken in, first, so every timer whose schedule returned before
+  // this call began is cancelled, unless it already ran. A cancel() racing it on another thread
+  // wins or loses as it would against any cancel: exactly one of them returns true (or counts
+  // here). A periodic timer whose run is under way, as reschedule() says (this call inside it, or
+  // an executor's task), is not cancelled.
   // Returns how many it cancelled. Cost: O(pending + hand-offs waiting), one compare-and-swap per
-  // timer, no allocation, no system call. The shard's own thread only: a callback running on that
-  // shard (with worker threads, schedule_on(shard, 0ns, [&] { engine.clear(shard); }) clears it
-  // from there), or the thread that owns it in caller-driven mode (own_shard). Throws
-  // std::out_of_range for shard >= shard_count(), std::logic_error from any other thread (the
-  // shard's wheel is its thread's alone) and from inside a for_each_pending() visitor.
+  // timer, no allocation, no system call. The shard's own thread only, where the shard can be
+  // emptied at once and the count is exact: a callback running on that shard, or the thread that
+  // owns it in caller-driven mode (own_shard). Any other thread posts the clear instead
+  // (post_clear()). Throws std::out_of_range for shard >= shard_count(), std::logic_error from any
+  // other thread (the shard's wheel is its thread's alone) and from inside a for_each_pending()
+  // visitor.
   std::size_t clear(std::size_t shard);
+
+  // Clears `shard` from any thread: posts a request that the shard serves at the start of its next
+  // pass, as clear() on its own thread would: after that pass has applied the cancels and moves
+  // posted to it and taken in every hand-off waiting (all of them, not capped by transfer_cap),
+  // and before it runs anything, it cancels every timer then pending on the shard. A sleeping
+  // worker, or a caller-driven loop waiting between prepare_wait() and finish_wait(), is woken for
+  // it (a system call); a caller-driven shard serves it at its next poll(), and next_deadline()
+  // says "now" until then. Requests that one pass finds waiting are served by one clear.
+  //
+  // Which timers it cancels:
+  //   - every timer of the shard whose schedule returned before this call began (on this thread,
+  //     or on another that passed its result here with release/acquire ordering) is cancelled,
+  //     unless it was claimed to run (inline: its callback started; with an executor: handed to
+  //     it) or cancelled before the serving pass: a timer due while this call is made may still
+  //     fire, in the pass under way. A periodic timer whose run is under way then, as
+  //     reschedule() says (with an executor, out on its task), is not cancelled and runs on;
+  //   - a timer scheduled concurrently, or after this call returned but before the serving pass
+  //     took in its hand-off, may or may not be: it is cancelled iff that pass finds it pending.
+  //     Either way it ends exactly once: cancelled (never run, cancel() false, cancelled() true,
+  //     counted in stats().cleared) or left as any timer is. A timer scheduled after the serving
+  //     pass is untouched. Posted moves before it do not save a timer; a cancel() racing the clear
+  //     wins or loses as against clear().
+  // From a callback on the shard, or a for_each_pending() visitor, the request waits for the next
+  // pass: the pass under way (or the walk) goes on unchanged, callbacks still due in it run; use
+  // clear() there for an immediate clear. The counts are in stats(): `clears`, `cleared`.
+  //
+  // Returns true if the request was posted, or there was nothing to clear (the engine never
+  // started, so it holds no timer); false once stop() has begun, with nothing posted: stop()
+  // hands back the timers still pending. A request posted before stop() began and not served by
+  // a pass is served by stop() (those timers are cancelled, not handed back); one racing stop()
+  // on another thread may return true and be served by stop() or not at all (its timers are then
+  // handed back, pending). Cost: an atomic increment, a fence and a load, plus a system call when
+  // it wakes a sleeper; no lock, no allocation; it never blocks a producer or waits for the shard.
+  // The serving pass pays O(pending + hand-offs waiting). Any thread, callbacks, executor tasks
+  // and visitors included. Throws std::out_of_range for shard >= shard_count().
+  bool post_clear(std::size_t shard);
+  // post_clear() for every shard (each served by its own next pass, independently: there is no
+  // instant at which the whole engine is empty). Returns as post_clear() does. noexcept.
+  bool post_clear_all() noexcept;
 
   // Calls visit(Timer, Nanos deadline) once for every pending timer of `shard` (after applying
   // posted cancels and moves and taking waiting hand-offs in, as clear() does), the deadline as
