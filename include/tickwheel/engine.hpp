@@ -29,6 +29,11 @@
 //     is published through the hand-off queue: release on enqueue, acquire on dequeue).
 //   - cancel() and the worker's decision to run a timer are one compare-and-swap each on the same
 //     word: exactly one wins, and cancel() returns true iff the callback will never start.
+//   - Engine::post_clear(): every schedule that happened before the call (made on this thread, or
+//     on another whose result this thread saw with acquire ordering) is seen by the pass that
+//     serves it, which cancels the timer unless it was claimed to run first.
+//   - Timer::deadline() never pairs a timer's generation with a deadline of another lifetime of
+//     its node: it answers for the lifetime the handle names, or nullopt.
 //   - stop() returns after every worker has joined and every task handed to the executor has run:
 //     every callback that started has finished, and its effects are visible to the thread that
 //     called stop().
@@ -252,7 +257,8 @@ class Timer {
   //   - fired, cancelled (clear() and post_clear() included), a stale handle (its node holds
   //     another timer), a false or default handle: nullopt. After stop(), a timer it handed back
   //     is pending: its deadline.
-  // Exactly the timers pending() calls true have a value, but a periodic timer's run under way.
+  // So a value comes exactly for the timers pending() calls true, but for a periodic timer whose
+  // run is under way (pending() true, deadline() nullopt).
   // A snapshot: on another thread than the shard's the timer may be claimed, cancelled or moved
   // right after. A move racing the call (reschedule() applied by the shard meanwhile: at once on
   // its thread, or by its pass for a posted one) gives the old deadline or the new one, never
