@@ -42,6 +42,8 @@ std::size_t Engine::stop_visiting(void* context, void (*each)(void* context, Tim
 EngineStats Engine::stats() const { return core_->stats(); }
 Timer Engine::timer_from_raw(std::uint64_t raw) const noexcept { return core_->timer_from_raw(raw); }
 std::size_t Engine::clear(std::size_t shard) { return core_->clear(shard); }
+bool Engine::post_clear(std::size_t shard) { return core_->post_clear(shard); }
+bool Engine::post_clear_all() noexcept { return core_->post_clear_all(); }
 std::size_t Engine::walk_shard(std::size_t shard, void* context,
                                void (*each)(void* context, Timer timer, Nanos deadline)) {
   return core_->for_each_pending(shard, context, each);
@@ -118,9 +120,9 @@ bool Timer::reschedule_after(Nanos delay) noexcept {
   return shard_->host().reschedule(*shard_, node_, gen_, delay, /*relative=*/true);
 }
 
-std::optional<Nanos> Timer::deadline() const { return detail::EngineCore::deadline(*this); }
+std::optional<Nanos> Timer::deadline() const noexcept { return detail::EngineCore::deadline(*this); }
 
-std::optional<Nanos> Timer::remaining() const {
+std::optional<Nanos> Timer::remaining() const noexcept {
   const std::optional<Nanos> at = deadline();
   if (!at) return std::nullopt;
   // Both are in [0, Nanos::max()]: no overflow.

@@ -173,12 +173,16 @@ Timer EngineCore::commit(const Reservation& r, Nanos when, bool relative) noexce
   Node* const node = r.node;
   Shard* const shard = r.shard;
   const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
-  // The tick, by a multiplication (TickDivider), so that the worker links the node as it comes.
-  node->due = ticks_.due(deadline);
   const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
   // Relaxed: the node reaches the worker through the hand-off queue (release/acquire), and other
   // threads through the Timer this returns, which the caller must pass on with its own ordering.
   node->gen.store(gen, std::memory_order_relaxed);
+  // The tick, by a multiplication (TickDivider), so that the worker links the node as it comes.
+  // After the generation, and release: a Timer::deadline() on another thread that still holds a
+  // handle of the node's last lifetime may read this `due`; its acquire fence then pairs with this
+  // store, so its second load of the generation sees this lifetime's (or later), never the one it
+  // holds, and it answers nullopt (see Shard::deadline_of). A plain mov on x86-64.
+  store_due(node, ticks_.due(deadline), std::memory_order_release);
   if (r.producer == nullptr) {
     shard->link_direct(node);  // a callback scheduling on its own shard: no queue
     return {shard, node, gen};
@@ -294,17 +298,9 @@ bool EngineCore::reschedule(Shard& shard, Node* node, std::uint32_t pending_gen,
   return true;
 }
 
-std::optional<Nanos> EngineCore::deadline(const Timer& timer) {
+std::optional<Nanos> EngineCore::deadline(const Timer& timer) noexcept {
   if (timer.node_ == nullptr) return std::nullopt;
-  Shard& shard = *timer.shard_;
-  if (!shard.is_own_thread()) {
-    throw std::logic_error(
-        "tickwheel::Timer::deadline/remaining: asked from a thread that is not the timer's shard's (shard " +
-        std::to_string(shard.index()) +
-        "): only a callback on that shard or the thread that owns it (Engine::own_shard) reads its "
-        "wheel; use pending() elsewhere");
-  }
-  return shard.deadline_here(timer.node_, timer.gen_);
+  return timer.shard_->deadline_of(timer.node_, timer.gen_);
 }
 
 Timer EngineCore::timer_from_raw(std::uint64_t raw) const noexcept {
@@ -318,7 +314,7 @@ Timer EngineCore::timer_from_raw(std::uint64_t raw) const noexcept {
   return {shards_[found->shard].get(), found->node, gen};
 }
 
-Shard& EngineCore::own_thread_shard(std::size_t index, const char* call) const {
+Shard& EngineCore::own_thread_shard(std::size_t index, const char* call, const char* hint) const {
   if (index >= shards_.size()) {
     throw std::out_of_range(std::string("tickwheel::Engine::") + call + ": shard " + std::to_string(index) +
                             " of " + std::to_string(shards_.size()));
@@ -327,7 +323,8 @@ Shard& EngineCore::own_thread_shard(std::size_t index, const char* call) const {
   if (!shard.is_own_thread()) {
     throw std::logic_error(std::string("tickwheel::Engine::") + call + ": shard " + std::to_string(index) +
                            " is not the calling thread's: call it from a callback on that shard, or from the "
-                           "thread that owns it (Engine::own_shard)");
+                           "thread that owns it (Engine::own_shard)" +
+                           hint);
   }
   if (shard.walking()) {
     throw std::logic_error(std::string("tickwheel::Engine::") + call +
@@ -338,7 +335,43 @@ Shard& EngineCore::own_thread_shard(std::size_t index, const char* call) const {
   return shard;
 }
 
-std::size_t EngineCore::clear(std::size_t index) { return own_thread_shard(index, "clear").clear_here(); }
+std::size_t EngineCore::clear(std::size_t index) {
+  return own_thread_shard(index, "clear", "; from any other thread, post_clear() posts the clear to it")
+      .clear_here();
+}
+
+bool EngineCore::may_post_clear(bool& post) const noexcept {
+  // Relaxed: only the flag's own value is used. A request that reads false here while stop() sets
+  // it is served by stop()'s drain if that sees the request (Shard::drain_stopped), else never:
+  // the timers are then handed back, as engine.hpp says.
+  if (stopped_.load(std::memory_order_relaxed)) return false;
+  // Acquire: pairs with start()'s release. Before the first start no schedule has succeeded (each
+  // starts the engine first), so there is nothing to clear, and a request left waiting for the
+  // first pass would cancel timers scheduled after this call. A start racing this call: its
+  // timers are concurrent with it, which engine.hpp lets go either way.
+  post = started_.load(std::memory_order_acquire);
+  return true;
+}
+
+bool EngineCore::post_clear(std::size_t index) {
+  if (index >= shards_.size()) {
+    throw std::out_of_range("tickwheel::Engine::post_clear: shard " + std::to_string(index) + " of " +
+                            std::to_string(shards_.size()));
+  }
+  bool post = false;
+  if (!may_post_clear(post)) return false;
+  if (post) shards_[index]->post_clear();
+  return true;
+}
+
+bool EngineCore::post_clear_all() noexcept {
+  bool post = false;
+  if (!may_post_clear(post)) return false;
+  if (post) {
+    for (auto& shard : shards_) shard->post_clear();
+  }
+  return true;
+}
 
 std::size_t EngineCore::for_each_pending(std::size_t index, void* context,
                                          void (*each)(void* context, Timer timer, Nanos deadline)) {

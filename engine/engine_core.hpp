@@ -54,10 +54,13 @@ class EngineCore final : public ShardHost {
   // Timer::reschedule*: moved at once on the shard's own thread, else posted to it.
   bool reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
                   bool relative) noexcept override;
-  // Timer::deadline: the shard's own thread only (std::logic_error elsewhere).
-  static std::optional<Nanos> deadline(const Timer& timer);
+  // Timer::deadline: any thread (Shard::deadline_of).
+  static std::optional<Nanos> deadline(const Timer& timer) noexcept;
   Timer timer_from_raw(std::uint64_t raw) const noexcept;
   std::size_t clear(std::size_t index);
+  // Engine::post_clear / post_clear_all: a request to the shard (Shard::post_clear), or none.
+  bool post_clear(std::size_t index);
+  bool post_clear_all() noexcept;
   std::size_t for_each_pending(std::size_t index, void* context,
                                void (*each)(void* context, Timer timer, Nanos deadline));
 
@@ -125,8 +128,12 @@ class EngineCore final : public ShardHost {
   // Undoes a schedule that handed nothing over: destroys the callable, keeps the node, counts it.
   static Timer fail(const Reservation& r, Status why) noexcept;
   // The shard `index`, if the calling thread is its own (see Shard::is_own_thread) and not inside a
-  // for_each_pending() walk of it: else std::out_of_range or std::logic_error, naming `call`.
-  Shard& own_thread_shard(std::size_t index, const char* call) const;
+  // for_each_pending() walk of it: else std::out_of_range or std::logic_error, naming `call` (and
+  // ending, for another thread, with `hint`).
+  Shard& own_thread_shard(std::size_t index, const char* call, const char* hint = "") const;
+  // Whether a clear may be posted now: false once stopping (refused), and true without posting
+  // anything (`post` false) before the first start, when no timer exists yet.
+  bool may_post_clear(bool& post) const noexcept;
   // Checks the preconditions of poll() and the other caller-driven calls (named by `call`).
   Shard& polled_shard(std::size_t index, const char* call = "poll") const;
   // The shard's timers scheduled and not yet claimed to run nor cancelled (ShardStats::pending).

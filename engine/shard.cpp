@@ -141,10 +141,11 @@ void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noex
     if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay)) {
       // The next run is one period after this one ended: its tick goes back in `due`
       // (ShardWheel::rearm_returned). The node is this thread's until the enqueue below publishes
-      // it (release; the worker's dequeue acquires).
+      // it (release; the worker's dequeue acquires). Release, as every write of `due` that
+      // Timer::deadline() can race from another thread (see detail::store_due).
       const Nanos next =
           detail::saturating_add(run_end(), Nanos(static_cast<Nanos::rep>(Meta::period(meta))));
-      node->due = ticks_.due(next);
+      store_due(node, ticks_.due(next), std::memory_order_release);
       next_ns = static_cast<std::uint64_t>(next.count());
     } else {
       // The next grid point, or a later one if the timer misfired: waking for the first is never
@@ -212,6 +213,14 @@ bool Shard::post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_
   return true;
 }
 
+void Shard::post_clear() noexcept {
+  // Release: pairs with serve_clears()'s acquire load, so the pass that sees this request also sees
+  // every hand-off enqueued before it (their producers' enqueues happened before this call).
+  clears_posted_.fetch_add(1, std::memory_order_release);
+  // Then the producers' protocol: the sleeper's nothing_waits() reads the counter after its fence.
+  wake_.wake_if_sleeping();
+}
+
 void Shard::nudge() noexcept { wake_.nudge(); }
 
 std::size_t Shard::take_nodes(Node** out, std::size_t n) noexcept {
@@ -241,6 +250,8 @@ ShardStats Shard::stats() const {
   s.rearmed = rearmed_.load(std::memory_order_relaxed);
   s.skipped = skipped_.load(std::memory_order_relaxed);
   s.rescheduled = rescheduled_.load(std::memory_order_relaxed);
+  s.clears = clears_.load(std::memory_order_relaxed);
+  s.cleared = cleared_.load(std::memory_order_relaxed);
   s.rejected = rejected_.load(std::memory_order_relaxed);
   s.queue_depth = transfers_.size_approx();
   s.transfer_cap_hits = cap_hits_.load(std::memory_order_relaxed);
@@ -412,7 +423,8 @@ std::size_t Shard::poll(Nanos now, std::size_t limit) {
 std::optional<Nanos> Shard::next_deadline(Nanos now) const noexcept {
   // Relaxed: a hint, as the sizes; the poll that follows drains with acquire.
   if (transfers_.size_approx() != 0 || returned_.size_approx() != 0 ||
-      moves_posted_.load(std::memory_order_relaxed)) {
+      moves_posted_.load(std::memory_order_relaxed) ||
+      clears_posted_.load(std::memory_order_relaxed) != clears_served_) {
     return now;
   }
   return wheel_.next_deadline();
@@ -431,6 +443,7 @@ std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
   const std::size_t cancels = drain_cancels();
   (void)drain_moves();  // before anything runs, as the cancels
   drain_returned();
+  (void)serve_clears();  // after the periodic timers back from the executor are linked again
   const std::size_t moved = transfer(transfer_cap_);
   cap_hit_ = moved == transfer_cap_ && transfers_.size_approx() != 0;
   if (cap_hit_) cap_hits_.fetch_add(1, std::memory_order_relaxed);
@@ -491,6 +504,39 @@ std::size_t Shard::drain_moves() noexcept {
     taken += n;
   }
   return taken;
+}
+
+std::size_t Shard::take_in_all() noexcept {
+  // An output iterator that adopts each node the queue hands it, so that one bulk dequeue can take
+  // any number of nodes without a buffer. moodycamel's bulk dequeue without a consumer token walks
+  // the producers' sub-queues once, in list order, taking from each what it holds then.
+  class AdoptInto {
+   public:
+    explicit AdoptInto(ShardWheel& wheel) noexcept : wheel_(&wheel) {}
+    AdoptInto& operator*() noexcept { return *this; }
+    AdoptInto& operator++() noexcept { return *this; }
+    AdoptInto operator++(int) noexcept { return *this; }  // NOLINT(cert-dcl21-cpp): the queue's idiom
+    AdoptInto& operator=(Node* node) noexcept {
+      wheel_->adopt(node);
+      return *this;
+    }
+
+   private:
+    ShardWheel* wheel_;
+  };
+  return transfers_.try_dequeue_bulk(AdoptInto(wheel_), std::numeric_limits<std::size_t>::max());
+}
+
+bool Shard::serve_clears() noexcept {
+  // Acquire: pairs with post_clear()'s release increment (see there). Relaxed would read the same
+  // value; the acquire is what makes the hand-offs before the request visible to the sweep.
+  const std::uint64_t posted = clears_posted_.load(std::memory_order_acquire);
+  if (posted == clears_served_) [[likely]] {
+    return false;
+  }
+  clears_served_ = posted;
+  (void)clear_here();
+  return true;
 }
 
 std::size_t Shard::transfer(std::size_t cap) noexcept {
@@ -585,8 +631,11 @@ bool Shard::nothing_waits() const noexcept {
   // Moves too: one earlier than the plan must be applied before the sleep (post_move() sets the
   // flag before its fence, so either this load sees it or the poster sees the plan and signals).
   // Relaxed: after prepare()'s fence; the drain's exchange acquires.
+  // Clear requests too, by the same protocol (post_clear() bumps the counter before its fence).
   return transfers_.size_approx() == 0 && returned_.size_approx() == 0 &&
-         !moves_posted_.load(std::memory_order_relaxed) && !stopping_.load(std::memory_order_acquire);
+         !moves_posted_.load(std::memory_order_relaxed) &&
+         clears_posted_.load(std::memory_order_relaxed) == clears_served_ &&
+         !stopping_.load(std::memory_order_acquire);
 }
 
 bool Shard::prepare_wait(std::optional<Nanos> until) noexcept {
@@ -643,11 +692,29 @@ bool Shard::move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadl
   return true;
 }
 
-std::optional<Nanos> Shard::deadline_here(const Node* node, std::uint32_t pending_gen) const noexcept {
-  // Acquire: as move_here().
+std::optional<Nanos> Shard::deadline_of(Node* node, std::uint32_t pending_gen) const noexcept {
+  // A seqlock's read, the generation word standing in for the sequence: `due` counts only if the
+  // word holds the handle's pending value both before and after it is read.
+  //
+  // Acquire: pairs with a periodic timer's re-arm (ShardPolicy::rearm's compare-and-swap, whose
+  // release comes after its write of the next run's `due`, BasicWheel::rearm): so once the timer
+  // is pending again `due` is the next run's, not the last one's. (What the schedule wrote reached
+  // this thread with the Timer itself, which the caller passed on with its own ordering.) Any other
+  // value (fired, cancelled, running, another lifetime, a fresh node): nullopt.
   if (node->gen.load(std::memory_order_acquire) != pending_gen) return std::nullopt;
+  // Relaxed, through std::atomic_ref: every write this can race is atomic (detail::store_due).
+  // Within the lifetime (a move, a re-arm) it reads the value before or after the write: both are
+  // deadlines this timer had while it was asked, the answer engine.hpp promises.
+  const std::uint64_t due = load_due(node);
+  // Acquire fence: pairs with the release of the write of `due` just read. If that write is of a
+  // later lifetime of the node (the timer ended and the node was handed out again meanwhile: the
+  // producer's store in EngineCore::commit, or any later one), the end of this timer came before
+  // it, so the load below sees the word moved on, and the stale `due` is not answered.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Relaxed: ordered by the fence above.
+  if (node->gen.load(std::memory_order_relaxed) != pending_gen) return std::nullopt;
   // In ticks, linked or in transit (see Node::due); due <= the horizon: no overflow.
-  return Nanos(static_cast<Nanos::rep>(node->due * ticks_.tick()));
+  return Nanos(static_cast<Nanos::rep>(due * ticks_.tick()));
 }
 
 std::size_t Shard::clear_here() noexcept {
@@ -656,6 +723,8 @@ std::size_t Shard::clear_here() noexcept {
   free_place(cleared);
   // Release: pairs with cleared()'s acquire, as direct_ does. Only this thread writes it.
   cleared_.store(cleared_.load(std::memory_order_relaxed) + cleared, std::memory_order_release);
+  // Relaxed: a count for stats(), ordering nothing. Only this thread writes it.
+  clears_.store(clears_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   publish_stats();
   return cleared;
 }

@@ -16,6 +16,10 @@
 //             thread runs it (run_task) and posts the node on returned_; the worker's next pass
 //             recycles it (one-shot) or re-arms it (periodic), waking for a periodic node whose
 //             next run is before its planned wake-up, as for a hand-off.
+//   clear:    any thread bumps clears_posted_ and wakes a sleeper whatever its plan; the shard's
+//             thread, at the start of its next pass (after the cancels, moves and returned nodes,
+//             before anything runs), finds it above clears_served_, takes in every hand-off waiting
+//             (not capped by transfer_cap) and cancels every timer in the wheel (clear_here()).
 //   reschedule: a thread other than the shard's checks that the timer is pending (one load) and posts
 //             {node, pending generation, new deadline} on moves_, waking the worker iff the new
 //             deadline is before its planned wake-up; the worker, draining moves_ right after
@@ -87,6 +91,15 @@ class Shard {
   // queue could not allocate room.
   [[nodiscard]] bool post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_t pending_gen,
                                std::uint64_t deadline_ns) noexcept;
+  // The deadline of a timer whose node holds pending generation `pending_gen`, rounded up to the
+  // tick as the wheel runs it; nullopt if the node holds another value (see there), at either of
+  // the two loads of the generation that bracket the read of `due`. O(1), three loads.
+  std::optional<Nanos> deadline_of(Node* node, std::uint32_t pending_gen) const noexcept;
+  // Asks the shard's thread to clear the shard (Engine::post_clear): a request its next pass serves
+  // before it runs anything (serve_clears()); wakes the sleeper, whatever its plan, by the
+  // producers' protocol (a seq_cst fence, then the plan), so a pass comes soon. Requests posted
+  // before one pass looks are served together, by one clear.
+  void post_clear() noexcept;
   // Wakes the sleeper whatever its plan (Engine::clock_moved(): an engine on a clock of the user's,
   // whose workers sleep until woken).
   void clock_moved() noexcept { wake_.signal(); }
@@ -175,9 +188,6 @@ class Shard {
   // taken in yet, its deadline rewritten before its adoption. False, with nothing touched, if the
   // node no longer holds that generation (fired, running, cancelled, reused). O(1).
   bool move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadline_ns) noexcept;
-  // The deadline of a timer whose node holds pending generation `pending_gen`, rounded up to the
-  // tick as the wheel runs it; nullopt if it holds another. O(1).
-  std::optional<Nanos> deadline_here(const Node* node, std::uint32_t pending_gen) const noexcept;
   // Cancels every pending timer of the shard (posted cancels retired and hand-offs taken in first),
   // destroying their callables; returns how many it cancelled. Each is won by compare-and-swap, so
   // a cancel racing it on another thread wins or loses as against Timer::cancel(). O(pending).
@@ -208,13 +218,16 @@ class Shard {
   // cancel, so the caller must hold no lock they take).
   void wait_for_tasks() const noexcept;
   // Retires posted cancels, takes back what the executor returned, and adopts what is still in
-  // the hand-off queue: every timer that neither ran nor was cancelled is then in the wheel.
+  // the hand-off queue: every timer that neither ran nor was cancelled is then in the wheel. Then
+  // serves a clear posted before stop() began that no pass served: those timers are cancelled,
+  // not handed back.
   void drain_stopped() noexcept {
     drain_cancels();
     drain_moves();
     drain_returned();
     while (transfer(~std::size_t{0}) != 0) {
     }
+    (void)serve_clears();
     publish_stats();
   }
   // Timers in the wheel (a periodic one counts once): at least as many as hand_back() finds.
@@ -244,6 +257,15 @@ class Shard {
   void reserve_memory() noexcept;  // EngineOptions::reserve_per_shard, on the thread that prepares
   std::size_t pass(Nanos now, std::size_t limit) noexcept;
   std::size_t transfer(std::size_t cap) noexcept;
+  // Adopts every hand-off waiting, not capped: each producer's sub-queue once, as far as it holds
+  // when the sweep reaches it. Every hand-off whose enqueue happened before the call is taken, and
+  // producers that keep scheduling cannot hold the caller (as a loop until the queue is found
+  // empty could). Returns how many.
+  std::size_t take_in_all() noexcept;
+  // Serves the clears posted since the last one served (post_clear()): clear_here(), then the
+  // requests marked served. Returns whether there was one. The shard's thread (a pass, or the
+  // stopping thread in drain_stopped()).
+  bool serve_clears() noexcept;
   void refill() noexcept;
   // ShardWheel::take_free_nodes, and the locators (see directory.hpp) of the nodes handed out fresh.
   std::size_t take_wheel_nodes(std::span<Node*> out) noexcept;
@@ -252,8 +274,7 @@ class Shard {
   void settle() noexcept {
     drain_cancels();
     drain_moves();
-    while (transfer(~std::size_t{0}) != 0) {
-    }
+    (void)take_in_all();
   }
   // The wheel's policy (ShardPolicy) asks these, on the thread in the pass.
   friend struct ShardPolicy;
@@ -305,6 +326,7 @@ class Shard {
   bool cap_hit_ = false;
   std::size_t reserve_target_;       // free nodes refill() aims at; grows with bursts (see there)
   bool walking_ = false;             // inside walk_here() (the shard's thread)
+  std::uint64_t clears_served_ = 0;  // the value of clears_posted_ the last clear served
   bool in_poll_pass_ = false;        // inside poll()'s pass (the polling thread; see poll())
   NodeDirectory::PoolMap pool_map_;  // the wheel pool's locators (see directory.hpp)
 
@@ -322,6 +344,7 @@ class Shard {
   std::atomic<std::uint64_t> claimed_{0};
   std::atomic<std::uint64_t> direct_{0};
   std::atomic<std::uint64_t> cleared_{0};     // timers clear_here() cancelled; release, as direct_
+  std::atomic<std::uint64_t> clears_{0};      // clear_here() calls: clear() and served requests
   std::atomic<std::uint64_t> dispatched_{0};  // tasks handed to the executor
   std::atomic<std::uint64_t> passes_{0};
   std::atomic<std::uint64_t> wakeups_{0};
@@ -353,8 +376,12 @@ class Shard {
   alignas(kCacheLine) std::atomic<bool> stopping_{false};
   // Set (release) by a thread that posted a move, cleared (acquire exchange) by the shard's thread
   // before it drains moves_: a pass pays one load for moves, not a walk of the queue's producers.
-  // Its own line: reschedules write it, passes read it.
+  // A line apart from the counters above: reschedules write it, passes read it.
   alignas(kCacheLine) std::atomic<bool> moves_posted_{false};
+  // Clear requests posted (post_clear(); release increment), compared by each pass (acquire) with
+  // clears_served_: one load a pass. Beside moves_posted_: both are written rarely, by other
+  // threads, and read by every pass.
+  std::atomic<std::uint64_t> clears_posted_{0};
   // Caller-driven mode: set while a poll runs, or while a thread owns the shard, so that two threads
   // never drive one wheel and stop() can wait for a poll (or an owner) to end (see poll() and
   // request_stop() for the pairing).

@@ -56,17 +56,19 @@ void ShardWheel::rearm_returned(Node* node) noexcept {
 
 void ShardWheel::move(Node* node, std::uint64_t due) noexcept {
   ++stats_.rescheduled;
+  // Each write of `due` here is release, as every write of it that Timer::deadline() can race from
+  // another thread (see detail::store_due): a reader racing the move gets the old or the new one.
   if (node->pprev == nullptr) {  // pending and not linked: a hand-off not taken in yet
-    node->due = due;
+    store_due(node, due, std::memory_order_release);
     return;
   }
   if (in_place(node->due, due)) {
-    node->due = due;
+    store_due(node, due, std::memory_order_release);
     ++stats_.rescheduled_in_place;
     return;
   }
   unlink(node);
-  node->due = due;
+  store_due(node, due, std::memory_order_release);
   std::uint64_t due_by = cur_;
   if (cur_ != target_ && node->thunk(node->storage.data(), Op::meta) != 0) due_by = target_;
   link(node, due <= due_by ? kDueSlot : wheel_slot(due));

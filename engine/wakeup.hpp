@@ -71,6 +71,13 @@ class Wakeup {
     std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with prepare()
     if (due_ns < planned_ns_.load(std::memory_order_relaxed)) signal();
   }
+  // After posting work that must not wait for the plan (a clear request): signals the sleeper
+  // if it sleeps, or is about to, whatever its plan. The Dekker fence, as wake_if_before(): either
+  // the sleeper sees the work before it sleeps, or this sees its plan and signals.
+  void wake_if_sleeping() noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker with prepare()
+    if (planned_ns_.load(std::memory_order_relaxed) != kAwake) signal();
+  }
   // Signals the sleeper if it sleeps, whatever its plan. Relaxed: a hint; an awake sleeper looks
   // at its queues before it next sleeps.
   void nudge() noexcept {

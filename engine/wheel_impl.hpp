@@ -406,6 +406,11 @@ std::size_t BasicWheel<Policy>::clear_slot(unsigned slot) noexcept {
 // while the callback ran, the re-arm is refused and the lifetime ends here instead.
 template <class Policy>
 void BasicWheel<Policy>::rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept {
+  // Before the re-arm makes the timer pending again, so that an Engine's Timer::deadline() on
+  // another thread, which reads `due` only while the generation is pending, never reads the run's
+  // tick after the re-arm (the re-arm's release pairs with its acquire); release for the Engine,
+  // relaxed for the standalone wheel (see detail::store_due).
+  detail::store_due(node, next, Policy::kShared ? std::memory_order_release : std::memory_order_relaxed);
   if (!policy_.rearm(node, running)) {
     // A cancel took it during the run. One from another thread leaves the counting, and the
     // recycling, to this thread (its cancel record then finds the node unlinked); the standalone
@@ -418,7 +423,6 @@ void BasicWheel<Policy>::rearm(Node* node, std::uint32_t running, std::uint64_t 
     pool_.release(node);
     return;
   }
-  node->due = next;
   link(node, next <= target_ ? kDueSlot : wheel_slot(next));
 }
 

@@ -861,7 +861,7 @@ TEST(BadInput, RescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
 
 // The Engine's side of the row above: Timer::reschedule() and the queries of a handle that names no
 // pending timer (default, failed, fired, cancelled, cleared, node reused, or a forged raw value):
-// false or nullopt, nothing touched, on the shard's thread and (reschedule) from another thread.
+// false or nullopt, nothing touched, on the shard's thread and from another thread.
 TEST(BadInput, EngineRescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
   Tally t(6);
   Engine e(manual(1));
@@ -885,25 +885,54 @@ TEST(BadInput, EngineRescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
                           e.timer_from_raw(fired.raw()),
                           e.timer_from_raw(0x1234'5679'0000'0007U),
                           e.timer_from_raw(~std::uint64_t{0})};
-  const auto check = [&](bool own) {
+  const auto check = [&] {
     for (Timer& d : dead) {
       EXPECT_FALSE(d.reschedule_after(5ms)) << d.raw();
       EXPECT_FALSE(d.reschedule(at(fake_now()))) << d.raw();
       EXPECT_FALSE(d.pending()) << d.raw();
-      if (own || !d) {
-        EXPECT_EQ(d.deadline(), std::nullopt) << d.raw();
-        EXPECT_EQ(d.remaining(), std::nullopt) << d.raw();
-      }
+      EXPECT_EQ(d.deadline(), std::nullopt) << d.raw();
+      EXPECT_EQ(d.remaining(), std::nullopt) << d.raw();
     }
   };
-  check(true);
-  std::thread([&] { check(false); }).join();
+  check();
+  std::thread([&] { check(); }).join();
   EXPECT_EQ(current.deadline(), current_deadline) << "the node's current timer was touched";
   EXPECT_EQ(e.stats().pending, 1u);
   EXPECT_EQ(t.ran[1].load() + t.ran[2].load(), 0);
   EXPECT_EQ(t.destroyed[1].load() + t.destroyed[2].load(), 2);
   EXPECT_TRUE(current.cancel());
   e.release_shard(0);
+}
+
+// Engine::post_clear() of a shard that does not exist throws std::out_of_range naming it, before
+// and after stop(); once stop() has begun, post_clear() and post_clear_all() of a good shard are
+// refused (false, nothing posted: stop() hands the timers back).
+TEST(BadInput, PostClearOfAMissingShardOrAfterStopIsRefused) {
+  Tally t(2);
+  Engine manual_engine(manual(2));
+  Engine worker_engine(workers(1));
+  for (Engine* e : {&manual_engine, &worker_engine}) {
+    try {
+      (void)e->post_clear(e->shard_count());
+      ADD_FAILURE() << "post_clear() of a missing shard did not throw";
+    } catch (const std::out_of_range& error) {
+      EXPECT_NE(std::string(error.what()).find("shard " + std::to_string(e->shard_count()) + " of"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+  Timer a = manual_engine.schedule_on(1, 1h, Probe(&t, 0));
+  Timer b = worker_engine.schedule_on(0, 1h, Probe(&t, 1));
+  std::vector<Timer> back = manual_engine.stop();
+  std::vector<Timer> back_w = worker_engine.stop();
+  ASSERT_EQ(back.size() + back_w.size(), 2u);
+  for (Engine* e : {&manual_engine, &worker_engine}) {
+    EXPECT_FALSE(e->post_clear(0));
+    EXPECT_FALSE(e->post_clear_all());
+    EXPECT_THROW((void)e->post_clear(7), std::out_of_range);
+  }
+  EXPECT_TRUE(a.pending() && b.pending()) << "a refused clear cancelled something";
+  EXPECT_TRUE(a.cancel() && b.cancel());
 }
 
 // A deadline in the past, negative, or past the horizon (an overflowing delay included) is taken

@@ -1,10 +1,12 @@
 // tests/engine_api_test.cpp — the Engine's side of issue 17: Timer::reschedule()/reschedule_after()
 // on the shard's own thread and posted from other threads (a hand-off in transit included),
-// Timer::deadline()/remaining() in every state, the 8-byte handle (Timer::raw(),
-// Engine::timer_from_raw()) with nodes from every pool, Engine::clear() and
-// Engine::for_each_pending(). EngineApi.* run caller-driven on the injected clock (deterministic:
-// what a pass runs is decided by the test); EngineApiRace.* race reschedules against fires,
-// cancels and stop() on worker threads and check the exactly-once accounting (run under TSan too).
+// Timer::deadline()/remaining() in every state, on the shard's thread and any other, the 8-byte
+// handle (Timer::raw(), Engine::timer_from_raw()) with nodes from every pool, Engine::clear(),
+// Engine::post_clear()/post_clear_all() and Engine::for_each_pending(). EngineApi.* run
+// caller-driven on the injected clock (deterministic: what a pass runs is decided by the test);
+// EngineApiRace.* race reschedules, deadline reads and posted clears against fires, cancels,
+// schedules and stop() on worker threads and check the answers and the exactly-once accounting
+// (run under TSan too).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -166,10 +168,13 @@ TEST(EngineApi, AReschedulePostedFromAnotherThreadTakesEffectAtTheNextPass) {
   Timer b = engine.schedule_after(5ms, Probe(&t, 1));  // still in the hand-off queue
   EXPECT_TRUE(a.reschedule(at(start + 20ms)));
   EXPECT_TRUE(b.reschedule(at(start + 30ms))) << "a hand-off in transit is moved too";
-  EXPECT_THROW((void)a.deadline(), std::logic_error) << "not the shard's thread";
+  EXPECT_EQ(a.deadline(), start + 5ms) << "not applied before the shard's pass: the old deadline";
+  EXPECT_EQ(b.deadline(), start + 5ms);
   advance_clock(5ms);
   EXPECT_EQ(engine.poll(0), 0u) << "the records are drained before anything runs";
   EXPECT_EQ(engine.next_deadline(0), start + 20ms);
+  EXPECT_EQ(a.deadline(), start + 20ms);
+  EXPECT_EQ(b.deadline(), start + 30ms);
   advance_clock(15ms);
   EXPECT_EQ(engine.poll(0), 1u);
   EXPECT_EQ(t.ran[0].load(), 1);
@@ -254,13 +259,71 @@ TEST(EngineApi, DeadlineAndRemainingInEveryState) {
   // A due timer waiting past its deadline reads zero remaining.
   advance_clock(5ms);
   EXPECT_EQ(pending.remaining(), 0ns);
-  // Not the shard's thread: refused for a true handle, whatever its state.
+  // Another thread than the shard's reads the same answers.
   std::thread([&] {
-    EXPECT_THROW((void)pending.deadline(), std::logic_error);
-    EXPECT_THROW((void)once.remaining(), std::logic_error);
+    EXPECT_EQ(pending.remaining(), 0ns);
+    EXPECT_EQ(pending.deadline(), o.start + 3ms);
+    EXPECT_EQ(once.remaining(), std::nullopt);
+    EXPECT_EQ(every.deadline(), std::nullopt);
+    EXPECT_EQ(reuse.deadline(), o.start + 10ms);
     EXPECT_EQ(Timer{}.deadline(), std::nullopt);
   }).join();
-  (void)reuse;
+}
+
+// A thread that is not the shard's reads every state too: nobody owns the shard here, so the test
+// thread is "another thread" outside its polls, and a callback asks from a thread of its own.
+TEST(EngineApi, DeadlineAndRemainingFromAThreadNotTheShardsInEveryState) {
+  Tally t(4);
+  Engine engine(manual(1));
+  const Nanos start = fake_now();
+  Timer linked = engine.schedule_at(at(start + 2500us), Probe(&t, 0));
+  EXPECT_EQ(engine.poll(0), 0u);  // taken in
+  Timer transit = engine.schedule_after(7ms, Probe(&t, 1));
+  EXPECT_EQ(linked.deadline(), start + 3ms) << "pending, linked";
+  EXPECT_EQ(linked.remaining(), 3ms);
+  EXPECT_EQ(transit.deadline(), start + 7ms) << "pending, a hand-off not taken in";
+  // A posted move reads the old deadline until the shard applies it.
+  ASSERT_TRUE(transit.reschedule(at(start + 9ms)));
+  EXPECT_EQ(transit.deadline(), start + 7ms);
+  // Running: each callback asks about itself from a thread of its own, while it runs.
+  struct Self {
+    Timer timer;
+    std::optional<std::optional<Nanos>> inside;
+  } s_once, s_every;
+  const auto ask = [](Self* s) { std::thread([s] { s->inside = s->timer.deadline(); }).join(); };
+  s_once.timer = engine.schedule_after(1ms, [&ask, s = &s_once] { ask(s); });
+  s_every.timer = engine.schedule_every(1ms, [&ask, s = &s_every] { ask(s); });
+  const Timer once = s_once.timer;
+  const Timer every = s_every.timer;
+  advance_clock(1ms);
+  EXPECT_EQ(engine.poll(0), 2u);
+  ASSERT_TRUE(s_once.inside.has_value() && s_every.inside.has_value()) << "a callback did not run";
+  EXPECT_EQ(*s_once.inside, std::nullopt) << "a one-shot claimed to run";
+  EXPECT_EQ(*s_every.inside, std::nullopt) << "a periodic timer whose run is under way";
+  EXPECT_EQ(transit.deadline(), start + 9ms) << "the move applied by the pass";
+  EXPECT_EQ(every.deadline(), start + 2ms) << "between runs: its next run";
+  EXPECT_EQ(transit.remaining(), 8ms);
+  // Fired, cancelled, stale, empty.
+  EXPECT_EQ(once.deadline(), std::nullopt);
+  EXPECT_EQ(once.remaining(), std::nullopt);
+  Timer every_copy = every;
+  ASSERT_TRUE(every_copy.cancel());
+  EXPECT_EQ(every.deadline(), std::nullopt) << "cancelled, its record not yet retired";
+  (void)engine.poll(0);
+  Timer reuse = engine.schedule_after(4ms, Probe(&t, 2));
+  EXPECT_EQ(every.deadline(), std::nullopt) << "stale: the node may hold another timer now";
+  EXPECT_EQ(once.deadline(), std::nullopt);
+  EXPECT_EQ(reuse.deadline(), start + 5ms);
+  EXPECT_EQ(Timer{}.remaining(), std::nullopt);
+  EXPECT_EQ(engine.schedule_on(3, 1ms, Probe(&t, 3)).deadline(), std::nullopt) << "a failed schedule";
+  // Handed back by stop(): pending, with its deadline, until cancelled.
+  std::vector<Timer> back = engine.stop();
+  EXPECT_EQ(back.size(), 3u);
+  EXPECT_EQ(linked.deadline(), start + 3ms);
+  EXPECT_EQ(linked.remaining(), 2ms);
+  EXPECT_TRUE(linked.cancel());
+  EXPECT_EQ(linked.deadline(), std::nullopt);
+  for (Timer& timer : back) (void)timer.cancel();
 }
 
 // ---- the 8-byte handle ----
@@ -454,6 +517,181 @@ TEST(EngineApi, ClearAndForEachPendingRefuseOtherThreadsAndMissingShards) {
   EXPECT_EQ(o.engine.clear(0), 0u);
 }
 
+// ---- post_clear() and post_clear_all(): a clear from any thread, served by the shard's pass ----
+
+TEST(EngineApi, APostedClearIsServedByTheNextPollBeforeAnythingRuns) {
+  Tally t(8);
+  Engine engine(manual(1));  // nobody owns the shard: the test thread is "another thread"
+  std::vector<Timer> timers;
+  timers.push_back(engine.schedule_after(1ms, Probe(&t, 0)));
+  timers.push_back(engine.schedule_after(1h, Probe(&t, 1)));
+  timers.push_back(engine.schedule_every(1ms, Probe(&t, 2)));
+  EXPECT_EQ(engine.poll(0), 0u);                                   // taken in
+  timers.push_back(engine.schedule_after(1ms, Probe(&t, 3)));      // in transit
+  Timer posted_cancel = engine.schedule_after(1ms, Probe(&t, 4));  // a cancel posted, not retired
+  ASSERT_TRUE(posted_cancel.cancel());
+  Timer moved = engine.schedule_after(1h, Probe(&t, 5));
+  ASSERT_TRUE(moved.reschedule_after(1ms));  // a move posted, not applied: it does not save it
+  timers.push_back(moved);
+  EXPECT_TRUE(engine.post_clear(0));
+  EXPECT_TRUE(engine.post_clear(0)) << "a second request before the pass";
+  EXPECT_EQ(engine.next_deadline(0), fake_now()) << "a clear waits: the loop must poll now";
+  for (const Timer& timer : timers) EXPECT_TRUE(timer.pending()) << "served before the pass";
+  EXPECT_EQ(engine.stats().clears, 0u);
+  advance_clock(1ms);  // every timer but one is due now: none may run
+  EXPECT_EQ(engine.poll(0), 0u);
+  for (std::size_t i = 0; i < timers.size(); ++i) {
+    EXPECT_TRUE(timers[i].cancelled()) << i;
+    EXPECT_FALSE(timers[i].cancel()) << i;
+  }
+  for (std::size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(t.ran[i].load(), 0) << i;
+    EXPECT_EQ(t.destroyed[i].load(), 1) << i;
+  }
+  EngineStats s = engine.stats();
+  EXPECT_EQ(s.clears, 1u) << "the two requests the pass found are served by one clear";
+  EXPECT_EQ(s.cleared, 5u);
+  EXPECT_EQ(s.cancelled, 6u) << "the five cleared and the one cancel() won";
+  EXPECT_EQ(s.pending, 0u);
+  EXPECT_EQ(engine.next_deadline(0), std::nullopt);
+  // Served: a timer scheduled after the serving pass is untouched.
+  Timer after = engine.schedule_after(1ms, Probe(&t, 6));
+  advance_clock(1ms);
+  EXPECT_EQ(engine.poll(0), 1u);
+  EXPECT_TRUE(after.expired());
+  // Once stopped: refused, nothing posted.
+  EXPECT_TRUE(engine.stop().empty());
+  EXPECT_FALSE(engine.post_clear(0));
+  EXPECT_FALSE(engine.post_clear_all());
+}
+
+TEST(EngineApi, AClearPostedBeforeStopAndNotServedIsServedByStop) {
+  Tally t(3);
+  Engine engine(manual(2));
+  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
+  Timer b = engine.schedule_on(1, 1h, Probe(&t, 1));
+  Timer c = engine.schedule_on(1, 2h, Probe(&t, 2));
+  EXPECT_TRUE(engine.post_clear(1));
+  std::vector<Timer> back = engine.stop();
+  ASSERT_EQ(back.size(), 1u) << "shard 1's timers cancelled by stop()'s drain, shard 0's handed back";
+  EXPECT_EQ(back[0].raw(), a.raw());
+  EXPECT_TRUE(b.cancelled() && c.cancelled());
+  EXPECT_EQ(t.destroyed[1].load() + t.destroyed[2].load(), 2);
+  EXPECT_EQ(engine.stats().shards[1].clears, 1u);
+  EXPECT_EQ(engine.stats().shards[1].cleared, 2u);
+  // From stop()'s own hand-back visitor: stopped, refused.
+  Engine other(manual(1));
+  Timer d = other.schedule_after(1h, Probe(&t, 0));
+  bool posted = true;
+  EXPECT_EQ(other.stop([&](Timer) noexcept { posted = other.post_clear_all(); }), 1u);
+  EXPECT_FALSE(posted);
+  EXPECT_TRUE(d.cancel());
+  EXPECT_TRUE(back[0].cancel());
+}
+
+TEST(EngineApi, APostedClearBeforeTheFirstStartClearsNothingLater) {
+  Tally t(1);
+  Engine engine(manual(1));
+  EXPECT_TRUE(engine.post_clear(0)) << "nothing to clear: no timer exists yet";
+  EXPECT_TRUE(engine.post_clear_all());
+  Timer a = engine.schedule_after(1ms, Probe(&t, 0));
+  advance_clock(1ms);
+  EXPECT_EQ(engine.poll(0), 1u) << "a timer scheduled after the call was cleared";
+  EXPECT_TRUE(a.expired());
+  EXPECT_EQ(engine.stats().clears, 0u);
+}
+
+TEST(EngineApi, PostClearAllServesEachShardAtItsOwnNextPoll) {
+  Tally t(4);
+  Engine engine(manual(2));
+  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
+  Timer b = engine.schedule_on(1, 1h, Probe(&t, 1));
+  EXPECT_TRUE(engine.post_clear_all());
+  EXPECT_EQ(engine.poll(0), 0u);
+  EXPECT_TRUE(a.cancelled());
+  EXPECT_TRUE(b.pending()) << "shard 1 has not polled yet";
+  EXPECT_EQ(engine.next_deadline(1), fake_now());
+  EXPECT_EQ(engine.poll(1), 0u);
+  EXPECT_TRUE(b.cancelled());
+  EXPECT_EQ(engine.stats().clears, 2u);
+  EXPECT_EQ(engine.stats().cleared, 2u);
+  EXPECT_TRUE(engine.stop().empty());
+}
+
+// From a callback on the shard the request waits for the next pass: the pass under way goes on,
+// and what is still due in it runs; the timers pending at the next pass, those the callback
+// scheduled on its own shard included, are cancelled then.
+TEST(EngineApi, APostFromACallbackIsServedAtTheNextPassAndThePassUnderWayGoesOn) {
+  Tally t(4);
+  Owned o;
+  struct Ctx {
+    Engine* engine;
+    Tally* t;
+    bool posted = false;
+    Timer direct;
+  } c{&o.engine, &t, false, {}};
+  Timer first = o.engine.schedule_after(1ms, [&c] {
+    c.posted = c.engine->post_clear(0);
+    c.direct = c.engine->schedule_after(1h, Probe(c.t, 3));  // linked directly, no queue
+  });
+  Timer far = o.engine.schedule_after(1h, Probe(&t, 1));
+  advance_clock(1ms);
+  Timer second = o.engine.schedule_after(0ns, Probe(&t, 2));  // the owner's: due in this pass too
+  EXPECT_EQ(o.engine.poll(0), 2u) << "the pass that the post came from ran on";
+  EXPECT_TRUE(c.posted);
+  EXPECT_TRUE(first.expired() && second.expired());
+  EXPECT_TRUE(far.pending() && c.direct.pending());
+  EXPECT_EQ(o.engine.poll(0), 0u);
+  EXPECT_TRUE(far.cancelled() && c.direct.cancelled());
+  EXPECT_EQ(t.destroyed[1].load() + t.destroyed[3].load(), 2);
+  EXPECT_EQ(o.engine.stats().clears, 1u);
+}
+
+// From a for_each_pending() visitor: posted; the walk goes on and sees the timers as they are.
+TEST(EngineApi, APostFromAVisitorIsServedAfterTheWalk) {
+  Tally t(3);
+  Owned o;
+  for (std::size_t i = 0; i < 3; ++i) ASSERT_TRUE(o.engine.schedule_after(1h, Probe(&t, i)));
+  std::size_t posted = 0;
+  EXPECT_EQ(o.engine.for_each_pending(0,
+                                      [&](Timer timer, Nanos) {
+                                        posted += o.engine.post_clear(0) ? 1 : 0;
+                                        EXPECT_TRUE(timer.pending());
+                                      }),
+            3u);
+  EXPECT_EQ(posted, 3u);
+  EXPECT_EQ(o.engine.stats().pending, 3u);
+  EXPECT_EQ(o.engine.poll(0), 0u);
+  EXPECT_EQ(o.engine.stats().pending, 0u);
+  EXPECT_EQ(o.engine.stats().cleared, 3u);
+  EXPECT_EQ(t.total_destroyed(), 3);
+}
+
+// A loop waiting between prepare_wait() and finish_wait() is woken for a posted clear, whatever
+// its plan, and prepare_wait() refuses to wait while one is not served.
+TEST(EngineApi, APostedClearWakesAWaitingLoop) {
+  std::atomic<int> wakes{0};
+  EngineOptions opts = manual(1);
+  opts.wake_loop = [&wakes](std::size_t) { wakes.fetch_add(1); };
+  Engine engine(opts);
+  Timer a = engine.schedule_after(1h, [] {});
+  EXPECT_EQ(engine.poll(0), 0u);
+  ASSERT_TRUE(engine.prepare_wait(0, engine.next_deadline(0)));
+  std::thread([&] { EXPECT_TRUE(engine.post_clear(0)); }).join();
+  EXPECT_EQ(wakes.load(), 1) << "the waiting loop was not woken";
+  engine.finish_wait(0);
+  EXPECT_FALSE(engine.prepare_wait(0, std::nullopt)) << "a clear waits: poll, do not wait";
+  EXPECT_EQ(engine.poll(0), 0u);
+  EXPECT_TRUE(a.cancelled());
+  ASSERT_TRUE(engine.prepare_wait(0, std::nullopt));
+  engine.finish_wait(0);
+  EXPECT_TRUE(engine.post_clear(0)) << "nothing pending: served as an empty clear";
+  EXPECT_EQ(wakes.load(), 1) << "a loop that is not waiting was woken";
+  EXPECT_EQ(engine.poll(0), 0u);
+  EXPECT_EQ(engine.stats().clears, 2u);
+  EXPECT_TRUE(engine.stop().empty());
+}
+
 // ---- worker threads ----
 
 // A move earlier than the sleeping worker's planned wake-up wakes it.
@@ -465,6 +703,253 @@ TEST(EngineApiRace, AnEarlierMoveWakesTheSleepingWorker) {
   EXPECT_TRUE(a.reschedule_after(1ms));
   EXPECT_TRUE(t.wait_runs(1)) << "the worker slept through a move to 1 ms";
   EXPECT_TRUE(a.expired());
+  EXPECT_TRUE(engine.stop().empty());
+}
+
+// Timer::deadline() from the test thread, which is never a worker's, in each state a worker shard
+// puts a timer in: pending, fired, cancelled, a periodic timer between runs and in a run (out on
+// an executor's task), moved, and after stop().
+TEST(EngineApiRace, DeadlineFromAThreadNotTheShardsWithWorkersInEveryState) {
+  Tally t(3);
+  auto executor = pool(1);
+  Engine engine(workers(1, executor));
+  const Nanos base = Nanos((now_ns() / 1'000'000 + 1) * 1'000'000) + 1h;  // on the tick
+  Timer far = engine.schedule_at(at(base), Probe(&t, 0));
+  EXPECT_EQ(far.deadline(), base) << "whether or not the worker has taken it in yet";
+  Timer soon = engine.schedule_after(0ns, Probe(&t, 1));
+  ASSERT_TRUE(t.wait_runs(1));
+  EXPECT_TRUE(eventually([&] { return soon.expired(); }));
+  EXPECT_EQ(soon.deadline(), std::nullopt) << "fired";
+  Timer gone = engine.schedule_after(1h, Probe(&t, 2));
+  ASSERT_TRUE(gone.cancel());
+  EXPECT_EQ(gone.deadline(), std::nullopt) << "cancelled";
+  // A periodic timer held in its run on the executor: no deadline until the worker takes it back.
+  HoldGate gate;
+  const ReleaseOnExit release{gate};
+  std::atomic<int> runs{0};
+  Timer every = engine.schedule_every(1ms, [&] {
+    if (runs.fetch_add(1) == 0) gate.pass();
+  });
+  ASSERT_TRUE(gate.wait_entered());
+  EXPECT_TRUE(every.pending());
+  EXPECT_EQ(every.deadline(), std::nullopt) << "a periodic timer out on its task";
+  gate.release();
+  ASSERT_TRUE(eventually([&] { return runs.load() >= 3; }));
+  // Between runs again: its next run, on the tick.
+  std::optional<Nanos> next;
+  ASSERT_TRUE(eventually([&] { return (next = every.deadline()).has_value(); }));
+  EXPECT_EQ(next->count() % engine.tick().count(), 0);
+  EXPECT_TRUE(far.reschedule(at(base + 1h)));
+  EXPECT_TRUE(eventually([&] { return far.deadline() == base + 1h; })) << "the posted move applied";
+  std::vector<Timer> back = engine.stop();
+  EXPECT_EQ(back.size(), 2u);
+  EXPECT_EQ(far.deadline(), base + 1h) << "handed back, pending";
+  EXPECT_TRUE(every.deadline().has_value());
+  for (Timer& timer : back) EXPECT_TRUE(timer.cancel());
+  EXPECT_EQ(far.deadline(), std::nullopt);
+  EXPECT_EQ(every.deadline(), std::nullopt);
+}
+
+// Readers on threads of their own call deadline() on every handle, again and again, while the
+// workers fire, re-arm and move the timers, the producing thread moves and cancels them, and new
+// schedules reuse their nodes (stale handles then name nodes that hold later timers). Each deadline a
+// one-shot timer i is given is a whole tick congruent to i mod 64; a periodic one (its period 64
+// ticks) keeps the residue of its first deadline, or takes i's when moved. So an answer taken from
+// another timer, or another lifetime of the node, is caught 63 times in 64; and a one-shot's
+// nullopt is final (its lifetime has ended). Under TSan it also checks that the reads race nothing.
+TEST(EngineApiRace, DeadlineReadersRacingReschedulesCancelsFiresAndReuse) {
+  const std::size_t n = kSanitized ? 3'000 : 30'000;
+  constexpr std::int64_t kTickNs = 1'000'000;
+  constexpr std::int64_t kResidues = 64;
+  Engine engine(workers(2));
+  // A whole multiple of 64 ticks: each deadline below is base + (64 k + i % 64) ticks.
+  const std::int64_t base = (now_ns() / (kResidues * kTickNs) + 1) * kResidues * kTickNs;
+  const auto deadline_of = [&](std::size_t i, std::int64_t k) {
+    return Nanos(base + (kResidues * k + static_cast<std::int64_t>(i % kResidues)) * kTickNs);
+  };
+  const auto residue = [&](Nanos d) { return ((d.count() - base) / kTickNs) % kResidues; };
+  std::vector<Timer> handles(n);
+  std::vector<std::int64_t> first_residue(n, -1);  // a periodic timer's; -1 for a one-shot
+  std::atomic<std::size_t> published{0};           // handles[i] below it are written (release)
+  std::atomic<bool> done{false};
+  std::atomic<std::size_t> bad{0};
+  std::atomic<std::size_t> reads{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      std::mt19937 rng(static_cast<unsigned>(100 + r));
+      std::vector<std::uint8_t> ended(n, 0);
+      std::size_t mine = 0;
+      while (!done.load(std::memory_order_relaxed) || mine < 1000) {
+        const std::size_t have = published.load(std::memory_order_acquire);
+        if (have == 0) continue;
+        const std::size_t i = rng() % have;
+        const std::optional<Nanos> d = handles[i].deadline();
+        ++mine;
+        if (!d) {
+          if (first_residue[i] < 0) ended[i] = 1;
+          continue;
+        }
+        const std::int64_t got = residue(*d);
+        const bool residue_ok = got == static_cast<std::int64_t>(i % kResidues) ||
+                                (first_residue[i] >= 0 && got == first_residue[i]);
+        if (d->count() % kTickNs != 0 || d->count() < base - kResidues * kTickNs || !residue_ok ||
+            ended[i] != 0) {
+          bad.fetch_add(1);
+        }
+      }
+      reads.fetch_add(mine);
+    });
+  }
+  // The producer, on this thread: half of the timers are due within 64 ticks of base, so their
+  // nodes come back to the pool and the schedules that follow reuse them. After each schedule it
+  // moves or cancels two published timers (the shard applies the moves, writing their deadlines);
+  // it pauses now and then so that time passes and timers fire meanwhile.
+  std::mt19937 rng(3);
+  const auto move_or_cancel = [&](std::size_t have) {
+    const std::size_t i = rng() % have;
+    if (rng() % 8 == 0) {
+      (void)handles[i].cancel();
+    } else {  // near (due soon after base, or at once) or far
+      const std::int64_t k = rng() % 4 == 0 ? 0 : static_cast<std::int64_t>(rng() % 4096);
+      (void)handles[i].reschedule(at(deadline_of(i, k)));
+    }
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t k = rng() % 2 == 0 ? 0 : static_cast<std::int64_t>(rng() % 4096);
+    if (rng() % 16 == 0) {
+      PeriodicOptions opts;
+      opts.initial_delay = deadline_of(i, k + 1) - Nanos(now_ns());
+      handles[i] = engine.schedule_every(
+          Nanos(kResidues * kTickNs), [] {}, opts);
+      ASSERT_TRUE(handles[i]) << i;
+      std::optional<Nanos> first;
+      ASSERT_TRUE(eventually([&] { return (first = handles[i].deadline()).has_value(); }));
+      first_residue[i] = residue(*first);
+    } else {
+      handles[i] = engine.schedule_at(at(deadline_of(i, k)), [] {});
+      ASSERT_TRUE(handles[i]) << i;
+    }
+    published.store(i + 1, std::memory_order_release);
+    move_or_cancel(i + 1);
+    move_or_cancel(i + 1);
+    if (i % 64 == 63) std::this_thread::sleep_for(200us);
+  }
+  done.store(true);
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0u) << "of " << reads.load() << " reads";
+  EXPECT_TRUE(eventually([&] { return engine.stats().fired > 0 && engine.stats().rescheduled > 0; }));
+}
+
+// A posted clear wakes a worker asleep until a far deadline; a periodic timer out on its task
+// (an executor's run under way) when the pass serves it is not cancelled and runs on.
+TEST(EngineApiRace, APostedClearWakesTheSleepingWorkerAndSparesARunUnderWay) {
+  Tally t(3);
+  Engine engine(workers(1, pool(1)));
+  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
+  Timer b = engine.schedule_on(0, 2h, Probe(&t, 1));
+  HoldGate gate;
+  const ReleaseOnExit release{gate};
+  std::atomic<int> runs{0};
+  Timer every = engine.schedule_every(1ms, [&] {
+    if (runs.fetch_add(1) == 0) gate.pass();
+  });
+  ASSERT_TRUE(gate.wait_entered());
+  EXPECT_TRUE(engine.post_clear(0));
+  EXPECT_TRUE(eventually([&] { return a.cancelled() && b.cancelled(); }))
+      << "the sleeping worker was not woken";
+  EXPECT_EQ(t.total_destroyed(), 2);
+  EXPECT_TRUE(eventually([&] { return engine.stats().clears == 1; }));
+  EXPECT_TRUE(every.pending()) << "a run under way is not cancelled";
+  gate.release();
+  EXPECT_TRUE(eventually([&] { return runs.load() >= 3; })) << "it runs on";
+  EXPECT_TRUE(every.cancel());
+  EXPECT_TRUE(engine.stop().empty());
+}
+
+// Producers schedule (near and far), cancel their own earlier timers, and now and then post a
+// clear of the shard they schedule on and check that each far timer they scheduled before it
+// stops being pending; a clearing thread posts clears of one shard or all meanwhile. At the end,
+// every timer ended exactly one way: it ran once, a cancel() returned true, or a clear cancelled
+// it, and the engine's counts say the same (fired, cleared, cancelled).
+TEST(EngineApiRace, PostedClearsRacingSchedulesAndCancelsKeepExactlyOnce) {
+  constexpr std::size_t kThreads = 3;
+  const std::size_t per = kSanitized ? 1'500 : 15'000;
+  Tally t(kThreads * per);
+  Engine engine(workers(2));
+  std::vector<Timer> handles(kThreads * per);
+  std::vector<std::uint8_t> won(kThreads * per, 0);
+  std::atomic<bool> go{false};
+  std::atomic<std::size_t> producing{kThreads};
+  std::atomic<std::size_t> unserved{0};  // far timers a served clear left pending
+  std::vector<std::thread> threads;
+  for (std::size_t k = 0; k < kThreads; ++k) {
+    threads.emplace_back([&, k] {
+      std::mt19937 rng(static_cast<unsigned>(k + 11));
+      while (!go.load()) std::this_thread::yield();
+      const std::size_t shard = k % 2;
+      std::vector<std::size_t> far;  // this thread's far timers since its last clear
+      for (std::size_t i = k * per; i < (k + 1) * per; ++i) {
+        const bool is_far = rng() % 2 == 0;
+        handles[i] = engine.schedule_on(shard, is_far ? 1h : Nanos(rng() % 2'000'000), Probe(&t, i));
+        if (!handles[i]) continue;
+        if (is_far) far.push_back(i);
+        const std::size_t victim = k * per + rng() % (i - k * per + 1);
+        if (rng() % 4 == 0 && handles[victim]) won[victim] |= handles[victim].cancel() ? 1 : 0;
+        if (rng() % 500 == 0) {
+          ASSERT_TRUE(engine.post_clear(shard));
+          // Each far timer scheduled before the call is cancelled by the pass that serves it
+          // (by this clear or the clearing thread's), unless this thread's cancel won first.
+          for (const std::size_t f : far) {
+            if (!eventually([&] { return !handles[f].pending(); })) unserved.fetch_add(1);
+          }
+          far.clear();
+        }
+      }
+      producing.fetch_sub(1);
+    });
+  }
+  threads.emplace_back([&] {
+    std::mt19937 rng(5);
+    while (!go.load()) std::this_thread::yield();
+    while (producing.load() != 0) {
+      EXPECT_TRUE(rng() % 3 == 0 ? engine.post_clear_all() : engine.post_clear(rng() % 2));
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
+    }
+  });
+  go.store(true);
+  for (auto& th : threads) th.join();
+  // The far timers left are cleared now; the near ones fire.
+  EXPECT_TRUE(engine.post_clear_all());
+  // Still: nothing pending, every end published by its pass, every callback returned.
+  EngineStats s;
+  ASSERT_TRUE(eventually([&] {
+    s = engine.stats();
+    return s.pending == 0 && s.fired + s.cancelled == s.scheduled &&
+           t.runs.load(std::memory_order_acquire) == s.fired;
+  }));
+  EXPECT_EQ(unserved.load(), 0u);
+  std::size_t scheduled = 0;
+  std::size_t ran = 0;
+  std::size_t cancels = 0;
+  std::size_t cleared = 0;
+  for (std::size_t i = 0; i < handles.size(); ++i) {
+    if (!handles[i]) continue;
+    ++scheduled;
+    const int r = t.ran[i].load();
+    EXPECT_LE(r, 1) << "timer " << i << " ran twice";
+    EXPECT_EQ(t.destroyed[i].load(), 1) << "timer " << i;
+    EXPECT_FALSE(r == 1 && won[i] != 0) << "timer " << i << " ran and was cancelled";
+    ran += static_cast<std::size_t>(r);
+    cancels += won[i];
+    cleared += r == 0 && won[i] == 0 ? 1 : 0;
+  }
+  EXPECT_EQ(ran + cancels + cleared, scheduled);
+  EXPECT_EQ(s.fired, ran);
+  EXPECT_EQ(s.cleared, cleared) << "a timer neither run nor cancel()ed ended other than by a clear";
+  EXPECT_EQ(s.cancelled, cancels + cleared);
+  EXPECT_EQ(s.scheduled, scheduled);
+  EXPECT_GT(s.clears, 0u);
   EXPECT_TRUE(engine.stop().empty());
 }
 

@@ -29,6 +29,11 @@
 //     is published through the hand-off queue: release on enqueue, acquire on dequeue).
 //   - cancel() and the worker's decision to run a timer are one compare-and-swap each on the same
 //     word: exactly one wins, and cancel() returns true iff the callback will never start.
+//   - Engine::post_clear(): every schedule that happened before the call (made on this thread, or
+//     on another whose result this thread saw with acquire ordering) is seen by the pass that
+//     serves it, which cancels the timer unless it was claimed to run first.
+//   - Timer::deadline() never pairs a timer's generation with a deadline of another lifetime of
+//     its node: it answers for the lifetime the handle names, or nullopt.
 //   - stop() returns after every worker has joined and every task handed to the executor has run:
 //     every callback that started has finished, and its effects are visible to the thread that
 //     called stop().
@@ -36,10 +41,11 @@
 // Threads: every member of Engine and Timer may be called from any thread, with these exceptions:
 // stop() is refused from inside a timer callback (it would join the thread it runs on, or wait for
 // itself); in caller-driven mode a shard's poll() and next_deadline() are for the thread that
-// polls it, one thread at a time; and what reads or walks a shard's wheel (Timer::deadline(),
-// remaining(), Engine::clear(), for_each_pending()) is for the shard's own thread: a callback
-// running on it, or the thread that owns it (own_shard). Timer::reschedule() works from any
-// thread, exactly on the shard's own and as a posted request elsewhere (see there).
+// polls it, one thread at a time; and what walks or empties a shard's wheel at once
+// (Engine::clear(), for_each_pending()) is for the shard's own thread: a callback running on it,
+// or the thread that owns it (own_shard). Timer::reschedule() works from any thread, exactly on
+// the shard's own and as a posted request elsewhere (see there); so does clearing, as
+// Engine::post_clear() from any thread. Timer::deadline() and remaining() answer anywhere.
 #pragma once
 
 #include <chrono>
@@ -240,16 +246,29 @@ class Timer {
   bool reschedule_after(Nanos delay) noexcept;
 
   // The time the timer is due, as the shard will run it: its deadline rounded up to the tick and
-  // clamped to the wheel's horizon (a timer already due may read a time before now); a hand-off
-  // not yet taken in by the shard included. remaining(): deadline() minus the engine's clock now,
-  // zero once that is negative. nullopt for a false or default handle and for every timer pending()
-  // calls false, and for a periodic timer whose run is under way, as reschedule() says (its next
-  // run is not known until the shard takes it back). The shard's own thread only (a callback on that shard,
-  // or the thread that owns it): the deadline is the shard's, rewritten as it links and moves the timer, so
-  // no other thread can read it without racing; from any other thread a true handle throws std::logic_error.
-  // Cost: two loads (the generation, acquire, then the node's deadline), and for remaining() a clock read.
-  std::optional<Nanos> deadline() const;
-  std::optional<Nanos> remaining() const;
+  // clamped to the wheel's horizon (a timer already due may read a time before now). remaining():
+  // deadline() minus the engine's clock now, zero once that is negative. Any thread, in every
+  // state, racing nothing:
+  //   - pending, in the wheel or a hand-off not yet taken in by its shard: its deadline (a
+  //     periodic timer between runs: its next run's);
+  //   - running: nullopt for a one-shot claimed to run (its callback asking about itself
+  //     included) and for a periodic timer whose run is under way, as reschedule() says (its next
+  //     run is not known until the shard takes it back);
+  //   - fired, cancelled (clear() and post_clear() included), a stale handle (its node holds
+  //     another timer), a false or default handle: nullopt. After stop(), a timer it handed back
+  //     is pending: its deadline.
+  // So a value comes exactly for the timers pending() calls true, but for a periodic timer whose
+  // run is under way (pending() true, deadline() nullopt).
+  // A snapshot: on another thread than the shard's the timer may be claimed, cancelled or moved
+  // right after. A move racing the call (reschedule() applied by the shard meanwhile: at once on
+  // its thread, or by its pass for a posted one) gives the old deadline or the new one, never
+  // anything else; a posted move not applied yet gives the old one. Likewise a periodic timer
+  // whose run ends during the call may read the deadline of that run or of the next one.
+  // Cost: three loads and an acquire fence (no instruction on x86-64), a seqlock's read with the
+  // generation word as its sequence; remaining() adds a clock read. No lock, never blocks,
+  // never fails; noexcept.
+  std::optional<Nanos> deadline() const noexcept;
+  std::optional<Nanos> remaining() const noexcept;
 
   // The handle in 8 bytes, for storage beside a connection or in a lock-free slot; the engine's
   // timer_from_raw() gives the Timer back. Bit budget: the pending generation in the high 32 bits
@@ -308,6 +327,11 @@ struct StatCounters {
   // Moves the shard applied (Timer::reschedule() calls that took effect, on its thread or from a
   // posted record). A move changes none of the counts above.
   std::uint64_t rescheduled = 0;
+  // Clears the shard did: each Engine::clear() call, and each pass (or stop()) that served posted
+  // requests (Engine::post_clear(); the requests one pass finds waiting are served by one clear).
+  std::uint64_t clears = 0;
+  // Timers those clears cancelled; each is also counted in `cancelled`.
+  std::uint64_t cleared = 0;
 
   // Adds each count of `o` to this one's; max_tick_lag_ns keeps the worse of the two.
   StatCounters& operator+=(const StatCounters& o) noexcept {
@@ -326,6 +350,8 @@ struct StatCounters {
     executing += o.executing;
     max_tick_lag_ns = max_tick_lag_ns > o.max_tick_lag_ns ? max_tick_lag_ns : o.max_tick_lag_ns;
     rescheduled += o.rescheduled;
+    clears += o.clears;
+    cleared += o.cleared;
     return *this;
   }
 };
@@ -536,19 +562,59 @@ class Engine {
 
   // Cancels every pending timer of `shard`, as cancel() on each would: their callables are
   // destroyed, never run, their handles answer cancelled() true, and each counts in
-  // stats().cancelled. Cancels and moves posted to the shard are applied, and hand-offs waiting
-  // for it taken in, first, so every timer whose schedule returned before this call began is
-  // cancelled, unless it already ran. A cancel() racing it on another thread wins or loses as it
-  // would against any cancel: exactly one of them returns true (or counts here). A periodic
-  // timer whose run is under way, as reschedule() says (this call inside it, or an executor's
-  // task), is not cancelled.
+  // stats().cancelled (and stats().cleared). Cancels and moves posted to the shard are applied,
+  // and hand-offs waiting for it taken in, first, so every timer whose schedule returned before
+  // this call began is cancelled, unless it already ran. A cancel() racing it on another thread
+  // wins or loses as it would against any cancel: exactly one of them returns true (or counts
+  // here). A periodic timer whose run is under way, as reschedule() says (this call inside it, or
+  // an executor's task), is not cancelled.
   // Returns how many it cancelled. Cost: O(pending + hand-offs waiting), one compare-and-swap per
-  // timer, no allocation, no system call. The shard's own thread only: a callback running on that
-  // shard (with worker threads, schedule_on(shard, 0ns, [&] { engine.clear(shard); }) clears it
-  // from there), or the thread that owns it in caller-driven mode (own_shard). Throws
-  // std::out_of_range for shard >= shard_count(), std::logic_error from any other thread (the
-  // shard's wheel is its thread's alone) and from inside a for_each_pending() visitor.
+  // timer, no allocation, no system call. The shard's own thread only, where the shard can be
+  // emptied at once and the count is exact: a callback running on that shard, or the thread that
+  // owns it in caller-driven mode (own_shard). Any other thread posts the clear instead
+  // (post_clear()). Throws std::out_of_range for shard >= shard_count(), std::logic_error from any
+  // other thread (the shard's wheel is its thread's alone) and from inside a for_each_pending()
+  // visitor.
   std::size_t clear(std::size_t shard);
+
+  // Clears `shard` from any thread: posts a request that the shard serves at the start of its next
+  // pass, as clear() on its own thread would: after that pass has applied the cancels and moves
+  // posted to it and taken in every hand-off waiting (all of them, not capped by transfer_cap),
+  // and before it runs anything, it cancels every timer then pending on the shard. A sleeping
+  // worker, or a caller-driven loop waiting between prepare_wait() and finish_wait(), is woken for
+  // it (a system call); a caller-driven shard serves it at its next poll(), and next_deadline()
+  // says "now" until then. Requests that one pass finds waiting are served by one clear.
+  //
+  // Which timers it cancels:
+  //   - every timer of the shard whose schedule returned before this call began (on this thread,
+  //     or on another that passed its result here with release/acquire ordering) is cancelled,
+  //     unless it was claimed to run (inline: its callback started; with an executor: handed to
+  //     it) or cancelled before the serving pass: a timer due while this call is made may still
+  //     fire, in the pass under way. A periodic timer whose run is under way then, as
+  //     reschedule() says (with an executor, out on its task), is not cancelled and runs on;
+  //   - a timer scheduled concurrently, or after this call returned but before the serving pass
+  //     took in its hand-off, may or may not be: it is cancelled iff that pass finds it pending.
+  //     Either way it ends exactly once: cancelled (never run, cancel() false, cancelled() true,
+  //     counted in stats().cleared) or left as any timer is. A timer scheduled after the serving
+  //     pass is untouched. Posted moves before it do not save a timer; a cancel() racing the clear
+  //     wins or loses as against clear().
+  // From a callback on the shard, or a for_each_pending() visitor, the request waits for the next
+  // pass: the pass under way (or the walk) goes on unchanged, callbacks still due in it run; use
+  // clear() there for an immediate clear. The counts are in stats(): `clears`, `cleared`.
+  //
+  // Returns true if the request was posted, or there was nothing to clear (the engine never
+  // started, so it holds no timer); false once stop() has begun, with nothing posted: stop()
+  // hands back the timers still pending. A request posted before stop() began and not served by
+  // a pass is served by stop() (those timers are cancelled, not handed back); one racing stop()
+  // on another thread may return true and be served by stop() or not at all (its timers are then
+  // handed back, pending). Cost: an atomic increment, a fence and a load, plus a system call when
+  // it wakes a sleeper; no lock, no allocation; it never blocks a producer or waits for the shard.
+  // The serving pass pays O(pending + hand-offs waiting). Any thread, callbacks, executor tasks
+  // and visitors included. Throws std::out_of_range for shard >= shard_count().
+  bool post_clear(std::size_t shard);
+  // post_clear() for every shard (each served by its own next pass, independently: there is no
+  // instant at which the whole engine is empty). Returns as post_clear() does. noexcept.
+  bool post_clear_all() noexcept;
 
   // Calls visit(Timer, Nanos deadline) once for every pending timer of `shard` (after applying
   // posted cancels and moves and taking waiting hand-offs in, as clear() does), the deadline as

@@ -16,16 +16,17 @@
 // (a cancel's before issue 17) are its API: Timer::reschedule / reschedule_after (any timer, any
 // deadline, past, far and saturating ones included; through the handle or its raw form),
 // Timer::deadline() / remaining(), raw values (a timer's in any state, garbled, forged, another
-// lifetime of its node, random), Engine::clear(shard) and for_each_pending(shard) (whose visitor
-// looks, cancels or moves the timer it visits, reads its deadline, tries what a walk refuses, or
-// throws), and Engine::own_shard / release_shard: the fuzz thread becomes a shard's owner, so that
+// lifetime of its node, random), Engine::clear(shard), post_clear(shard) / post_clear_all() and
+// for_each_pending(shard) (whose visitor looks, cancels or moves the timer it visits, reads its
+// deadline, tries what a walk refuses, posts a clear, or throws), and Engine::own_shard /
+// release_shard: the fuzz thread becomes a shard's owner, so that
 // its schedules and cancels there go straight into the wheel and it may read and walk the shard
 // between polls. Bytes from the back decide what each callback does: nothing, move the clock (a
 // long callback), run queued tasks, cancel any timer (itself included), schedule a one-shot or a
 // periodic timer (on its own shard, which links directly, or through another shard's queue), poll
 // the other shard (nested) or its own (refused, while it is being polled), stop() (refused), throw,
 // or (a byte 3 mod 8, by its high nibble) a call of issue 17's API: reschedule any timer or itself,
-// read a deadline, clear or walk its own shard or another, try raw values.
+// read a deadline, clear (at once or posted) or walk its own shard or another, try raw values.
 //
 // The executor. It queues each Task and runs none until an operation (or a callback) says so, so a
 // run is reproducible and tasks run late, out of order and nested. stop() waits for every task
@@ -74,14 +75,20 @@
 // schedule for that deadline would (a hand-off not taken in yet keeps its place in the queue with
 // the new tick), restarts a fixed-rate grid there, and counts in ShardStats::rescheduled; the
 // timer then runs by the usual checks at its new tick, not before, and not after a complete poll
-// past it. deadline() / remaining() throw std::logic_error off the shard's own thread for a true
-// handle; on it they give the due tick's time (less the clock, or zero) iff the timer is pending
-// between runs, else nullopt. clear() and for_each_pending() (own thread only, not from a walk of
-// the shard; std::out_of_range past the last shard) first drain the shard's posted moves and take
-// every hand-off in, transfer_cap aside; clear() then cancels exactly the timers pending between
+// past it. deadline() / remaining(), from any thread, give the due tick's time (less the clock, or
+// zero) iff the timer is pending between runs, else nullopt. clear() and for_each_pending() (own thread only,
+// not from a walk of the shard; std::out_of_range past the last shard) first drain the shard's posted moves
+// and take every hand-off in, transfer_cap aside; clear() then cancels exactly the timers pending between
 // runs there, returns how many, destroys their callables at once (never run), and leaves
 // stats().cancelled counting every cancel the shard has met; the walk visits exactly those timers,
-// once each, with the deadline deadline() reads, and its visitor's cancels and moves are posted. A
+// once each, with the deadline deadline() reads, and its visitor's cancels and moves are posted.
+// post_clear() / post_clear_all() (any thread, a visitor's included; std::out_of_range past the last
+// shard) return false once stop() has begun, else true; the request waits for the shard's next
+// pass, which serves it after its moves and the executor's returned nodes, before it takes
+// hand-offs in: it does what clear() does then (every hand-off in, every timer pending between
+// runs cancelled), or stop() does, if it comes first; next_deadline() is "now" meanwhile, and
+// ShardStats::clears and cleared count clears and what they cancelled. Before the engine's first
+// start nothing is posted (there is nothing to clear). A
 // raw() round trip names the same timer in every state; timer_from_raw() of 0 or of a locator no
 // node has is empty, and a handle from any other value answers pending() iff the model has a timer
 // pending with exactly that raw value, and otherwise cancels, moves and reads nothing. An owner's
@@ -290,8 +297,11 @@ class EngineRun {
     std::uint64_t cancelled_total = 0;      // cancelled timers of this shard, reached or not
     std::uint64_t published_cancelled = 0;  // ShardStats::cancelled as last read after a poll
     std::uint64_t passes = 0, cap_hits = 0, errors = 0;
+    std::uint64_t clears = 0;   // clear() calls and posted clears served (ShardStats::clears)
+    std::uint64_t cleared = 0;  // timers they cancelled (ShardStats::cleared)
     bool polling = false;
-    bool walking = false;  // inside a for_each_pending() of it
+    bool walking = false;       // inside a for_each_pending() of it
+    bool clear_posted = false;  // a post_clear() not served yet: the next pass (or stop()) serves it
   };
 
   // A poll in progress (polls nest: a callback may poll the other shard).
@@ -782,6 +792,11 @@ class EngineRun {
     m.cancelled_in_poll = 0;     // the pass drains the cancels posted before it
     drain_moves(shard, last_T);  // then the moves, before anything runs
     take_back(shard, last_T);
+    if (m.clear_posted) {  // a posted clear: every hand-off in, every timer pending cancelled
+      m.clear_posted = false;
+      TICKWHEEL_FUZZ_TRACE("  serves a posted clear");
+      clear_model(shard);
+    }
     // The transfer: the oldest hand-offs first, at most transfer_cap of them.
     std::size_t moved = 0;
     while (moved < cap_ && !m.queue.empty()) {
@@ -832,6 +847,9 @@ class EngineRun {
     check(st.scheduled == m.scheduled, "stats().scheduled after a poll", lu(st.scheduled), lu(m.scheduled));
     check(st.rescheduled == m.rescheduled, "stats().rescheduled after a poll is not the moves applied",
           lu(st.rescheduled), lu(m.rescheduled));
+    check(st.clears == m.clears && st.cleared == m.cleared,
+          "stats().clears or cleared after a poll is not the clears served and what they cancelled",
+          lu(st.clears), lu(m.cleared));
     publish(shard);
     check(st.fired == m.fired, "stats().fired after a poll", lu(st.fired), lu(m.fired));
     check(st.rearmed == m.rearmed, "stats().rearmed after a poll", lu(st.rearmed), lu(m.rearmed));
@@ -1036,11 +1054,15 @@ class EngineRun {
       }
     }
     std::vector<tickwheel::Timer> left;
+    // A clear posted and not served yet is served by stop()'s drain, after the tasks' nodes came
+    // back: callables of that shard may die inside stop(), which the model learns of after it.
+    stop_clearing_ = true;
     try {
       left = engine_->stop();
     } catch (const std::logic_error&) {
       fail("stop() on the thread that owns a shard was refused");
     }
+    stop_clearing_ = false;
     owner_.reset();  // stop() ends an ownership
     if (helper.joinable()) {
       helper.join();
@@ -1051,6 +1073,10 @@ class EngineRun {
       drain_moves(s, tick_of(model_[s].wheel_now));  // its drain applies the moves posted, then
       take_back(s, tick_of(model_[s].wheel_now));    // takes back what the executor returned
       check(model_[s].executing == 0, "stop() returned with tasks not run", static_cast<long long>(s));
+      if (model_[s].clear_posted) {  // then serves a clear posted before it
+        model_[s].clear_posted = false;
+        clear_model(s);
+      }
     }
     // What stop() must return: every timer neither fired (one-shot) nor cancelled, queued ones and
     // periodic ones back from the executor included.
@@ -1085,7 +1111,7 @@ class EngineRun {
             lu(returned[s]), lu(expected[s]));
       check(ss.scheduled == m.scheduled && ss.fired == m.fired && ss.cancelled == m.cancelled_total &&
                 ss.rearmed == m.rearmed && ss.skipped == m.skipped && ss.pending == returned[s] &&
-                ss.rescheduled == m.rescheduled,
+                ss.rescheduled == m.rescheduled && ss.clears == m.clears && ss.cleared == m.cleared,
             "a shard's stats after stop() are not its whole history", lu(ss.scheduled), lu(ss.cancelled));
       check(ss.scheduled + ss.rearmed == ss.fired + ss.skipped + ss.cancelled + returned[s],
             "scheduled + rearmed != fired + skipped + cancelled + returned, per shard");
@@ -1307,7 +1333,15 @@ class EngineRun {
       case 6: op_reschedule(); break;
       case 1: op_deadline(); break;
       case 2: op_raw(); break;
-      case 3: clear_shard(pick_shard(in_.u8())); break;
+      case 3: {
+        const std::uint8_t b = in_.u8();
+        if ((b & 0x80) != 0) {
+          post_clear(b, 0);
+        } else {
+          clear_shard(pick_shard(b));
+        }
+        break;
+      }
       case 4: walk_shard(pick_shard(in_.u8())); break;
       default: op_own(); break;
     }
@@ -1361,18 +1395,12 @@ class EngineRun {
     check_deadline(serials_[in_.u16() % serials_.size()], how >> 1);
   }
 
-  // Timer::deadline() and remaining(): for a true handle, the shard's own thread only (else
-  // std::logic_error, whatever the timer's state); there, the time of the due tick iff the timer is
-  // pending between runs, and that less the engine's clock, or zero.
+  // Timer::deadline() and remaining(), from any thread: the time of the due tick iff the timer is
+  // pending between runs (a posted move counts once its shard applied it), and that less the
+  // engine's clock, or zero.
   void check_deadline(std::uint32_t serial, unsigned how, const tickwheel::Timer* use = nullptr) {
     const Rec& r = recs_.at(serial);
     const tickwheel::Timer h = use != nullptr ? *use : handle(r, how);
-    if (!own_thread(r.shard)) {
-      check(throws<std::logic_error>([&] { static_cast<void>(h.deadline()); }) &&
-                throws<std::logic_error>([&] { static_cast<void>(h.remaining()); }),
-            "deadline() or remaining() from a thread not the shard's was not refused", serial);
-      return;
-    }
     const std::optional<Nanos> when = h.deadline();
     const std::optional<Nanos> left = h.remaining();
     TICKWHEEL_FUZZ_TRACE("deadline #%u -> %lld", serial, when ? ll(when->count()) : -1LL);
@@ -1462,8 +1490,7 @@ class EngineRun {
     }
     check(!t.cancel() && !t.reschedule_after(Nanos(0)) && !t.pending(),
           "a stale or forged handle from timer_from_raw() cancelled or moved something", lu(raw));
-    if (own_thread(t.shard()))
-      check(!t.deadline(), "deadline() of a stale or forged handle has a value", lu(raw));
+    check(!t.deadline(), "deadline() of a stale or forged handle has a value", lu(raw));
   }
 
   // Engine::clear(s): the shard's own thread only, not from a walk of it. It settles the shard, then
@@ -1484,10 +1511,7 @@ class EngineRun {
             static_cast<long long>(s));
       return;
     }
-    settle(s);
-    std::vector<std::uint32_t> cleared;
-    for (const auto& [due, set] : m.linked) cleared.insert(cleared.end(), set.begin(), set.end());
-    for (std::uint32_t serial : cleared) won_cancel(serial);  // first: their callables die in clear()
+    const std::vector<std::uint32_t> cleared = clear_model(s);  // first: their callables die in clear()
     const std::size_t got = engine_->clear(s);
     TICKWHEEL_FUZZ_TRACE("  -> cleared %zu", got);
     check(got == cleared.size(), "clear() did not cancel exactly the shard's pending timers",
@@ -1504,6 +1528,48 @@ class EngineRun {
       check(c == m.cancelled_reached, "after clear() stats().cancelled is not every cancel the shard has met",
             lu(c), lu(m.cancelled_reached));
       m.published_cancelled = c;
+    }
+  }
+
+  // What a clear does to shard s, in the model, before the engine does it (the callables die in
+  // it): settles the shard, then cancels every timer pending between runs there. Returns them.
+  std::vector<std::uint32_t> clear_model(std::size_t s) {
+    ShardModel& m = model_[s];
+    settle(s);
+    std::vector<std::uint32_t> cleared;
+    for (const auto& [due, set] : m.linked) cleared.insert(cleared.end(), set.begin(), set.end());
+    for (std::uint32_t serial : cleared) won_cancel(serial);
+    ++m.clears;
+    m.cleared += cleared.size();
+    return cleared;
+  }
+
+  // Engine::post_clear(s) or post_clear_all() (bits 2-3 of `b` both set), from any thread: the
+  // shard is `own` + b (or one that does not exist, as api_shard picks). False once stopped, with
+  // nothing posted; else true, and the shard's next pass (or stop()) serves it (see poll(), op_stop()).
+  // Before the first start there is nothing to clear and nothing is posted: the model learns
+  // whether the engine started only while no schedule has succeeded, from next_deadline() ("now"
+  // iff a clear waits), which is where it matters.
+  void post_clear(std::uint8_t b, std::size_t own) {
+    const bool all = (b & 0x0C) == 0x0C;
+    const std::size_t s = (b & 0x70) == 0x70 ? shards_ + (b & 1) : (own + b) % shards_;
+    TICKWHEEL_FUZZ_TRACE("post_clear%s(%zu)", all ? "_all" : "", all ? 0 : s);
+    if (!all && s >= shards_) {
+      check(throws<std::out_of_range>([&] { static_cast<void>(engine_->post_clear(s)); }),
+            "post_clear() of a shard that does not exist did not throw out_of_range");
+      return;
+    }
+    const bool posted = all ? engine_->post_clear_all() : engine_->post_clear(s);
+    check(posted == !stopped_, "post_clear() was refused before stop(), or taken after it");
+    if (stopped_) return;
+    for (std::size_t t = 0; t < shards_; ++t) {
+      if (!all && t != s) continue;
+      if (schedules_ok_ == 0) {
+        const std::optional<Nanos> nd = engine_->next_deadline(t);
+        model_[t].clear_posted = nd.has_value() && nd->count() == g_clock;
+      } else {
+        model_[t].clear_posted = true;
+      }
     }
   }
 
@@ -1583,6 +1649,7 @@ class EngineRun {
         break;
       }
       case 5: throw Thrown{};
+      case 6: post_clear(static_cast<std::uint8_t>(what & 0x0C), s); break;  // posted: the walk goes on
       default: break;
     }
   }
@@ -1628,16 +1695,23 @@ class EngineRun {
         check_deadline((how & 0x80) != 0 ? serial : serials_[in_.u16() % serials_.size()], how);
         break;
       }
-      case 4: clear_shard(api_shard(r.shard)); break;
-      case 5: walk_shard(api_shard(r.shard)); break;
+      case 4: {
+        const std::uint8_t b = in_.u8();
+        if ((b & 0x80) != 0) {
+          post_clear(b, r.shard);
+        } else {
+          clear_shard(api_shard(r.shard, b));
+        }
+        break;
+      }
+      case 5: walk_shard(api_shard(r.shard, in_.u8())); break;
       case 6: op_raw(); break;
       default: break;
     }
   }
 
-  // A callback's own shard, another, or one that does not exist.
-  std::size_t api_shard(std::size_t own) {
-    const std::uint8_t b = in_.u8();
+  // A callback's own shard, another, or one that does not exist, as byte b says.
+  std::size_t api_shard(std::size_t own, std::uint8_t b) const {
     return (b & 0x70) == 0x70 ? shards_ + (b & 1) : (own + b) % shards_;
   }
 
@@ -1805,6 +1879,7 @@ class EngineRun {
       return;
     }
     if (destroying_) return;
+    if (stop_clearing_ && model_[r.shard].clear_posted) return;  // stop() serves a posted clear
     check(serial == cancelling_ || r.cancelled || r.ran, "the callable of a pending timer was destroyed",
           serial);
     check(r.where != Where::handed && r.where != Where::in_task && r.where != Where::running,
@@ -1871,9 +1946,9 @@ class EngineRun {
       check(!nd, "next_deadline() has a value after stop()", nd ? nd->count() : 0);
       return;
     }
-    if (!m.queue.empty() || !m.returned.empty() || !m.moves.empty()) {
+    if (!m.queue.empty() || !m.returned.empty() || !m.moves.empty() || m.clear_posted) {
       check(nd && nd->count() == g_clock,
-            "next_deadline() is not now while hand-offs, returned nodes or posted moves wait",
+            "next_deadline() is not now while hand-offs, returned nodes, posted moves or a clear wait",
             nd ? nd->count() : -1);
       return;
     }
@@ -1917,6 +1992,7 @@ class EngineRun {
   bool quiet_ = false;         // callbacks take no action
   bool stopped_ = false;
   bool destroying_ = false;
+  bool stop_clearing_ = false;    // inside stop(), which serves the clears posted and not served
   std::uint32_t cancelling_ = 0;  // the timer whose cancel() is in progress
   bool expect_death_ = false;     // a cancel after stop(): the callable that dies names the timer
   std::uint32_t died_ = 0;

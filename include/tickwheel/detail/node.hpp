@@ -81,6 +81,30 @@ struct alignas(kCacheLine) Node {
   alignas(kInlineCallableAlign) std::array<std::byte, kInlineCallableBytes> storage;
 };
 static_assert(sizeof(Node) == kCacheLine, "a pending timer must cost exactly one cache line");
+
+// Node::due through std::atomic_ref, for the writes that Timer::deadline() can race. An Engine's
+// timer may be asked for its deadline from any thread while the thread that holds the node writes
+// `due` (the shard moving or re-arming it, a producer starting the node's next lifetime, an
+// executor's thread giving a fixed-delay run back), so those writes are atomic and the reader uses
+// load_due(). Reads by the holding thread stay plain: it is the only writer then, and two reads do
+// not race. The standalone Wheel has one thread and writes `due` plainly, or through store_due()
+// with std::memory_order_relaxed in the code it shares with the Engine (engine/wheel_impl.hpp):
+// a relaxed 8-byte store is a plain mov on x86-64, so it costs the Wheel nothing.
+//
+// The Engine's writes are release (a plain mov on x86-64 too): the reader's acquire fence after its
+// load of `due` then pairs with whichever write it read, so that every change of the generation
+// that came before that write (the end of the reader's lifetime of the node, if the write belongs
+// to a later one) is visible to its second load of the generation (see Shard::deadline_of()).
+inline void store_due(Node* node, std::uint64_t due, std::memory_order order) noexcept {
+  std::atomic_ref<std::uint64_t>(node->due).store(due, order);
+}
+inline std::uint64_t load_due(Node* node) noexcept {
+  // Relaxed: the caller brackets it between two loads of the generation (see store_due()).
+  return std::atomic_ref<std::uint64_t>(node->due).load(std::memory_order_relaxed);
+}
+static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free);
+static_assert(alignof(std::uint64_t) >= std::atomic_ref<std::uint64_t>::required_alignment,
+              "Node::due must be aligned for std::atomic_ref");
 static_assert(std::is_trivially_destructible_v<Node>,
               "nodes live in mapped memory that is unmapped whole, never destroyed one by one");
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
