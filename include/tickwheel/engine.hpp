@@ -387,7 +387,15 @@ class Engine {
   // (Status::stopped), the shard holds max_pending_per_shard timers (Status::max_pending_reached),
   // or no node could be had (Status::out_of_memory); a null function pointer fails with
   // Status::null_callback, not counted as rejected. Lock-free; no allocation in steady state
-  // (a thread's first schedule on a shard allocates its producer token and node cache).
+  // (a thread's first schedule on a shard allocates its producer token and node cache). The one
+  // exception to lock-free: a schedule whose hand-off races stop() on another thread waits, on the
+  // engine's lifecycle mutex, until stop() has joined the workers and drained the queues, to learn
+  // whether its timer was taken (it then stands, among those stop() returns) or not (it fails with
+  // Status::stopped). So a callback must not wait for a thread that may be scheduling on this
+  // engine while stop() runs: stop() waits for the callback, which waits for that thread, which
+  // waits for stop(). A schedule from a callback itself does not deadlock: on a worker or polling
+  // thread it never waits, and on an executor's thread it waits at most until stop() lets the
+  // mutex go to wait for the executor's tasks.
   template <class F>
   [[nodiscard]] Timer schedule_after(Nanos delay, F&& fn) noexcept {
     return schedule_on(any_shard, delay, std::forward<F>(fn));
@@ -467,7 +475,9 @@ class Engine {
   // Throws std::logic_error if called from inside a timer callback of this engine (a worker, a
   // polling thread or an executor thread), from the visitor of stop(visit), or from a
   // for_each_pending() visitor. The thread that owns a shard (own_shard) may call it outside those:
-  // its ownership ends, as at its first poll() after a stop() from elsewhere.
+  // its ownership ends, as at its first poll() after a stop() from elsewhere. A schedule racing
+  // stop() on another thread waits for it (see schedule_after()): no callback may wait for such a
+  // thread.
   std::vector<Timer> stop();
   // As stop(), but calls visit(Timer) once per timer it would return instead of collecting them,
   // and returns how many: no allocation, so it cannot fail for memory. visit must be noexcept (a
