@@ -26,9 +26,10 @@
 //       (I4') nonempty_words_ bit w is set iff occupied_[w] != 0: every change of occupied_ goes
 //       through set_occupied() / clear_occupied(), or clears it whole (clear()).
 //   I7  next_event_ <= next_event_tick(): the first tick after cur_ at which a level-0 slot fires
-//       or an upper-level slot's unit starts is never before it. step() sets it exactly; link()
-//       lowers it to the event of the slot it fills; unlinks and cancels leave it, which can only
-//       make it early (then advance() takes the full path and step() sets it again).
+//       or an upper-level slot's unit starts is never before it. step() sets it exactly whenever
+//       cur_ reaches it (so after a pass it lies past cur_); link() lowers it to the event of the
+//       slot it fills; unlinks and cancels leave it, which can only make it early (then advance()
+//       takes the full path, lands on the early tick with nothing to do, and sets it again).
 //   I8  pace_at_ is finite whenever an upper level's look-ahead slot (that of unit (cur_ >> bL) + 1)
 //       has a node: link() lowers it to cur_ + 1 for a node linked there, and plan_pace() sets it
 //       from the look-ahead slots wherever cur_ moves across a unit boundary (a pass, a quiet
@@ -768,8 +769,8 @@ bool BasicWheel<Policy>::level_empty(unsigned level) const noexcept {
   return ((nonempty_words_ >> (level * kWordsPerLevel)) & kLevelMask) == 0;
 }
 
-// Whether an upper level up to `top` has a node in the slot of its next unit, for pace() to move a
-// share of. O(top).
+// Whether an upper level up to `top` has a node in the slot of its next unit (a share for pace()
+// to move), for I8's debug assertion. O(top).
 template <class Policy>
 bool BasicWheel<Policy>::lookahead_occupied(unsigned top) const noexcept {
   for (unsigned level = 1; level <= top; ++level) {
@@ -920,6 +921,8 @@ template <class Policy>
 std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
   const ScopedFlag in_advance(in_advance_);  // from here callbacks run
   const std::uint64_t moved_before = stats_.moved;
+  // The staged prefetch hides DRAM misses; while the timers fit in L2 (the test cancel() makes)
+  // it is only work, so it is skipped.
   const bool in_cache = pending_ < cancel_batch_from_;
   if (!in_cache) prefetch_upcoming(/*successors=*/true);
 
