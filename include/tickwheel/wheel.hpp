@@ -475,7 +475,8 @@ class BasicWheel {
   //     exception propagates to the caller.
   // Returns how many callbacks ran. Cost: O(fired + moved + non-empty slots crossed); the timers
   // moved down ahead of time are a share of the next upper slot in proportion to the time passed
-  // since the last call, so a pass every tick never meets a cascade burst. A call with nothing to
+  // since the last share moved, 8 or more at a time (a slot of fewer moves at its boundary), so a
+  // pass every tick never meets a cascade burst. A call with nothing to
   // run and nothing to move down on its way (the common step of a loop that advances every tick)
   // is inline: a few compares and stores.
   std::size_t advance(Nanos now, std::size_t limit = std::numeric_limits<std::size_t>::max());
@@ -656,9 +657,9 @@ class BasicWheel {
   unsigned moves_queued_ = 0;
   std::array<Node*, kUnlinkBatch> move_queue_{};        // rescheduled nodes to move, see flush_moves()
   std::array<std::uint32_t, kUnlinkBatch> move_gen_{};  // the pending generation each was queued with
-  // Last, so that the fields every call touches stay together. Bit w of ways_[s] set <=> sub-list w of slot s
-  // is non-empty (I4''): a walk, and an unlink that empties a sub-list, learn which sub-lists are in use from
-  // one byte instead of eight heads.
+  // Bit w of ways_[s] set <=> sub-list w of slot s is non-empty (I4''): a walk, and an unlink that
+  // empties a sub-list, learn which sub-lists are in use from one byte instead of eight heads. Last,
+  // so that the fields every call touches stay together.
   std::array<std::uint8_t, kAllSlots> ways_{};
 };
 
