@@ -1034,6 +1034,10 @@ class EngineRun {
       check(engine_->stop().empty(), "a second stop() returned timers");
       return;
     }
+    // A clear posted and not served yet is served by stop()'s drain, after the tasks' nodes came
+    // back: callables of that shard may die inside stop(), which the model learns of after it. Set
+    // before the helper thread below starts, which reads it (died()) as its tasks destroy callables.
+    stop_clearing_ = true;
     // stop() waits for every task handed over: the queue runs first, here, or meanwhile, on a
     // helper thread whose callbacks take no action (see the top of the file).
     std::thread helper;
@@ -1054,9 +1058,6 @@ class EngineRun {
       }
     }
     std::vector<tickwheel::Timer> left;
-    // A clear posted and not served yet is served by stop()'s drain, after the tasks' nodes came
-    // back: callables of that shard may die inside stop(), which the model learns of after it.
-    stop_clearing_ = true;
     try {
       left = engine_->stop();
     } catch (const std::logic_error&) {
