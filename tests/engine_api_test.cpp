@@ -867,6 +867,40 @@ TEST(EngineApiRace, APostedClearWakesTheSleepingWorkerAndSparesARunUnderWay) {
   EXPECT_TRUE(engine.stop().empty());
 }
 
+// What an exactly-once race test keeps per timer: the handle its schedule returned, whether a
+// cancel() of it returned true, and (in `tally`) what its Probe recorded.
+struct RaceTimers {
+  explicit RaceTimers(std::size_t n) : tally(n), handles(n), won(n, 0) {}
+  Tally tally;
+  std::vector<Timer> handles;
+  std::vector<std::uint8_t> won;
+
+  // How the timers with a true handle ended.
+  struct Ends {
+    std::size_t scheduled = 0;
+    std::size_t ran = 0;      // callbacks run
+    std::size_t cancels = 0;  // cancel() calls that returned true
+    std::size_t neither = 0;  // neither run nor cancel()ed
+  };
+  // Counts them, checking that each ran at most once, had its callable destroyed exactly once, and
+  // did not both run and have a cancel() return true.
+  Ends ends() const {
+    Ends e;
+    for (std::size_t i = 0; i < handles.size(); ++i) {
+      if (!handles[i]) continue;
+      ++e.scheduled;
+      const int r = tally.ran[i].load();
+      EXPECT_LE(r, 1) << "timer " << i << " ran twice";
+      EXPECT_EQ(tally.destroyed[i].load(), 1) << "timer " << i;
+      EXPECT_FALSE(r == 1 && won[i] != 0) << "timer " << i << " ran and was cancelled";
+      e.ran += static_cast<std::size_t>(r);
+      e.cancels += won[i];
+      e.neither += r == 0 && won[i] == 0 ? 1 : 0;
+    }
+    return e;
+  }
+};
+
 // Producers schedule (near and far), cancel their own earlier timers, and now and then post a
 // clear of the shard they schedule on and check that each far timer they scheduled before it
 // stops being pending; a clearing thread posts clears of one shard or all meanwhile. At the end,
@@ -875,10 +909,11 @@ TEST(EngineApiRace, APostedClearWakesTheSleepingWorkerAndSparesARunUnderWay) {
 TEST(EngineApiRace, PostedClearsRacingSchedulesAndCancelsKeepExactlyOnce) {
   constexpr std::size_t kThreads = 3;
   const std::size_t per = kSanitized ? 1'500 : 15'000;
-  Tally t(kThreads * per);
+  RaceTimers timers(kThreads * per);
+  Tally& t = timers.tally;
+  std::vector<Timer>& handles = timers.handles;
+  std::vector<std::uint8_t>& won = timers.won;
   Engine engine(workers(2));
-  std::vector<Timer> handles(kThreads * per);
-  std::vector<std::uint8_t> won(kThreads * per, 0);
   std::atomic<bool> go{false};
   std::atomic<std::size_t> producing{kThreads};
   std::atomic<std::size_t> unserved{0};  // far timers a served clear left pending
@@ -929,26 +964,13 @@ TEST(EngineApiRace, PostedClearsRacingSchedulesAndCancelsKeepExactlyOnce) {
            t.runs.load(std::memory_order_acquire) == s.fired;
   }));
   EXPECT_EQ(unserved.load(), 0u);
-  std::size_t scheduled = 0;
-  std::size_t ran = 0;
-  std::size_t cancels = 0;
-  std::size_t cleared = 0;
-  for (std::size_t i = 0; i < handles.size(); ++i) {
-    if (!handles[i]) continue;
-    ++scheduled;
-    const int r = t.ran[i].load();
-    EXPECT_LE(r, 1) << "timer " << i << " ran twice";
-    EXPECT_EQ(t.destroyed[i].load(), 1) << "timer " << i;
-    EXPECT_FALSE(r == 1 && won[i] != 0) << "timer " << i << " ran and was cancelled";
-    ran += static_cast<std::size_t>(r);
-    cancels += won[i];
-    cleared += r == 0 && won[i] == 0 ? 1 : 0;
-  }
-  EXPECT_EQ(ran + cancels + cleared, scheduled);
-  EXPECT_EQ(s.fired, ran);
+  const RaceTimers::Ends e = timers.ends();
+  const std::size_t cleared = e.neither;
+  EXPECT_EQ(e.ran + e.cancels + cleared, e.scheduled);
+  EXPECT_EQ(s.fired, e.ran);
   EXPECT_EQ(s.cleared, cleared) << "a timer neither run nor cancel()ed ended other than by a clear";
-  EXPECT_EQ(s.cancelled, cancels + cleared);
-  EXPECT_EQ(s.scheduled, scheduled);
+  EXPECT_EQ(s.cancelled, e.cancels + cleared);
+  EXPECT_EQ(s.scheduled, e.scheduled);
   EXPECT_GT(s.clears, 0u);
   EXPECT_TRUE(engine.stop().empty());
 }
@@ -959,10 +981,11 @@ TEST(EngineApiRace, PostedClearsRacingSchedulesAndCancelsKeepExactlyOnce) {
 TEST(EngineApiRace, ReschedulesRacingFiresCancelsAndStopKeepExactlyOnce) {
   constexpr std::size_t kThreads = 3;
   const std::size_t per = kSanitized ? 1'500 : 20'000;
-  Tally t(kThreads * per);
+  RaceTimers timers(kThreads * per);
+  Tally& t = timers.tally;
+  std::vector<Timer>& handles = timers.handles;
+  std::vector<std::uint8_t>& won = timers.won;
   Engine engine(workers(2));
-  std::vector<Timer> handles(kThreads * per);
-  std::vector<std::uint8_t> won(kThreads * per, 0);
   std::atomic<bool> go{false};
   std::vector<std::thread> threads;
   std::atomic<std::size_t> moves_true{0};
@@ -998,23 +1021,16 @@ TEST(EngineApiRace, ReschedulesRacingFiresCancelsAndStopKeepExactlyOnce) {
   for (auto& th : threads) th.join();
   std::size_t returned = 0;
   for (Timer& timer : back) returned += timer.cancel() ? 1 : 0;
-  std::size_t scheduled = 0;
-  std::size_t ran = 0;
-  std::size_t cancels = 0;
   for (std::size_t i = 0; i < handles.size(); ++i) {
     if (!handles[i]) {
       EXPECT_EQ(t.ran[i].load(), 0);
       continue;
     }
-    ++scheduled;
-    EXPECT_LE(t.ran[i].load(), 1) << "timer " << i << " ran twice";
-    EXPECT_EQ(t.destroyed[i].load(), 1) << "timer " << i;
-    ran += static_cast<std::size_t>(t.ran[i].load());
-    cancels += won[i];
     EXPECT_EQ(t.ran[i].load() + won[i] + (handles[i].cancelled() && !won[i] ? 1 : 0), 1)
         << "timer " << i << " ended other than exactly once";
   }
-  EXPECT_EQ(ran + cancels + returned, scheduled);
+  const RaceTimers::Ends e = timers.ends();
+  EXPECT_EQ(e.ran + e.cancels + returned, e.scheduled);
   EXPECT_GT(moves_true.load(), 0u);
 }
 
