@@ -126,12 +126,11 @@ bool Shard::dispatch(Node* node) noexcept {
 
 void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noexcept {
   using Meta = PeriodicMeta;
-  // Read before the run: a one-shot run destroys the callable, and with it what meta would ask.
-  const std::uint64_t meta = node->thunk(node->storage.data(), Op::meta);
+  const std::uint64_t meta = callable_meta(node);
   const ShardHost* const outer = t_task_engine;
   t_task_engine = &host_;  // stop() from inside the callback is refused
   try {
-    node->thunk(node->storage.data(), Op::run);
+    run_callable(node);
   } catch (...) {
     callback_threw();
   }
@@ -182,7 +181,7 @@ void Shard::drain_returned() noexcept {
   while ((n = returned_.try_dequeue_bulk(nodes.data(), kBulk)) != 0) {
     for (std::size_t i = 0; i < n; ++i) {
       Node* node = nodes[i];
-      if (node->thunk(node->storage.data(), Op::meta) == 0) {
+      if (callable_meta(node) == 0) {
         wheel_.release_node(node);  // a one-shot run destroyed its callable
       } else {
         wheel_.rearm_returned(node);

@@ -41,7 +41,7 @@ bool ShardWheel::retire(Node* node, std::uint32_t cancelled_gen) noexcept {
 }
 
 void ShardWheel::rearm_returned(Node* node) noexcept {
-  const std::uint64_t meta = node->thunk(node->storage.data(), Op::meta);
+  const std::uint64_t meta = callable_meta(node);
   assert(meta != 0);
   // Running, or cancelled during the run (running - 1): either way the running value is the
   // lifetime's multiple of four, which rearm() expects. A returned node is unlinked (I5).
@@ -70,7 +70,7 @@ void ShardWheel::move(Node* node, std::uint64_t due) noexcept {
   unlink(node);
   store_due(node, due, std::memory_order_release);
   std::uint64_t due_by = cur_;
-  if (cur_ != target_ && node->thunk(node->storage.data(), Op::meta) != 0) due_by = target_;
+  if (cur_ != target_ && callable_meta(node) != 0) due_by = target_;
   link(node, due <= due_by ? kDueSlot : wheel_slot(due));
   if (cur_ != target_ && !in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
       !occupied(kDueSlot)) {

@@ -35,6 +35,13 @@
 //       from the look-ahead slots wherever cur_ moves across a unit boundary (a pass, a quiet
 //       advance() that crosses one) and after every pace(). It may be finite with no such node (a
 //       cancel emptied the slot): pace() then finds nothing, and plan_pace() makes it UINT64_MAX.
+//   I9  quiet_end_ <= quiet_end(): the least of next_event_, pace_at_ and the start of the level-1
+//       unit after cur_'s, or 0 while the due, late or batch slot holds a node; and 0 throughout
+//       a pass. So an advance() to a target below it, with no unlinks or moves queued, meets
+//       nothing on its way, and its inline case only moves cur_ on. link() lowers it with the two
+//       bounds (and zeroes it for the due slot), step() zeroes it (outside advance(), a cancel or
+//       move that ends a lag steps), advance_slow() and clear() set it exactly; everything else
+//       only raises what it is made of.
 //   I5  A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
 //       between its runs: it is unlinked while it runs, state running), except: a node
 //       cancelled by Wheel::cancel() waiting in unlink_queue_ (callable gone; the queue is flushed
@@ -134,34 +141,6 @@ BasicWheel<Policy>::~BasicWheel() {
   }
 }
 
-template <class Policy>
-inline bool BasicWheel<Policy>::occupied(unsigned slot) const noexcept {
-  return ((occupied_[slot / 64] >> (slot % 64)) & 1) != 0;
-}
-
-// Byte offset of a list link from the start of the slot array; a link inside a node (its `next`)
-// gives an offset past the array, as unsigned arithmetic wraps.
-template <class Policy>
-inline std::uintptr_t BasicWheel<Policy>::head_offset(Node* const* link) const noexcept {
-  return reinterpret_cast<std::uintptr_t>(link) - reinterpret_cast<std::uintptr_t>(slots_->data());
-}
-
-template <class Policy>
-inline bool BasicWheel<Policy>::is_slot_head(Node* const* link) const noexcept {
-  return head_offset(link) < sizeof(Slot) * kAllSlots;
-}
-
-// Sub-list `way` of `slot` has just been emptied: clears its bit, and the slot's (and its count)
-// if it was the last (I4, I4'').
-template <class Policy>
-inline void BasicWheel<Policy>::note_way_empty(unsigned slot, unsigned way) noexcept {
-  assert((*slots_)[slot].head[way] == nullptr);
-  ways_[slot] &= static_cast<std::uint8_t>(~(1U << way));
-  if (ways_[slot] != 0) return;
-  clear_occupied(slot);
-  (*count_)[slot] = 0;
-}
-
 // Bit w set <=> sub-list w of the slot is non-empty (I4'').
 template <class Policy>
 inline unsigned BasicWheel<Policy>::ways_in_use(unsigned slot) const noexcept {
@@ -172,24 +151,6 @@ inline unsigned BasicWheel<Policy>::ways_in_use(unsigned slot) const noexcept {
   assert(mask == ways_[slot]);
 #endif
   return ways_[slot];
-}
-
-// Unlinks a node from whatever slot holds it. The slot is looked up (from `pprev`) only when the
-// node was the last of its sub-list, the one case where the slot can have become empty.
-template <class Policy>
-inline void BasicWheel<Policy>::unlink(Node* node) noexcept {
-  Node* next = node->next;
-  Node** pprev = node->pprev;
-  *pprev = next;
-  node->pprev = nullptr;
-  if (next != nullptr) {
-    next->pprev = pprev;
-    return;
-  }
-  if (!is_slot_head(pprev)) return;  // pprev is a node's `next`: the sub-list has more nodes
-  const std::uintptr_t offset = head_offset(pprev);
-  note_way_empty(static_cast<unsigned>(offset / sizeof(Slot)),
-                 static_cast<unsigned>(offset % sizeof(Slot) / sizeof(Node*)));
 }
 
 // Takes the first node of sub-list `way` of `slot`. Precondition: that sub-list is non-empty.
@@ -210,42 +171,29 @@ inline typename BasicWheel<Policy>::Node* BasicWheel<Policy>::pop_head(unsigned 
   return node;
 }
 
+// cancel() of an id whose node is not pending in that lifetime. The one other state a live id can
+// name is its periodic timer running, i.e. a cancel from inside its own callback: refuse the
+// re-arm. The callable is in use, so the fire path destroys it when the callback returns (rearm());
+// the timer no longer counts as pending.
 template <class Policy>
-bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
-  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
-  Node* node = pool_.find(id.index_);
-  // Only a pending generation matches (I5), so a failed id (gen 0) or a free node never does.
-  if (node == nullptr || (id.gen_ & 3) != detail::kPending) return false;
-  if (const std::uint32_t gen = node->gen.load(std::memory_order_relaxed); gen != id.gen_) {
-    // Not pending. The one other state a live id can name is its periodic timer running, i.e. a
-    // cancel from inside its own callback: refuse the re-arm. The callable is in use, so the fire
-    // path destroys it when the callback returns (rearm()); the timer no longer counts as pending.
-    if (gen != id.gen_ - detail::kPending + detail::kRunning) return false;
-    node->gen.store(id.gen_ - detail::kPending + detail::kCancelled, std::memory_order_relaxed);
-    --pending_;
-    ++stats_.cancelled;
-    return true;
-  }
-  node->gen.store(id.gen_ - detail::kPending + detail::kCancelled, std::memory_order_relaxed);
-  detail::destroy_callable(node);
+bool BasicWheel<Policy>::cancel_running(Node* node, std::uint32_t pending_gen) noexcept {
+  if (node->gen.load(std::memory_order_relaxed) != detail::in_state(pending_gen, detail::kRunning))
+    return false;
+  node->gen.store(detail::in_state(pending_gen, detail::kCancelled), std::memory_order_relaxed);
   --pending_;
   ++stats_.cancelled;
-  const bool lagging = cur_ != target_ && !in_advance_;
-  if (in_advance_ || lagging || pending_ < cancel_batch_from_ || is_slot_head(node->pprev)) {
-    // Unlinked at once when: a walk may be under way (inside advance(), the lists must be exact
-    // when the callback returns); the wheel waits at the leftovers of a pass cut short by its
-    // limit (rare; if this cancel took the last timer waiting there, the wheel catches up now,
-    // without firing, so placement and next_deadline() are exact again); the population fits in
-    // L2, so the neighbours are in cache; or the node is first in its sub-list, i.e. recently
-    // scheduled, with warm neighbours that batching would not help.
-    unlink(node);
-    pool_.release(node);
-    if (lagging && !occupied(kBatchSlot) && !occupied(kLateSlot) && !occupied(kDueSlot)) step(target_, 0);
-  } else {
-    if (unlink_queued_ == kUnlinkBatch) flush_unlinks();
-    unlink_queue_[unlink_queued_++] = node;
-  }
   return true;
+}
+
+// cancel()'s unlink while cur_ != target_: inside a pass, or while the wheel waits at the leftovers
+// of a pass cut short by its limit (rare). Unlinked at once; in the second case, if this cancel
+// took the last timer waiting there, the wheel catches up now, without firing, so that placement
+// and next_deadline() are exact again.
+template <class Policy>
+void BasicWheel<Policy>::cancel_lagging(Node* node) noexcept {
+  unlink(node);
+  pool_.release(node);
+  if (!in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) && !occupied(kDueSlot)) step(target_, 0);
 }
 
 // The node of a pending timer (linked, I5), or nullptr for any other id: only a pending
@@ -313,7 +261,7 @@ bool BasicWheel<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
   // is: due by this call's now means the next call, so it never runs twice in one call (I3). The
   // two differ only while cur_ lags behind target_ (inside advance(), or after a pass cut short).
   std::uint64_t due_by = cur_;
-  if (cur_ != target_ && node->thunk(node->storage.data(), detail::Op::meta) != 0) due_by = target_;
+  if (cur_ != target_ && detail::callable_meta(node) != 0) due_by = target_;
   link(node, due <= due_by ? kDueSlot : wheel_slot(due));
   // As in cancel(): if this took the last timer the wheel waited at after a pass cut short, it
   // catches up now, without firing.
@@ -368,6 +316,7 @@ std::size_t BasicWheel<Policy>::clear() noexcept {
   pending_ = 0;
   stats_.cancelled += cleared;
   cur_ = target_;  // nothing is left to wait at after a pass cut short by its limit
+  quiet_end_ = quiet_end();
   return cleared;
 }
 
@@ -566,9 +515,8 @@ std::size_t BasicWheel<Policy>::fire(unsigned slot, std::size_t budget) {
       const auto way = static_cast<unsigned>(std::countr_zero(round));
       if ((*slots_)[slot].head[way] == nullptr) continue;  // a callback cancelled the rest of it
       Node* node = pop_head(slot, way);
-      // The one question a periodic node adds to a one-shot fire, asked of the thunk the run
-      // calls next anyway.
-      const std::uint64_t meta = node->thunk(node->storage.data(), detail::Op::meta);
+      // The one question a periodic node adds to a one-shot fire: a tag in the node's own line.
+      const std::uint64_t meta = detail::callable_meta(node);
       if (meta != 0) [[unlikely]] {
         ran += fire_periodic(node, meta);
         continue;
@@ -587,7 +535,7 @@ std::size_t BasicWheel<Policy>::fire(unsigned slot, std::size_t budget) {
       ++ran;
       if (policy_.dispatch(node)) continue;  // an executor runs it and gives the node back
       try {
-        node->thunk(node->storage.data(), detail::Op::run);
+        detail::run_callable(node);
       } catch (...) {
         pool_.release(node);  // the thunk destroyed the callable on its way out
         throw;
@@ -635,7 +583,7 @@ std::size_t BasicWheel<Policy>::fire_periodic(Node* node, std::uint64_t meta) {
   const bool delay = Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay);
   const auto ran_until = [&]() noexcept { return delay ? policy_.run_end(now_) : now_; };
   try {
-    node->thunk(node->storage.data(), detail::Op::run);
+    detail::run_callable(node);
   } catch (...) {
     rearm(node, running, next_run(meta, due, ran_until()));
     throw;
@@ -864,6 +812,7 @@ void BasicWheel<Policy>::prefetch_upcoming(bool successors) const noexcept {
 // later ticks. With budget 0 no callback runs and nothing can throw.
 template <class Policy>
 std::size_t BasicWheel<Policy>::step(std::uint64_t target, std::size_t budget) {
+  quiet_end_ = 0;  // for a step outside advance() (a cancel or move that ends a lag): I9
   std::size_t ran = 0;
   const std::uint64_t from = cur_;
   while (cur_ < target && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
@@ -916,10 +865,38 @@ void BasicWheel<Policy>::quiet_advance(std::uint64_t target) noexcept {
   plan_pace(top);  // I8, for the new cur_
 }
 
-// advance() past its quiet case, out of line so that the quiet case saves no registers for it.
+// advance() past its inline case: a nested call (refused), queued unlinks or moves to finish,
+// or a target at or past quiet_end_. Leaves quiet_end_ exact for the next call (I9), unless a
+// callback throws (then it stays 0 and the next call comes here).
+template <class Policy>
+std::size_t BasicWheel<Policy>::advance_slow(Nanos now, std::size_t limit) {
+  if (in_advance_) return 0;
+  ++stats_.passes;
+  if ((unlink_queued_ | moves_queued_) != 0) flush_unlinks();
+  assert(summary_exact());
+  assert(next_event_ <= next_event_tick(top_level()));                        // I7
+  assert(pace_at_ != ~std::uint64_t{0} || !lookahead_occupied(top_level()));  // I8
+  if (now > now_) now_ = now;
+  // now_ is in [0, Nanos::max()], so its tick is at most ticks_.max_tick().
+  const std::uint64_t target = ticks_.floor(static_cast<std::uint64_t>(now_.count()));
+  target_ = target;
+  std::size_t ran = 0;
+  if (!quiet_until(target)) {
+    ran = pass(target, limit);
+  } else if (target >= pace_at_ || ((target ^ cur_) >> kLevelBits) != 0) {
+    quiet_advance(target);
+  } else {
+    cur_ = target;  // quiet_end_ was low (an event cancelled since, or a unit crossed since a pass)
+  }
+  quiet_end_ = quiet_end();
+  return ran;
+}
+
+// The pass of an advance() that meets something on its way: callbacks, cascades, or leftovers.
 template <class Policy>
 std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
   const ScopedFlag in_advance(in_advance_);  // from here callbacks run
+  quiet_end_ = 0;  // a nested advance() from a callback must not take the inline case (I9)
   const std::uint64_t moved_before = stats_.moved;
   // The staged prefetch hides DRAM misses; while the timers fit in L2 (the test cancel() makes)
   // it is only work, so it is skipped.

@@ -45,10 +45,10 @@
 //
 // Costs (measured figures are in the README and bench/; here only the shape):
 //   schedule    O(1): pop a pooled node, store the callable, link it at a slot head, set one bit.
-//   cancel      O(1): one generation compare, an unlink, a push on the free list.
-//   fire        O(1) per callback: one indirect call asks the node's thunk whether it is periodic
-//               (a one-shot's answer is a constant), one more runs it; a periodic timer is then
-//               re-linked in place, as a schedule would link it.
+//   cancel      O(1): one generation compare, an unlink, a push on the free list; the callable's
+//               destructor is called only if it has one.
+//   fire        O(1) per callback: a tag in the node says whether it is periodic, one indirect call
+//               runs it; a periodic timer is then re-linked in place, as a schedule would link it.
 //   reschedule  O(1): one generation compare; within the slot's time span only the deadline is
 //               written, otherwise a move queued like a cancel's unlink (see reschedule()).
 //   queries     O(1): is_pending(), deadline(), remaining() read the node's generation and due.
@@ -72,6 +72,7 @@
 //   }
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -565,6 +566,8 @@ class BasicWheel {
   Node* acquire_node() noexcept;
   Status acquire_failure() const noexcept;
   Node* pending_node(TimerId id) const noexcept;
+  bool cancel_running(Node* node, std::uint32_t pending_gen) noexcept;
+  void cancel_lagging(Node* node) noexcept;
   void finish_unlinks() const noexcept;
   bool in_place(std::uint64_t old_due, std::uint64_t due) const noexcept;
   TimerId commit(Node* node, Nanos deadline) noexcept;
@@ -599,7 +602,7 @@ class BasicWheel {
   std::uint64_t next_run(std::uint64_t meta, std::uint64_t due, Nanos ran_until) const noexcept;
   std::uint64_t first_grid_point_after_now(std::uint64_t due, std::uint64_t period) const noexcept;
   void rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept;
-  [[gnu::noinline]] std::size_t pass(std::uint64_t target, std::size_t limit);
+  std::size_t pass(std::uint64_t target, std::size_t limit);
   std::size_t step(std::uint64_t target, std::size_t budget);
   std::uint64_t pace(std::uint64_t target, unsigned top) noexcept;
   void cascade_at(std::uint64_t t, unsigned top) noexcept;
@@ -608,6 +611,8 @@ class BasicWheel {
   bool current_units_empty(unsigned top) const noexcept;
   bool summary_exact() const noexcept;
   bool quiet_until(std::uint64_t target) const noexcept;
+  std::uint64_t quiet_end() const noexcept;
+  std::size_t advance_slow(Nanos now, std::size_t limit);
   void quiet_advance(std::uint64_t target) noexcept;
   void plan_pace(unsigned top) noexcept;
   bool lookahead_occupied(unsigned top) const noexcept;
@@ -647,6 +652,8 @@ class BasicWheel {
   std::uint64_t pace_at_ = ~std::uint64_t{0};
   // The tick up to which the look-ahead cascade has moved its share: the target of the last pace().
   std::uint64_t paced_ = 0;
+  // The tick below which advance() has nothing to do but move cur_ on (I9): its inline case.
+  std::uint64_t quiet_end_ = 0;
   // Nodes linked into each slot since it was empty, less those moved out: an upper bound that
   // paces the look-ahead cascade.
   std::unique_ptr<std::array<std::uint32_t, kAllSlots>> count_;
@@ -726,10 +733,17 @@ inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
   ++(*count_)[slot];
   if (slot < kWheelSlots) {  // the slot's event: its tick at level 0, its unit's start above (I7)
     const unsigned shift = kLevelBits * (slot >> kSlotBits);
-    next_event_ = std::min(next_event_, (node->due >> shift) << shift);
+    const std::uint64_t event = (node->due >> shift) << shift;
+    next_event_ = std::min(next_event_, event);
+    quiet_end_ = std::min(quiet_end_, event);  // I9
     // A look-ahead slot is paced from the next tick on (I8). At level 0 this also holds for the
     // tick after cur_: a needless but harmless pace() call, cheaper than a test of the level.
-    if ((node->due >> shift) == (cur_ >> shift) + 1) pace_at_ = std::min(pace_at_, cur_ + 1);
+    if ((node->due >> shift) == (cur_ >> shift) + 1) {
+      pace_at_ = std::min(pace_at_, cur_ + 1);
+      quiet_end_ = std::min(quiet_end_, cur_ + 1);
+    }
+  } else {
+    quiet_end_ = 0;  // something is due (I9)
   }
 }
 
@@ -752,38 +766,117 @@ inline TimerId BasicWheel<Policy>::commit(Node* node, Nanos deadline) noexcept {
   return {index, gen};
 }
 
+template <class Policy>
+inline bool BasicWheel<Policy>::occupied(unsigned slot) const noexcept {
+  return ((occupied_[slot / 64] >> (slot % 64)) & 1) != 0;
+}
+
+// Byte offset of a list link from the start of the slot array; a link inside a node (its `next`)
+// gives an offset past the array, as unsigned arithmetic wraps.
+template <class Policy>
+inline std::uintptr_t BasicWheel<Policy>::head_offset(Node* const* link) const noexcept {
+  return reinterpret_cast<std::uintptr_t>(link) - reinterpret_cast<std::uintptr_t>(slots_->data());
+}
+
+template <class Policy>
+inline bool BasicWheel<Policy>::is_slot_head(Node* const* link) const noexcept {
+  return head_offset(link) < sizeof(Slot) * kAllSlots;
+}
+
+// Sub-list `way` of `slot` has just been emptied: clears its bit, and the slot's (and its count)
+// if it was the last (I4, I4'').
+template <class Policy>
+inline void BasicWheel<Policy>::note_way_empty(unsigned slot, unsigned way) noexcept {
+  assert((*slots_)[slot].head[way] == nullptr);
+  ways_[slot] &= static_cast<std::uint8_t>(~(1U << way));
+  if (ways_[slot] != 0) return;
+  clear_occupied(slot);
+  (*count_)[slot] = 0;
+}
+
+// Unlinks a node from whatever slot holds it. The slot is looked up (from `pprev`) only when the
+// node was the last of its sub-list, the one case where the slot can have become empty.
+template <class Policy>
+inline void BasicWheel<Policy>::unlink(Node* node) noexcept {
+  Node* next = node->next;
+  Node** pprev = node->pprev;
+  *pprev = next;
+  node->pprev = nullptr;
+  if (next != nullptr) {
+    next->pprev = pprev;
+    return;
+  }
+  if (!is_slot_head(pprev)) return;  // pprev is a node's `next`: the sub-list has more nodes
+  const std::uintptr_t offset = head_offset(pprev);
+  note_way_empty(static_cast<unsigned>(offset / sizeof(Slot)),
+                 static_cast<unsigned>(offset % sizeof(Slot) / sizeof(Node*)));
+}
+
+template <class Policy>
+inline bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
+  assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
+  Node* node = pool_.find(id.index_);
+  // Only a pending generation matches (I5), so a failed id (gen 0) or a free node never does.
+  if (node == nullptr || (id.gen_ & 3) != detail::kPending) [[unlikely]]
+    return false;
+  if (node->gen.load(std::memory_order_relaxed) != id.gen_) [[unlikely]]
+    return cancel_running(node, id.gen_);
+  node->gen.store(detail::in_state(id.gen_, detail::kCancelled), std::memory_order_relaxed);
+  detail::destroy_callable(node);
+  --pending_;
+  ++stats_.cancelled;
+  if (cur_ != target_) [[unlikely]] {
+    cancel_lagging(node);
+  } else if (pending_ < cancel_batch_from_ || in_advance_ || is_slot_head(node->pprev)) {
+    // Unlinked at once when the population fits in L2, so the neighbours are in cache; inside
+    // advance(), where a walk may be under way and the lists must be exact when the callback
+    // returns; or when the node is first in its sub-list, i.e. recently scheduled, with warm
+    // neighbours that batching would not help.
+    unlink(node);
+    pool_.release(node);
+  } else {
+    if (unlink_queued_ == kUnlinkBatch) [[unlikely]]
+      flush_unlinks();
+    unlink_queue_[unlink_queued_++] = node;
+  }
+  return true;
+}
+
 // Whether advance() to `target` meets no callback and no cascade on the way: nothing due or left
 // from a pass cut short (the due, late and batch slots, which share the last bitmap word) and no
 // event up to target (I7). Then the call's only work is the look-ahead cascade's share (pace(),
-// once target reaches pace_at_, or a unit boundary is crossed and the look-ahead slots change):
-// the common case of a loop that advances every tick.
+// once target reaches pace_at_, or a unit boundary is crossed and the look-ahead slots change).
 template <class Policy>
 inline bool BasicWheel<Policy>::quiet_until(std::uint64_t target) const noexcept {
   static_assert(kDueSlot / 64 == kBatchSlot / 64 && kDueSlot % 64 == 0, "the extra slots share one word");
   return target < next_event_ && ((nonempty_words_ >> (kDueSlot / 64)) & 1) == 0;
 }
 
-// Inline for its quiet case; the pass is out of line (engine/wheel_impl.hpp).
+// The tick up to which advance() has nothing to do but move cur_ (quiet_until() with no share
+// for pace() and no unit boundary crossed): what advance_slow() leaves in quiet_end_ (I9).
+template <class Policy>
+inline std::uint64_t BasicWheel<Policy>::quiet_end() const noexcept {
+  if (((nonempty_words_ >> (kDueSlot / 64)) & 1) != 0) return 0;
+  return std::min({next_event_, pace_at_, ((cur_ >> kLevelBits) + 1) << kLevelBits});
+}
+
+// Inline for the call that only moves time on, the common case of a loop that advances every
+// tick: one compare against quiet_end_ (I9). Everything else is out of line (engine/wheel_impl.hpp).
 template <class Policy>
 inline std::size_t BasicWheel<Policy>::advance(Nanos now, std::size_t limit) {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
-  if (in_advance_) return 0;
-  ++stats_.passes;
-  if ((unlink_queued_ | moves_queued_) != 0) flush_unlinks();
-  assert(summary_exact());
-  assert(next_event_ <= next_event_tick(top_level()));                        // I7
-  assert(pace_at_ != ~std::uint64_t{0} || !lookahead_occupied(top_level()));  // I8
-  if (now > now_) now_ = now;
-  // now_ is in [0, Nanos::max()], so its tick is at most ticks_.max_tick().
-  const std::uint64_t target = ticks_.floor(static_cast<std::uint64_t>(now_.count()));
-  target_ = target;
-  if (!quiet_until(target)) return pass(target, limit);
-  if (target >= pace_at_ || ((target ^ cur_) >> kLevelBits) != 0) {
-    quiet_advance(target);
-  } else {
+  const Nanos latest = std::max(now, now_);
+  // latest is in [0, Nanos::max()], so its tick is at most ticks_.max_tick().
+  const std::uint64_t target = ticks_.floor(static_cast<std::uint64_t>(latest.count()));
+  if (target < quiet_end_ && (unlink_queued_ | moves_queued_) == 0) [[likely]] {
+    assert(!in_advance_ && quiet_end_ <= quiet_end());  // I9
+    ++stats_.passes;
+    now_ = latest;
+    target_ = target;
     cur_ = target;
+    return 0;
   }
-  return 0;
+  return advance_slow(now, limit);
 }
 
 // The standalone wheel's code is compiled once, in the library (engine/wheel.cpp).

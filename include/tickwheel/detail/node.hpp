@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -28,16 +29,22 @@ inline constexpr std::size_t kInlineCallableAlign = 8;
 inline constexpr std::size_t kMetaBytes = 8;
 inline constexpr std::size_t kPeriodicCallableBytes = kInlineCallableBytes - kMetaBytes;
 
-// What the wheel asks of a stored callable. The thunk is the only code that knows the callable's
-// type, so it is also where a node says whether it is periodic: that costs a one-shot fire one
-// indirect call to the thunk it is about to call anyway (same target, so well predicted), and the
-// node keeps its one-cache-line layout.
+// What the wheel asks of a stored callable's thunk, the only code that knows the callable's type.
 enum class Op : std::uint8_t {
   run,      // one-shot: run, then destroy (even if the call throws). Periodic: run, keep.
   destroy,  // destroy without running
-  meta,     // 0 for a one-shot timer; a periodic timer's schedule word, never 0
 };
-using Thunk = std::uint64_t (*)(void* storage, Op op);
+using Thunk = void (*)(void* storage, Op op);
+
+// Node::thunk is the thunk's address plus two tags in its low bits, which the thunks' alignment
+// (kThunkAlign) keeps free. They answer the two questions the hot paths ask of every node without
+// an indirect call: whether it is periodic (a fire's first question; its schedule word then leads
+// the storage, see callable_meta()) and whether a cancel has a destructor to run.
+inline constexpr std::uintptr_t kPeriodicTag = 1;
+inline constexpr std::uintptr_t kDestructorTag = 2;
+inline constexpr std::uintptr_t kTagMask = kPeriodicTag | kDestructorTag;
+inline constexpr std::size_t kThunkAlign = 16;
+static_assert(kThunkAlign > kTagMask, "the tags must fit below the thunks' alignment");
 
 struct alignas(kCacheLine) Node {
   // List links, hlist style: `pprev` points at whatever points at this node (a slot's head or the
@@ -76,8 +83,8 @@ struct alignas(kCacheLine) Node {
   // order: see each use (a standalone Wheel uses relaxed throughout, one thread touches it; the
   // Engine's cross-thread uses name their pairings).
   std::atomic<std::uint32_t> gen;
-  std::uint32_t index;  // the node's position in its pool; fixed once the node is first handed out
-  Thunk thunk;
+  std::uint32_t index;   // the node's position in its pool; fixed once the node is first handed out
+  std::uintptr_t thunk;  // the thunk's address plus its tags, see kPeriodicTag
   alignas(kInlineCallableAlign) std::array<std::byte, kInlineCallableBytes> storage;
 };
 static_assert(sizeof(Node) == kCacheLine, "a pending timer must cost exactly one cache line");
@@ -129,9 +136,9 @@ static_assert(next_lifetime(0) == 1 && next_lifetime(2) == 5 && next_lifetime(3)
               next_lifetime(4) == 5);
 static_assert(next_lifetime(0xFFFFFFFFU) == 1, "the last lifetime's cancelled state wraps to the first");
 
+// The thunks are aligned (a GCC and Clang attribute) so that their addresses leave the tags free.
 template <class F>
-std::uint64_t thunk_for(void* storage, Op op) {
-  if (op == Op::meta) return 0;
+[[gnu::aligned(kThunkAlign)]] void thunk_for(void* storage, Op op) {
   F* fn = std::launder(static_cast<F*>(storage));
   struct Destroy {
     F* fn;
@@ -141,26 +148,18 @@ std::uint64_t thunk_for(void* storage, Op op) {
     ~Destroy() { fn->~F(); }
   } destroy(fn);
   if (op == Op::run) (*fn)();
-  return 0;
 }
 
 template <class F>
-std::uint64_t periodic_thunk_for(void* storage, Op op) {
-  auto* bytes = static_cast<std::byte*>(storage);
-  if (op == Op::meta) {
-    std::uint64_t meta = 0;
-    std::memcpy(&meta, bytes, sizeof meta);
-    return meta;
-  }
+[[gnu::aligned(kThunkAlign)]] void periodic_thunk_for(void* storage, Op op) {
   // The callable sits kMetaBytes into the type-erased storage; check_periodic_callable<F> bounds it.
   // NOLINTNEXTLINE(cppcoreguidelines-pro-bounds-pointer-arithmetic): an offset inside the storage
-  F* fn = std::launder(reinterpret_cast<F*>(bytes + kMetaBytes));
+  F* fn = std::launder(reinterpret_cast<F*>(static_cast<std::byte*>(storage) + kMetaBytes));
   if (op == Op::run) {
     (*fn)();
   } else {
     fn->~F();
   }
-  return 0;
 }
 
 // The schedule word of a periodic timer: the period in nanoseconds in the low 60 bits, the cadence
@@ -228,15 +227,48 @@ constexpr bool is_null_callable(const F& fn) noexcept {
   }
 }
 
-// Destroys the callable stored in a node without running it.
-inline void destroy_callable(Node* node) noexcept { node->thunk(node->storage.data(), Op::destroy); }
+// The thunk word for `thunk` with `tags`; a debug build checks that the address leaves them free.
+inline std::uintptr_t tagged_thunk(Thunk thunk, std::uintptr_t tags) noexcept {
+  const auto address = reinterpret_cast<std::uintptr_t>(thunk);
+  assert((address & kTagMask) == 0 && "a thunk is not aligned as kThunkAlign asks");
+  return address + tags;
+}
+
+// Calls the node's thunk: the callable's code, with the tags taken off its address.
+inline void call_thunk(Node* node, Op op) {
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): the address tagged_thunk() stored, tags removed
+  reinterpret_cast<Thunk>(node->thunk & ~kTagMask)(node->storage.data(), op);
+}
+
+// Runs the stored callable; a one-shot's is destroyed on the way out, even if it throws.
+inline void run_callable(Node* node) { call_thunk(node, Op::run); }
+
+// Destroys the callable stored in a node without running it: no call at all for a callable with
+// nothing to destroy (trivially destructible), the common lambda of pointers and integers.
+inline void destroy_callable(Node* node) noexcept {
+  if ((node->thunk & kDestructorTag) != 0) call_thunk(node, Op::destroy);
+}
+
+// 0 for a one-shot timer; a periodic timer's schedule word (see PeriodicMeta), never 0. Read from
+// the node alone, and still right after a one-shot run destroyed the callable.
+inline std::uint64_t callable_meta(const Node* node) noexcept {
+  if ((node->thunk & kPeriodicTag) == 0) return 0;
+  std::uint64_t meta = 0;
+  std::memcpy(&meta, node->storage.data(), sizeof meta);
+  return meta;
+}
+
+template <class Fn>
+constexpr std::uintptr_t destructor_tag() noexcept {
+  return std::is_trivially_destructible_v<Fn> ? 0 : kDestructorTag;
+}
 
 // Constructs the callable in the node and records how to run it. Precondition: check_callable<F>.
 template <class F>
 void store_callable(Node* node, F&& fn) noexcept {
   using Fn = std::decay_t<F>;
   ::new (static_cast<void*>(node->storage.data())) Fn(std::forward<F>(fn));
-  node->thunk = &thunk_for<Fn>;
+  node->thunk = tagged_thunk(&thunk_for<Fn>, destructor_tag<Fn>());
 }
 
 // The same for a periodic timer, with its schedule word (never 0) in front of the callable.
@@ -246,7 +278,7 @@ void store_periodic_callable(Node* node, std::uint64_t meta, F&& fn) noexcept {
   using Fn = std::decay_t<F>;
   std::memcpy(node->storage.data(), &meta, sizeof meta);
   ::new (static_cast<void*>(&node->storage[kMetaBytes])) Fn(std::forward<F>(fn));
-  node->thunk = &periodic_thunk_for<Fn>;
+  node->thunk = tagged_thunk(&periodic_thunk_for<Fn>, kPeriodicTag | destructor_tag<Fn>());
 }
 
 }  // namespace tickwheel::detail
