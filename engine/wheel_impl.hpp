@@ -759,7 +759,14 @@ unsigned BasicWheel<Policy>::top_level() const noexcept {
 template <class Policy>
 std::uint64_t BasicWheel<Policy>::next_event_tick(unsigned top) const noexcept {
   std::uint64_t best = ~std::uint64_t{0};
-  for (unsigned level = 0; level <= top; ++level) {
+  if (!level_empty(0)) {
+    const std::uint64_t from = cur_ + 1;
+    best = from + find_from(level_words(0), static_cast<unsigned>(from & (kSlots - 1)));
+    // An upper level's events are starts of its units after cur_'s (I2), all multiples of 256
+    // ticks: none comes before the next level-1 unit, so a level-0 event before it is the next.
+    if (best < ((cur_ >> kLevelBits) + 1) << kLevelBits) return best;
+  }
+  for (unsigned level = 1; level <= top; ++level) {
     if (level_empty(level)) continue;
     const unsigned shift = kLevelBits * level;
     const std::uint64_t from = (cur_ >> shift) + 1;
