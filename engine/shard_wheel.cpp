@@ -25,7 +25,7 @@ void ShardWheel::adopt(Node* node) noexcept {
     return;
   }
   assert(node->due <= ticks_.max_tick());
-  link(node, node->due <= cur_ ? kDueSlot : wheel_slot(node->due));
+  link(node, slot_for(node->due));
   ++pending_;
 }
 
@@ -43,6 +43,7 @@ bool ShardWheel::retire(Node* node, std::uint32_t cancelled_gen) noexcept {
 void ShardWheel::rearm_returned(Node* node) noexcept {
   const std::uint64_t meta = callable_meta(node);
   assert(meta != 0);
+  catch_up();  // the misfire decision below reads target_: now_'s tick, not an older one (I1)
   // Running, or cancelled during the run (running - 1): either way the running value is the
   // lifetime's multiple of four, which rearm() expects. A returned node is unlinked (I5).
   const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
@@ -69,9 +70,11 @@ void ShardWheel::move(Node* node, std::uint64_t due) noexcept {
   }
   unlink(node);
   store_due(node, due, std::memory_order_release);
-  std::uint64_t due_by = cur_;
-  if (cur_ != target_ && callable_meta(node) != 0) due_by = target_;
-  link(node, due <= due_by ? kDueSlot : wheel_slot(due));
+  if (cur_ != target_ && callable_meta(node) != 0) {
+    link(node, due <= target_ ? kDueSlot : wheel_slot(due));
+  } else {
+    link(node, slot_for(due));
+  }
   if (cur_ != target_ && !in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
       !occupied(kDueSlot)) {
     step(target_, 0);

@@ -9,7 +9,12 @@
 //       while step() runs them in place, in level-0 slot cur_ % S (for the callbacks' duration
 //       only: outside a pass that slot is empty, by I2). A pass
 //       that reaches its limit still moves cur_ on to the first tick with callbacks waiting (or to
-//       its target), so cur_ lags behind now only where something is due.
+//       its target), so cur_ lags behind target_ only where something is due. Both may also lag
+//       behind now_'s tick after inline advance() calls, which met nothing on the way (I9) and
+//       moved only now_: nothing is linked in that stretch (a link due in it counts as due and
+//       goes to the due slot, due_now(): now_'s tick is below lag_bound_), and it lies before the
+//       next unit boundary, so catch_up() may move both to now_'s tick at any time, and
+//       advance_slow() does first.
 //   I2  Let S = kSlots and b = kLevelBits. A node in level-0 slot i has due in (cur_, cur_ + S)
 //       and due % S == i. A node in level L >= 1 has (due >> bL) - (cur_ >> bL) in [1, S - 1], in
 //       the slot of that unit % S. So level L's slot for the current unit cur_ >> bL is empty: it
@@ -37,11 +42,12 @@
 //       cancel emptied the slot): pace() then finds nothing, and plan_pace() makes it UINT64_MAX.
 //   I9  quiet_end_ <= quiet_end(): the least of next_event_, pace_at_ and the start of the level-1
 //       unit after cur_'s, or 0 while the due, late or batch slot holds a node; and 0 throughout
-//       a pass. So an advance() to a target below it, with no unlinks or moves queued, meets
-//       nothing on its way, and its inline case only moves cur_ on. link() lowers it with the two
-//       bounds (and zeroes it for the due slot), step() zeroes it (outside advance(), a cancel or
-//       move that ends a lag steps), advance_slow() and clear() set it exactly; everything else
-//       only raises what it is made of.
+//       a pass and while unlinks or moves are queued. quiet_end_ns_ == quiet_end_ * tick. So an
+//       advance() to a now before quiet_end_ns_ meets nothing on its way, and its inline case
+//       only moves now_ on. link() lowers it with the two bounds (and zeroes it for the due slot),
+//       queueing and step() zero it (outside advance(), a cancel or move that ends a lag steps),
+//       advance_slow() and clear() set it exactly; everything else only raises what it is made of.
+//       And quiet_end_ <= lag_bound_, which only those two and a pass or step set (I1).
 //   I5  A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
 //       between its runs: it is unlinked while it runs, state running), except: a node
 //       cancelled by Wheel::cancel() waiting in unlink_queue_ (callable gone; the queue is flushed
@@ -250,6 +256,7 @@ bool BasicWheel<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
     if (moves_queued_ == kUnlinkBatch) flush_moves();
     move_queue_[moves_queued_] = node;
     move_gen_[moves_queued_++] = id.gen_;
+    set_quiet_end(0);  // the next advance() moves it (I9)
     return true;
   }
   // Inside a pass (the lists must be exact when the callback returns), or while the wheel lags
@@ -260,9 +267,11 @@ bool BasicWheel<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
   // Where a schedule links a timer (commit), except that a periodic timer is linked as its re-arm
   // is: due by this call's now means the next call, so it never runs twice in one call (I3). The
   // two differ only while cur_ lags behind target_ (inside advance(), or after a pass cut short).
-  std::uint64_t due_by = cur_;
-  if (cur_ != target_ && detail::callable_meta(node) != 0) due_by = target_;
-  link(node, due <= due_by ? kDueSlot : wheel_slot(due));
+  if (cur_ != target_ && detail::callable_meta(node) != 0) {
+    link(node, due <= target_ ? kDueSlot : wheel_slot(due));
+  } else {
+    link(node, slot_for(due));
+  }
   // As in cancel(): if this took the last timer the wheel waited at after a pass cut short, it
   // catches up now, without firing.
   if (cur_ != target_ && !in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
@@ -316,7 +325,9 @@ std::size_t BasicWheel<Policy>::clear() noexcept {
   pending_ = 0;
   stats_.cancelled += cleared;
   cur_ = target_;  // nothing is left to wait at after a pass cut short by its limit
-  quiet_end_ = quiet_end();
+  catch_up();
+  set_quiet_end(quiet_end());
+  lag_bound_ = quiet_end_;
   return cleared;
 }
 
@@ -415,7 +426,7 @@ void BasicWheel<Policy>::flush_moves() noexcept {
     assert((node->due & kMoving) != 0 && node->pprev != nullptr);
     unlink(node);
     node->due &= ~kMoving;
-    link(node, node->due <= cur_ ? kDueSlot : wheel_slot(node->due));
+    link(node, slot_for(node->due));
   }
   moves_queued_ = 0;
 }
@@ -819,7 +830,8 @@ void BasicWheel<Policy>::prefetch_upcoming(bool successors) const noexcept {
 // later ticks. With budget 0 no callback runs and nothing can throw.
 template <class Policy>
 std::size_t BasicWheel<Policy>::step(std::uint64_t target, std::size_t budget) {
-  quiet_end_ = 0;  // for a step outside advance() (a cancel or move that ends a lag): I9
+  set_quiet_end(0);  // for a step outside advance() (a cancel or move that ends a lag): I9
+  lag_bound_ = 0;
   std::size_t ran = 0;
   const std::uint64_t from = cur_;
   while (cur_ < target && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
@@ -872,6 +884,20 @@ void BasicWheel<Policy>::quiet_advance(std::uint64_t target) noexcept {
   plan_pace(top);  // I8, for the new cur_
 }
 
+// Brings cur_ and target_ to now_'s tick where inline advance() calls left them behind (I1):
+// first thing in advance_slow(), so that a pass starts where the wheel's time is, and in the
+// Engine's re-arm of a periodic node an executor gave back (its misfire decision reads target_).
+// Not after a pass cut short, where cur_ waits at what is due.
+template <class Policy>
+void BasicWheel<Policy>::catch_up() noexcept {
+  if (cur_ != target_) return;
+  const std::uint64_t t = ticks_.floor(static_cast<std::uint64_t>(now_.count()));
+  if (t <= cur_) return;
+  assert(((t ^ cur_) >> kLevelBits) == 0 && next_event_tick(top_level()) > t);  // I1
+  cur_ = t;
+  target_ = t;
+}
+
 // advance() past its inline case: a nested call (refused), queued unlinks or moves to finish,
 // or a target at or past quiet_end_. Leaves quiet_end_ exact for the next call (I9), unless a
 // callback throws (then it stays 0 and the next call comes here).
@@ -879,6 +905,7 @@ template <class Policy>
 std::size_t BasicWheel<Policy>::advance_slow(Nanos now, std::size_t limit) {
   if (in_advance_) return 0;
   ++stats_.passes;
+  catch_up();
   if ((unlink_queued_ | moves_queued_) != 0) flush_unlinks();
   assert(summary_exact());
   assert(next_event_ <= next_event_tick(top_level()));                        // I7
@@ -895,7 +922,8 @@ std::size_t BasicWheel<Policy>::advance_slow(Nanos now, std::size_t limit) {
   } else {
     cur_ = target;  // quiet_end_ was low (an event cancelled since, or a unit crossed since a pass)
   }
-  quiet_end_ = quiet_end();
+  set_quiet_end(quiet_end());
+  lag_bound_ = quiet_end_;
   return ran;
 }
 
@@ -903,7 +931,8 @@ std::size_t BasicWheel<Policy>::advance_slow(Nanos now, std::size_t limit) {
 template <class Policy>
 std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
   const ScopedFlag in_advance(in_advance_);  // from here callbacks run
-  quiet_end_ = 0;  // a nested advance() from a callback must not take the inline case (I9)
+  set_quiet_end(0);  // a nested advance() from a callback must not take the inline case (I9)
+  lag_bound_ = 0;    // and a callback's link is due by cur_, the tick being run (I1)
   const std::uint64_t moved_before = stats_.moved;
   // The staged prefetch hides DRAM misses; while the timers fit in L2 (the test cancel() makes)
   // it is only work, so it is skipped.

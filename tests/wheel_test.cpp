@@ -947,6 +947,41 @@ TEST(WheelNextDeadline, AtOrBeforeNowWhenATimerIsDue) {
   EXPECT_LE(*w.next_deadline(), w.now());
 }
 
+// Inline advance() calls that meet nothing move only the wheel's time, not its processing tick
+// (engine/wheel_impl.hpp, I1). What is scheduled after them must behave as if they had moved it:
+// a deadline they passed is due, runs at the start of the next call and makes next_deadline()
+// now(); one after now() runs at its own tick.
+TEST(WheelAdvance, ADeadlineThatQuietStepsPassedIsDueAtOnce) {
+  Wheel w({.tick = 1ms});
+  std::vector<int> ran;
+  ASSERT_TRUE(w.schedule_at(10s, [&ran] { ran.push_back(0); }));
+  for (int i = 1; i <= 100; ++i) ASSERT_EQ(w.advance(i * 1ms), 0u);
+  ASSERT_TRUE(w.schedule_at(50ms, [&ran] { ran.push_back(1); }));   // passed
+  ASSERT_TRUE(w.schedule_at(100ms, [&ran] { ran.push_back(2); }));  // now()'s own tick
+  ASSERT_TRUE(w.schedule_at(101ms, [&ran] { ran.push_back(3); }));
+  EXPECT_EQ(w.next_deadline(), w.now());
+  EXPECT_EQ(w.advance(100ms), 2u);
+  std::sort(ran.begin(), ran.end());
+  EXPECT_EQ(ran, (std::vector<int>{1, 2}));
+  EXPECT_EQ(w.next_deadline(), 101ms);
+  EXPECT_EQ(w.advance(101ms), 1u);
+  EXPECT_EQ(ran.back(), 3);
+}
+
+// The same, for next_deadline()'s exactness: a timer less than 512 ticks ahead of now() is exact
+// however many quiet steps came before its schedule (it must not be measured from a processing
+// tick those steps left behind, which would put it in level 1, where the answer is its slot's
+// start).
+TEST(WheelNextDeadline, ExactForATimerLessThanKSlotsTicksAheadAfterQuietSteps) {
+  Wheel w({.tick = 1ms});
+  ASSERT_TRUE(w.schedule_at(10s, [] {}));
+  for (int i = 1; i <= 200; ++i) ASSERT_EQ(w.advance(i * 1ms), 0u);
+  ASSERT_TRUE(w.schedule_at(700ms, [] {}));
+  EXPECT_EQ(w.next_deadline(), 700ms);
+  EXPECT_EQ(w.advance(699ms), 0u);
+  EXPECT_EQ(w.advance(700ms), 1u);
+}
+
 // A call that runs exactly `limit` callbacks stops the pass at the tick of the last one, even when
 // nothing else is due: the wheel's processing tick then lags behind now() until the next call.
 // A timer scheduled in that state lands in an upper level (it is measured from the lagging tick),

@@ -478,8 +478,8 @@ class BasicWheel {
   // moved down ahead of time are a share of the next upper slot in proportion to the time passed
   // since the last share moved, 8 or more at a time (a slot of fewer moves at its boundary), so a
   // pass every tick never meets a cascade burst. A call with nothing to
-  // run and nothing to move down on its way (the common step of a loop that advances every tick)
-  // is inline: a few compares and stores.
+  // run and nothing to move down on its way (the common step of a loop that advances every tick,
+  // or polls faster) is inline: a compare and two stores.
   std::size_t advance(Nanos now, std::size_t limit = std::numeric_limits<std::size_t>::max());
 
   // The earliest time at which advance() could run a callback: exact for timers in level 0 (the
@@ -612,6 +612,31 @@ class BasicWheel {
   bool summary_exact() const noexcept;
   bool quiet_until(std::uint64_t target) const noexcept;
   std::uint64_t quiet_end() const noexcept;
+  void set_quiet_end(std::uint64_t tick) noexcept {
+    quiet_end_ = tick;
+    // Below 2^64: quiet_end() is at most the level-1 unit after cur_'s, cur_ <= max_tick().
+    quiet_end_ns_ = tick * ticks_.tick();
+  }
+  void catch_up() noexcept;
+  // Whether a node due at `due` counts as due already, so that it waits in the due slot (I3): at
+  // or before cur_, or, while inline advance() calls left cur_ behind now_'s tick, at or before
+  // that tick (I1). The second test is a multiplication, made only for a due before lag_bound_:
+  // every later tick is after now_'s too.
+  bool due_now(std::uint64_t due) const noexcept {
+    return due <= cur_ ||
+           (due < lag_bound_ && due * ticks_.tick() <= static_cast<std::uint64_t>(now_.count()));
+  }
+  // The slot a node due at `due` is linked into outside a periodic re-arm: the due slot if it is
+  // due already, else the wheel slot that holds it. A node beyond level 0 while cur_ lags behind
+  // now_'s tick (I1) first brings cur_ up to it, so that it lands where it would had the inline
+  // advance() calls moved cur_, and a timer less than 512 ticks ahead of now_ is in level 0, where
+  // next_deadline() is exact: a multiplication for such a link, a division once per lag.
+  unsigned slot_for(std::uint64_t due) noexcept {
+    if (due_now(due)) return kDueSlot;
+    if (due - cur_ >= kSlots && (cur_ + 1) * ticks_.tick() <= static_cast<std::uint64_t>(now_.count()))
+      catch_up();
+    return wheel_slot(due);
+  }
   std::size_t advance_slow(Nanos now, std::size_t limit);
   void quiet_advance(std::uint64_t target) noexcept;
   void plan_pace(unsigned top) noexcept;
@@ -652,8 +677,13 @@ class BasicWheel {
   std::uint64_t pace_at_ = ~std::uint64_t{0};
   // The tick up to which the look-ahead cascade has moved its share: the target of the last pace().
   std::uint64_t paced_ = 0;
-  // The tick below which advance() has nothing to do but move cur_ on (I9): its inline case.
+  // The tick below which advance() has nothing to do but move time on (I9), and its first
+  // nanosecond, quiet_end_ * tick: the inline advance() compares a now with it, no division.
   std::uint64_t quiet_end_ = 0;
+  std::uint64_t quiet_end_ns_ = 0;
+  // The quiet_end_ that advance_slow() last set, which links do not lower; 0 during a pass or a
+  // step. Inline advance() calls since then stayed below it, so now_'s tick is below it too.
+  std::uint64_t lag_bound_ = 0;
   // Nodes linked into each slot since it was empty, less those moved out: an upper bound that
   // paces the look-ahead cascade.
   std::unique_ptr<std::array<std::uint32_t, kAllSlots>> count_;
@@ -735,15 +765,15 @@ inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
     const unsigned shift = kLevelBits * (slot >> kSlotBits);
     const std::uint64_t event = (node->due >> shift) << shift;
     next_event_ = std::min(next_event_, event);
-    quiet_end_ = std::min(quiet_end_, event);  // I9
+    if (event < quiet_end_) set_quiet_end(event);  // I9
     // A look-ahead slot is paced from the next tick on (I8). At level 0 this also holds for the
     // tick after cur_: a needless but harmless pace() call, cheaper than a test of the level.
     if ((node->due >> shift) == (cur_ >> shift) + 1) {
       pace_at_ = std::min(pace_at_, cur_ + 1);
-      quiet_end_ = std::min(quiet_end_, cur_ + 1);
+      if (cur_ + 1 < quiet_end_) set_quiet_end(cur_ + 1);
     }
   } else {
-    quiet_end_ = 0;  // something is due (I9)
+    set_quiet_end(0);  // something is due (I9)
   }
 }
 
@@ -760,7 +790,7 @@ inline TimerId BasicWheel<Policy>::commit(Node* node, Nanos deadline) noexcept {
   // other threads only through its own synchronisation (the hand-off queue, or the caller's).
   node->gen.store(gen, std::memory_order_relaxed);
   node->due = due;
-  link(node, due <= cur_ ? kDueSlot : wheel_slot(due));
+  link(node, slot_for(due));
   ++pending_;
   ++stats_.scheduled;
   return {index, gen};
@@ -838,6 +868,7 @@ inline bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
     if (unlink_queued_ == kUnlinkBatch) [[unlikely]]
       flush_unlinks();
     unlink_queue_[unlink_queued_++] = node;
+    set_quiet_end(0);  // the next advance() finishes the queue (I9)
   }
   return true;
 }
@@ -861,19 +892,18 @@ inline std::uint64_t BasicWheel<Policy>::quiet_end() const noexcept {
 }
 
 // Inline for the call that only moves time on, the common case of a loop that advances every
-// tick: one compare against quiet_end_ (I9). Everything else is out of line (engine/wheel_impl.hpp).
+// tick or faster: one compare of the new now against quiet_end_ns_ (I9), and now_ is all it
+// changes; cur_ catches up in the next call that meets something (I1). Everything else is out of
+// line (engine/wheel_impl.hpp).
 template <class Policy>
 inline std::size_t BasicWheel<Policy>::advance(Nanos now, std::size_t limit) {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   const Nanos latest = std::max(now, now_);
-  // latest is in [0, Nanos::max()], so its tick is at most ticks_.max_tick().
-  const std::uint64_t target = ticks_.floor(static_cast<std::uint64_t>(latest.count()));
-  if (target < quiet_end_ && (unlink_queued_ | moves_queued_) == 0) [[likely]] {
-    assert(!in_advance_ && quiet_end_ <= quiet_end());  // I9
+  if (static_cast<std::uint64_t>(latest.count()) < quiet_end_ns_) [[likely]] {
+    assert(!in_advance_ && unlink_queued_ == 0 && moves_queued_ == 0 && quiet_end_ <= quiet_end() &&
+           quiet_end_ <= lag_bound_);  // I9
     ++stats_.passes;
     now_ = latest;
-    target_ = target;
-    cur_ = target;
     return 0;
   }
   return advance_slow(now, limit);
