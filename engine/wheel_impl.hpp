@@ -191,15 +191,26 @@ bool BasicWheel<Policy>::cancel_running(Node* node, std::uint32_t pending_gen) n
   return true;
 }
 
-// cancel()'s unlink while cur_ != target_: inside a pass, or while the wheel waits at the leftovers
-// of a pass cut short by its limit (rare). Unlinked at once; in the second case, if this cancel
-// took the last timer waiting there, the wheel catches up now, without firing, so that placement
-// and next_deadline() are exact again.
+// cancel()'s unlink past the population that fits in L2, or while cur_ != target_ (inside a pass,
+// or while the wheel waits at the leftovers of a pass cut short by its limit: rare).
 template <class Policy>
-void BasicWheel<Policy>::cancel_lagging(Node* node) noexcept {
-  unlink(node);
-  pool_.release(node);
-  if (!in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) && !occupied(kDueSlot)) step(target_, 0);
+void BasicWheel<Policy>::cancel_unlink(Node* node) noexcept {
+  if (cur_ != target_ || in_advance_ || is_slot_head(node->pprev)) {
+    // At once, also for a node first in its sub-list: recently scheduled, with warm neighbours
+    // that batching would not help. If this took the last timer a pass cut short left waiting,
+    // the wheel catches up now, without firing, so that placement and next_deadline() are exact.
+    unlink(node);
+    pool_.release(node);
+    if (cur_ != target_ && !in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
+        !occupied(kDueSlot)) {
+      step(target_, 0);
+    }
+    return;
+  }
+  // Queued: done with 31 others, their neighbours prefetched together (flush_unlinks()).
+  if (unlink_queued_ == kUnlinkBatch) flush_unlinks();
+  unlink_queue_[unlink_queued_++] = node;
+  set_quiet_end(0);  // the next advance() finishes the queue (I9)
 }
 
 // The node of a pending timer (linked, I5), or nullptr for any other id: only a pending

@@ -567,7 +567,7 @@ class BasicWheel {
   Status acquire_failure() const noexcept;
   Node* pending_node(TimerId id) const noexcept;
   bool cancel_running(Node* node, std::uint32_t pending_gen) noexcept;
-  void cancel_lagging(Node* node) noexcept;
+  void cancel_unlink(Node* node) noexcept;
   void finish_unlinks() const noexcept;
   bool in_place(std::uint64_t old_due, std::uint64_t due) const noexcept;
   TimerId commit(Node* node, Nanos deadline) noexcept;
@@ -855,20 +855,15 @@ inline bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
   detail::destroy_callable(node);
   --pending_;
   ++stats_.cancelled;
-  if (cur_ != target_) [[unlikely]] {
-    cancel_lagging(node);
-  } else if (pending_ < cancel_batch_from_ || in_advance_ || is_slot_head(node->pprev)) {
-    // Unlinked at once when the population fits in L2, so the neighbours are in cache; inside
-    // advance(), where a walk may be under way and the lists must be exact when the callback
-    // returns; or when the node is first in its sub-list, i.e. recently scheduled, with warm
-    // neighbours that batching would not help.
+  // Unlinked here, at once, while the population fits in L2 (the neighbours are in cache) and
+  // inside advance() (a walk may be under way: the lists must be exact when the callback
+  // returns); out of line, so that this stays small enough to inline, past L2 or while the wheel
+  // lags behind a pass cut short.
+  if (cur_ != target_ || (pending_ >= cancel_batch_from_ && !in_advance_)) [[unlikely]] {
+    cancel_unlink(node);
+  } else {
     unlink(node);
     pool_.release(node);
-  } else {
-    if (unlink_queued_ == kUnlinkBatch) [[unlikely]]
-      flush_unlinks();
-    unlink_queue_[unlink_queued_++] = node;
-    set_quiet_end(0);  // the next advance() finishes the queue (I9)
   }
   return true;
 }
