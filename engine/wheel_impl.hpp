@@ -14,7 +14,7 @@
 //       moved only now_: nothing is linked in that stretch (a link due in it counts as due and
 //       goes to the due slot, due_now(): now_'s tick is below lag_bound_), and it lies before the
 //       next unit boundary, so catch_up() may move both to now_'s tick at any time, and
-//       advance_slow() does first.
+//       advance_slow() does before it runs late timers.
 //   I2  Let S = kSlots and b = kLevelBits. A node in level-0 slot i has due in (cur_, cur_ + S)
 //       and due % S == i. A node in level L >= 1 has (due >> bL) - (cur_ >> bL) in [1, S - 1], in
 //       the slot of that unit % S. So level L's slot for the current unit cur_ >> bL is empty: it
@@ -916,8 +916,11 @@ template <class Policy>
 std::size_t BasicWheel<Policy>::advance_slow(Nanos now, std::size_t limit) {
   if (in_advance_) return 0;
   ++stats_.passes;
-  catch_up();
   if ((unlink_queued_ | moves_queued_) != 0) flush_unlinks();
+  // Late timers run first at the tick of the old now, so that what their callbacks schedule at or
+  // before it waits for the next call (I3): cur_ catches up to it (I1). Without them the pass
+  // steps from cur_ wherever it lags, as through any stretch with nothing on it.
+  if (((nonempty_words_ >> (kDueSlot / 64)) & 1) != 0) catch_up();
   assert(summary_exact());
   assert(next_event_ <= next_event_tick(top_level()));                        // I7
   assert(pace_at_ != ~std::uint64_t{0} || !lookahead_occupied(top_level()));  // I8
@@ -955,7 +958,7 @@ std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
     // First what is due at or before cur_: late timers (I3; those a cut-short call left and those
     // due since, merged, so that what this call's callbacks make due waits for the next call)
     // ahead of the leftovers of a pass cut short (I1). Then the ticks.
-    merge(kDueSlot, kLateSlot);
+    if (occupied(kDueSlot)) merge(kDueSlot, kLateSlot);
     if (occupied(kLateSlot)) ran = fire(kLateSlot, limit);
     if (!occupied(kLateSlot) && occupied(kBatchSlot)) ran += fire(kBatchSlot, limit - ran);
     const bool paced = target >= pace_at_ && !occupied(kLateSlot) && !occupied(kBatchSlot);
