@@ -191,26 +191,23 @@ bool BasicWheel<Policy>::cancel_running(Node* node, std::uint32_t pending_gen) n
   return true;
 }
 
-// cancel()'s unlink past the population that fits in L2, or while cur_ != target_ (inside a pass,
-// or while the wheel waits at the leftovers of a pass cut short by its limit: rare).
+// cancel()'s unlink of a node deep in its sub-list past the population that fits in L2, or while
+// cur_ != target_ (inside a pass, or while the wheel waits at the leftovers of a pass cut short
+// by its limit: rare).
 template <class Policy>
 void BasicWheel<Policy>::cancel_unlink(Node* node) noexcept {
-  if (cur_ != target_ || in_advance_ || is_slot_head(node->pprev)) {
-    // At once, also for a node first in its sub-list: recently scheduled, with warm neighbours
-    // that batching would not help. If this took the last timer a pass cut short left waiting,
-    // the wheel catches up now, without firing, so that placement and next_deadline() are exact.
-    unlink(node);
-    pool_.release(node);
-    if (cur_ != target_ && !in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
-        !occupied(kDueSlot)) {
-      step(target_, 0);
-    }
+  if (cur_ == target_) {
+    // Queued: done with 31 others, their neighbours prefetched together (flush_unlinks()).
+    if (unlink_queued_ == kUnlinkBatch) flush_unlinks();
+    unlink_queue_[unlink_queued_++] = node;
+    set_quiet_end(0);  // the next advance() finishes the queue (I9)
     return;
   }
-  // Queued: done with 31 others, their neighbours prefetched together (flush_unlinks()).
-  if (unlink_queued_ == kUnlinkBatch) flush_unlinks();
-  unlink_queue_[unlink_queued_++] = node;
-  set_quiet_end(0);  // the next advance() finishes the queue (I9)
+  // At once. If this took the last timer a pass cut short left waiting, the wheel catches up now,
+  // without firing, so that placement and next_deadline() are exact again.
+  unlink(node);
+  pool_.release(node);
+  if (!in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) && !occupied(kDueSlot)) step(target_, 0);
 }
 
 // The node of a pending timer (linked, I5), or nullptr for any other id: only a pending

@@ -855,11 +855,12 @@ inline bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
   detail::destroy_callable(node);
   --pending_;
   ++stats_.cancelled;
-  // Unlinked here, at once, while the population fits in L2 (the neighbours are in cache) and
-  // inside advance() (a walk may be under way: the lists must be exact when the callback
-  // returns); out of line, so that this stays small enough to inline, past L2 or while the wheel
-  // lags behind a pass cut short.
-  if (cur_ != target_ || (pending_ >= cancel_batch_from_ && !in_advance_)) [[unlikely]] {
+  // Unlinked here, at once, while the population fits in L2 (the neighbours are in cache), inside
+  // advance() (a walk may be under way: the lists must be exact when the callback returns), and
+  // for a node first in its sub-list (recently scheduled, with warm neighbours that batching
+  // would not help); out of line, queued past L2, or while the wheel lags behind a pass cut short.
+  if (cur_ != target_ || (pending_ >= cancel_batch_from_ && !in_advance_ && !is_slot_head(node->pprev)))
+      [[unlikely]] {
     cancel_unlink(node);
   } else {
     unlink(node);
