@@ -54,7 +54,7 @@
 //   queries     O(1): is_pending(), deadline(), remaining() read the node's generation and due.
 //   clear, for_each_pending  O(pending + kLevels * kSlots / 64): only occupied slots are walked.
 //   advance     O(timers fired + timers moved down + non-empty slots crossed); empty time is free,
-//               and a call that meets nothing on its way is inline, a few compares and stores.
+//               and a call that meets nothing on its way is inline, a compare and two stores.
 //   next_deadline  O(levels): two bit scans per level.
 // Each slot is one cache line holding 8 independent sub-lists, and every walk of a slot round-robins
 // over them with a prefetch of each successor, so firing or moving a slot keeps 8 node misses in
