@@ -183,8 +183,9 @@ inline typename BasicWheel<Policy>::Node* BasicWheel<Policy>::pop_head(unsigned 
 // the timer no longer counts as pending.
 template <class Policy>
 bool BasicWheel<Policy>::cancel_running(Node* node, std::uint32_t pending_gen) noexcept {
-  if (node->gen.load(std::memory_order_relaxed) != detail::in_state(pending_gen, detail::kRunning))
+  if (node->gen.load(std::memory_order_relaxed) != detail::in_state(pending_gen, detail::kRunning)) {
     return false;
+  }
   node->gen.store(detail::in_state(pending_gen, detail::kCancelled), std::memory_order_relaxed);
   --pending_;
   ++stats_.cancelled;

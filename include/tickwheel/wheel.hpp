@@ -633,8 +633,9 @@ class BasicWheel {
   // next_deadline() is exact: a multiplication for such a link, a division once per lag.
   unsigned slot_for(std::uint64_t due) noexcept {
     if (due_now(due)) return kDueSlot;
-    if (due - cur_ >= kSlots && (cur_ + 1) * ticks_.tick() <= static_cast<std::uint64_t>(now_.count()))
+    if (due - cur_ >= kSlots && (cur_ + 1) * ticks_.tick() <= static_cast<std::uint64_t>(now_.count())) {
       catch_up();
+    }
     return wheel_slot(due);
   }
   std::size_t advance_slow(Nanos now, std::size_t limit);
@@ -847,10 +848,12 @@ inline bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   Node* node = pool_.find(id.index_);
   // Only a pending generation matches (I5), so a failed id (gen 0) or a free node never does.
-  if (node == nullptr || (id.gen_ & 3) != detail::kPending) [[unlikely]]
+  if (node == nullptr || (id.gen_ & 3) != detail::kPending) [[unlikely]] {
     return false;
-  if (node->gen.load(std::memory_order_relaxed) != id.gen_) [[unlikely]]
+  }
+  if (node->gen.load(std::memory_order_relaxed) != id.gen_) [[unlikely]] {
     return cancel_running(node, id.gen_);
+  }
   node->gen.store(detail::in_state(id.gen_, detail::kCancelled), std::memory_order_relaxed);
   detail::destroy_callable(node);
   --pending_;
@@ -879,8 +882,8 @@ inline bool BasicWheel<Policy>::quiet_until(std::uint64_t target) const noexcept
   return target < next_event_ && ((nonempty_words_ >> (kDueSlot / 64)) & 1) == 0;
 }
 
-// The tick up to which advance() has nothing to do but move cur_ (quiet_until() with no share
-// for pace() and no unit boundary crossed): what advance_slow() leaves in quiet_end_ (I9).
+// The tick before which advance() has nothing to do but move time on (quiet_until() with no
+// share for pace() and no unit boundary crossed): what advance_slow() leaves in quiet_end_ (I9).
 template <class Policy>
 inline std::uint64_t BasicWheel<Policy>::quiet_end() const noexcept {
   if (((nonempty_words_ >> (kDueSlot / 64)) & 1) != 0) return 0;
