@@ -70,11 +70,7 @@ void ShardWheel::move(Node* node, std::uint64_t due) noexcept {
   }
   unlink(node);
   store_due(node, due, std::memory_order_release);
-  if (cur_ != target_ && callable_meta(node) != 0) {
-    link(node, due <= target_ ? kDueSlot : wheel_slot(due));
-  } else {
-    link(node, slot_for(due));
-  }
+  link(node, move_slot(node, due));
   if (cur_ != target_ && !in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
       !occupied(kDueSlot)) {
     step(target_, 0);

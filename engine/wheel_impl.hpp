@@ -273,14 +273,7 @@ bool BasicWheel<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
   // over-estimate, as a cancel does (I4).
   unlink(node);
   node->due = due;
-  // Where a schedule links a timer (commit), except that a periodic timer is linked as its re-arm
-  // is: due by this call's now means the next call, so it never runs twice in one call (I3). The
-  // two differ only while cur_ lags behind target_ (inside advance(), or after a pass cut short).
-  if (cur_ != target_ && detail::callable_meta(node) != 0) {
-    link(node, due <= target_ ? kDueSlot : wheel_slot(due));
-  } else {
-    link(node, slot_for(due));
-  }
+  link(node, move_slot(node, due));
   // As in cancel(): if this took the last timer the wheel waited at after a pass cut short, it
   // catches up now, without firing.
   if (cur_ != target_ && !in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
@@ -335,8 +328,7 @@ std::size_t BasicWheel<Policy>::clear() noexcept {
   stats_.cancelled += cleared;
   cur_ = target_;  // nothing is left to wait at after a pass cut short by its limit
   catch_up();
-  set_quiet_end(quiet_end());
-  lag_bound_ = quiet_end_;
+  settle_quiet_end();
   return cleared;
 }
 
@@ -934,8 +926,7 @@ std::size_t BasicWheel<Policy>::advance_slow(Nanos now, std::size_t limit) {
   } else {
     cur_ = target;  // quiet_end_ was low (an event cancelled since, or a unit crossed since a pass)
   }
-  set_quiet_end(quiet_end());
-  lag_bound_ = quiet_end_;
+  settle_quiet_end();
   return ran;
 }
 

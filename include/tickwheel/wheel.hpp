@@ -638,6 +638,21 @@ class BasicWheel {
     }
     return wheel_slot(due);
   }
+  // The slot a moved (rescheduled) node goes to: where a schedule links it (slot_for()), except
+  // that a periodic timer is linked as its re-arm is: due by this call's now means the next call,
+  // so it never runs twice in one call (I3). The two differ only while cur_ lags behind target_
+  // (inside advance(), or after a pass cut short).
+  unsigned move_slot(const Node* node, std::uint64_t due) noexcept {
+    if (cur_ != target_ && detail::callable_meta(node) != 0)
+      return due <= target_ ? kDueSlot : wheel_slot(due);
+    return slot_for(due);
+  }
+  // Sets quiet_end_ exactly, and lag_bound_ with it: where advance_slow() and clear() leave the
+  // wheel (I9).
+  void settle_quiet_end() noexcept {
+    set_quiet_end(quiet_end());
+    lag_bound_ = quiet_end_;
+  }
   std::size_t advance_slow(Nanos now, std::size_t limit);
   void quiet_advance(std::uint64_t target) noexcept;
   void plan_pace(unsigned top) noexcept;
