@@ -643,8 +643,9 @@ class BasicWheel {
   // so it never runs twice in one call (I3). The two differ only while cur_ lags behind target_
   // (inside advance(), or after a pass cut short).
   unsigned move_slot(const Node* node, std::uint64_t due) noexcept {
-    if (cur_ != target_ && detail::callable_meta(node) != 0)
+    if (cur_ != target_ && detail::callable_meta(node) != 0) {
       return due <= target_ ? kDueSlot : wheel_slot(due);
+    }
     return slot_for(due);
   }
   // Sets quiet_end_ exactly, and lag_bound_ with it: where advance_slow() and clear() leave the
