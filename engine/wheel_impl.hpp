@@ -80,6 +80,17 @@ inline std::string nanos_text(Nanos n) { return std::to_string(n.count()) + "ns"
 // Prefetch a node whose links we will write soon.
 inline void prefetch_node(const void* node) noexcept { __builtin_prefetch(node, 1, 3); }
 
+// Prefetch the two nodes whose links an unlink of `node` writes: the one `pprev` points into (or
+// the slot's head line) and the next one. Issued when a cancel or a reschedule queues the node,
+// just after the node's own line has come in, so that by the time the batch is flushed (31 calls
+// later) the neighbours have arrived and the flush finds them in cache: their misses overlap with
+// the caller's work instead of stalling the flush. A null `next` is prefetched too: a prefetch
+// never faults, and a branch here would mispredict on the last node of a sub-list.
+inline void prefetch_neighbours(const Node* node) noexcept {
+  prefetch_node(node->pprev);
+  prefetch_node(node->next);
+}
+
 // How many nodes fit in this core's L2 (glibc reads its size from cpuid; 1 MiB where it cannot
 // tell): WheelOptions::cancel_batch_from's default.
 inline std::size_t nodes_in_l2() noexcept {
@@ -198,9 +209,10 @@ bool BasicWheel<Policy>::cancel_running(Node* node, std::uint32_t pending_gen) n
 template <class Policy>
 void BasicWheel<Policy>::cancel_unlink(Node* node) noexcept {
   if (cur_ == target_) {
-    // Queued: done with 31 others, their neighbours prefetched together (flush_unlinks()).
+    // Queued: done with 31 others (flush_unlinks()), its neighbours fetched meanwhile.
     if (unlink_queued_ == kUnlinkBatch) flush_unlinks();
     unlink_queue_[unlink_queued_++] = node;
+    detail::prefetch_neighbours(node);
     set_quiet_end(0);  // the next advance() finishes the queue (I9)
     return;
   }
@@ -259,12 +271,13 @@ bool BasicWheel<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
   }
   if (cur_ == target_ && !in_advance_) {
     // Outside a pass, with the wheel caught up: the move is queued, like a cancel's unlink, so that
-    // the neighbours of a batch are prefetched together (flush_moves()); the node stays where it
+    // the neighbours' misses overlap with the calls until the flush (flush_moves()); the node stays where it
     // is, flagged, until then (I6). Its new due is set now, for deadline().
     node->due = due | kMoving;
     if (moves_queued_ == kUnlinkBatch) flush_moves();
     move_queue_[moves_queued_] = node;
     move_gen_[moves_queued_++] = id.gen_;
+    detail::prefetch_neighbours(node);
     set_quiet_end(0);  // the next advance() moves it (I9)
     return true;
   }
@@ -389,17 +402,12 @@ void BasicWheel<Policy>::rearm(Node* node, std::uint32_t running, std::uint64_t 
 }
 
 // Finishes what cancel() and reschedule() queued: the moves, then the unlinks of cancelled nodes,
-// which it also frees. Their neighbours are cold, so all of them are prefetched first and the
-// misses overlap; then the unlinks run. Adjacent queued nodes are fine: each unlink reads the
-// links as the previous one left them.
+// which it also frees. Each node's neighbours were prefetched when it was queued
+// (prefetch_neighbours()). Adjacent queued nodes are fine: each unlink reads the links as the
+// previous one left them.
 template <class Policy>
 void BasicWheel<Policy>::flush_unlinks() noexcept {
   if (moves_queued_ != 0) flush_moves();
-  for (unsigned i = 0; i < unlink_queued_; ++i) {
-    const Node* node = unlink_queue_[i];
-    detail::prefetch_node(node->pprev);
-    if (node->next != nullptr) detail::prefetch_node(node->next);
-  }
   for (unsigned i = 0; i < unlink_queued_; ++i) {
     unlink(unlink_queue_[i]);
     pool_.release(unlink_queue_[i]);
@@ -415,12 +423,6 @@ void BasicWheel<Policy>::flush_unlinks() noexcept {
 template <class Policy>
 void BasicWheel<Policy>::flush_moves() noexcept {
   assert(cur_ == target_);
-  for (unsigned i = 0; i < moves_queued_; ++i) {
-    const Node* node = move_queue_[i];
-    if (node->gen.load(std::memory_order_relaxed) != move_gen_[i]) continue;
-    detail::prefetch_node(node->pprev);
-    if (node->next != nullptr) detail::prefetch_node(node->next);
-  }
   for (unsigned i = 0; i < moves_queued_; ++i) {
     Node* node = move_queue_[i];
     if (node->gen.load(std::memory_order_relaxed) != move_gen_[i]) continue;
