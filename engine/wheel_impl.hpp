@@ -271,8 +271,8 @@ bool BasicWheel<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
   }
   if (cur_ == target_ && !in_advance_) {
     // Outside a pass, with the wheel caught up: the move is queued, like a cancel's unlink, so that
-    // the neighbours' misses overlap with the calls until the flush (flush_moves()); the node stays where it
-    // is, flagged, until then (I6). Its new due is set now, for deadline().
+    // the neighbours' misses overlap with the calls until the flush (flush_moves()); the node stays
+    // where it is, flagged, until then (I6). Its new due is set now, for deadline().
     node->due = due | kMoving;
     if (moves_queued_ == kUnlinkBatch) flush_moves();
     move_queue_[moves_queued_] = node;

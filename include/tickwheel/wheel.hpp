@@ -355,12 +355,12 @@ class BasicWheel {
   // True iff the timer was pending and now never fires; its callable is destroyed before cancel
   // returns. A node deep in its slot's list (its neighbours cold) is unlinked in a batch (of 32
   // cancels, or at the next advance()), its neighbours prefetched when it is queued, so such a
-  // cancel waits for one cache line instead of three and their misses overlap with later calls. Also true for
-  // a periodic timer whose callback is running (cancelled from inside it): that run goes on, no further run
-  // starts, and the callable is destroyed once the callback returns. False, with nothing touched, for a
-  // default or failed id, an id whose one-shot timer already fired (or is firing: a one-shot callback
-  // cancelling itself gets false) or was cancelled, or an id whose node now holds another timer. O(1). Safe
-  // from inside callbacks.
+  // cancel waits for one cache line instead of three and their misses overlap with later calls. Also
+  // true for a periodic timer whose callback is running (cancelled from inside it): that run goes
+  // on, no further run starts, and the callable is destroyed once the callback returns. False, with
+  // nothing touched, for a default or failed id, an id whose one-shot timer already fired (or is
+  // firing: a one-shot callback cancelling itself gets false) or was cancelled, or an id whose node
+  // now holds another timer. O(1). Safe from inside callbacks.
   bool cancel(TimerId id) noexcept;
 
   // Moves a pending timer to a new deadline in place, keeping its id and its callable (nothing is
