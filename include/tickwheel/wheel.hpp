@@ -756,15 +756,25 @@ inline unsigned BasicWheel<Policy>::wheel_level(std::uint64_t due) const noexcep
   return level;
 }
 
-// The slot of the lowest level whose kSlots slots reach `due`. Precondition: due > cur_.
+// The slot of the lowest level whose kSlots slots reach `due`. Precondition: due > cur_. Levels 0
+// and 1, where a 1 ms wheel keeps everything up to two minutes out, are tested first with constant
+// shifts; wheel_level()'s bit scan only for the rest.
 template <class Policy>
 inline unsigned BasicWheel<Policy>::wheel_slot(std::uint64_t due) const noexcept {
+  if (due - cur_ < kSlots) return static_cast<unsigned>(due & (kSlots - 1));
+  if ((due >> kLevelBits) - (cur_ >> kLevelBits) < kSlots) {
+    return kSlots + static_cast<unsigned>((due >> kLevelBits) & (kSlots - 1));
+  }
   const unsigned level = wheel_level(due);
   return level * kSlots + static_cast<unsigned>((due >> (kLevelBits * level)) & (kSlots - 1));
 }
 
 template <class Policy>
 inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
+  // Read before the first store: the stores below (64-bit and byte fields) could alias them as far
+  // as the compiler can tell, and would make it load them again.
+  const std::uint64_t due = node->due;
+  const std::uint64_t cur = cur_;
   const unsigned way = way_++ & (kWays - 1);
   Node** head = &(*slots_)[slot].head[way];
   Node* first = *head;
@@ -780,14 +790,15 @@ inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
   ++(*count_)[slot];
   if (slot < kWheelSlots) {  // the slot's event: its tick at level 0, its unit's start above (I7)
     const unsigned shift = kLevelBits * (slot >> kSlotBits);
-    const std::uint64_t event = (node->due >> shift) << shift;
+    const std::uint64_t unit = due >> shift;
+    const std::uint64_t event = unit << shift;
     next_event_ = std::min(next_event_, event);
     if (event < quiet_end_) set_quiet_end(event);  // I9
     // A look-ahead slot is paced from the next tick on (I8). At level 0 this also holds for the
     // tick after cur_: a needless but harmless pace() call, cheaper than a test of the level.
-    if ((node->due >> shift) == (cur_ >> shift) + 1) {
-      pace_at_ = std::min(pace_at_, cur_ + 1);
-      if (cur_ + 1 < quiet_end_) set_quiet_end(cur_ + 1);
+    if (unit == (cur >> shift) + 1) {
+      pace_at_ = std::min(pace_at_, cur + 1);
+      if (cur + 1 < quiet_end_) set_quiet_end(cur + 1);
     }
   } else {
     set_quiet_end(0);  // something is due (I9)
