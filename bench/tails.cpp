@@ -12,7 +12,8 @@
 // Google Benchmark table reports.
 //
 // One run, for each N in {10k, 1M} and each of the wheel, the wheel with a reserve of N, the heap
-// and the heap with a reserve of N (interleaved, so a slow spell of the machine falls on all four):
+// and the heap with a reserve of N (interleaved, so a slow spell of the machine falls on all four;
+// then the platform row, below):
 //   schedule (fresh)   N schedules into a queue just built: the W1, memory faults included
 //                      unless reserved;
 //   schedule (steady)  65,536 schedules with N to N + 1,024 pending, in blocks of 1,024 cancelled
@@ -24,6 +25,15 @@
 // columns are the median counts of minor page faults and of involuntary context switches
 // (getrusage, this thread) during the timed phase: a phase that was preempted has its max, and
 // perhaps its p99.99, set by the scheduler, not by the queue.
+//
+// What the platform adds. After the four queues, each run times a fifth row, "platform", per phase
+// and N: as many samples as the wheel's phase took (the wheel without a reserve, this run), each a
+// spin on the TSC as long as that phase's mean call, so that the row lasts as long as the wheel's
+// phase and meets as many of the machine's interruptions. It touches no queue and no memory; each
+// sample is reported as its excess over the row's median sample (so its p50 is 0): what the machine
+// alone added to a call, from interrupts, the hypervisor taking the vCPU away, SMIs. A queue's
+// percentile near the platform's is the platform's, not the queue's. (It is a floor: an interrupt
+// costs a memory-bound phase more, as its handler and the phase evict each other's cache lines.)
 #include "tails.hpp"
 
 #include <sys/resource.h>
@@ -36,6 +46,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,6 +124,7 @@ struct Kernel {
 // What one phase of one run measured, in ns (overhead subtracted).
 struct Tail {
   double p50 = 0, p99 = 0, p999 = 0, p9999 = 0, max = 0;
+  double mean = 0;  // ns per call, overhead subtracted
   double faults = 0, preempted = 0;
   std::size_t samples = 0;
 };
@@ -135,21 +147,25 @@ struct Stopwatch {
     }
   }
 
-  // Nearest-rank percentiles of the first `count` samples, less the overhead, in ns.
-  Tail summarise(std::size_t count, Kernel kernel) {
+  // Nearest-rank percentiles and the mean of the first `count` samples, less the overhead and
+  // `base` more ticks (the platform row's median), in ns.
+  Tail summarise(std::size_t count, Kernel kernel, std::uint64_t base = 0) {
     const auto first = ticks.begin();
     const auto last = first + static_cast<std::ptrdiff_t>(count);
+    const double sum = std::accumulate(first, last, 0.0);
     std::sort(first, last);
     const auto at = [&](double q) {
       const auto rank = static_cast<std::size_t>(q * static_cast<double>(count) + 0.999999);
       const std::uint64_t t = ticks[std::min(count, std::max<std::size_t>(rank, 1)) - 1];
-      return static_cast<double>(t > overhead ? t - overhead : 0) / ticks_per_ns;
+      return static_cast<double>(t > overhead + base ? t - overhead - base : 0) / ticks_per_ns;
     };
+    const double mean = sum / static_cast<double>(count) - static_cast<double>(overhead + base);
     return Tail{at(0.50),
                 at(0.99),
                 at(0.999),
                 at(0.9999),
                 at(1.0),
+                std::max(mean, 0.0) / ticks_per_ns,
                 static_cast<double>(kernel.faults),
                 static_cast<double>(kernel.preempted),
                 count};
@@ -179,7 +195,7 @@ using Tails = std::array<Tail, kPhases>;
 
 // One run of the four phases on a fresh Q, reserved for w.n timers or not. False if a timer was lost.
 template <class Q>
-bool run_once(const Workload& w, bool reserve, Stopwatch& sw, Tails& out) {
+bool run_once(const Workload& w, bool reserve, Stopwatch& sw, const Tails& /*wheel*/, Tails& out) {
   std::uint64_t fired = 0;
   auto q = Queue<Q>::make(reserve ? w.n : 0);
   std::vector<IdOf<Q>> ids(w.n);  // touched before any timing
@@ -226,6 +242,31 @@ bool run_once(const Workload& w, bool reserve, Stopwatch& sw, Tails& out) {
   return failed == 0;
 }
 
+// Spins until `ticks` TSC ticks have passed since it began: a call of a known length that does no
+// work and touches no memory.
+void spin(std::uint64_t ticks) noexcept {
+  const std::uint64_t t0 = __rdtsc();
+  while (__rdtsc() - t0 < ticks) {
+  }
+}
+
+// The platform row (see the top of the file): for each phase, as many samples as the wheel's phase
+// (`wheel`, measured just before in this run) took, each a spin of its mean call, reported as the
+// excess over the median sample.
+bool run_platform(const Workload& /*w*/, bool /*reserve*/, Stopwatch& sw, const Tails& wheel, Tails& out) {
+  for (std::size_t p = 0; p < kPhases; ++p) {
+    const std::size_t count = wheel[p].samples;
+    const auto length = static_cast<std::uint64_t>(wheel[p].mean * sw.ticks_per_ns);
+    const Kernel k0 = Kernel::now();
+    sw.time_each(count, [&](std::size_t) { spin(length); });
+    const Kernel kernel = Kernel::now() - k0;
+    const auto middle = sw.ticks.begin() + static_cast<std::ptrdiff_t>(count / 2);
+    std::nth_element(sw.ticks.begin(), middle, sw.ticks.begin() + static_cast<std::ptrdiff_t>(count));
+    out[p] = sw.summarise(count, kernel, *middle > sw.overhead ? *middle - sw.overhead : 0);
+  }
+  return true;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -246,13 +287,17 @@ std::string fmt(double ns) {
 struct Config {
   std::string_view queue;
   bool reserve;
-  bool (*run)(const Workload&, bool, Stopwatch&, Tails&);
+  std::string_view reserve_column;
+  // Runs one config's phases into the last argument; the one before is the wheel's (config 0) from
+  // this run, which only the platform row reads.
+  bool (*run)(const Workload&, bool, Stopwatch&, const Tails&, Tails&);
 };
-constexpr std::array<Config, 4> kConfigs = {
-    Config{"wheel", false, &run_once<tickwheel::Wheel>},
-    Config{"wheel", true, &run_once<tickwheel::Wheel>},
-    Config{"heap", false, &run_once<HeapTimerQueue>},
-    Config{"heap", true, &run_once<HeapTimerQueue>},
+constexpr std::array<Config, 5> kConfigs = {
+    Config{"wheel", false, "none", &run_once<tickwheel::Wheel>},
+    Config{"wheel", true, "N", &run_once<tickwheel::Wheel>},
+    Config{"heap", false, "none", &run_once<HeapTimerQueue>},
+    Config{"heap", true, "N", &run_once<HeapTimerQueue>},
+    Config{"platform", false, "-", &run_platform},
 };
 
 }  // namespace
@@ -275,14 +320,16 @@ int run_tails(int runs, bool thp_off) {
   bool ok = true;
   for (int r = 0; r < runs; ++r) {
     for (std::size_t s = 0; s < kTailSizes.size(); ++s) {
+      Tails wheel;
       for (std::size_t c = 0; c < kConfigs.size(); ++c) {
         Tails t;
-        if (!kConfigs[c].run(workloads[s], kConfigs[c].reserve, sw, t)) {
+        if (!kConfigs[c].run(workloads[s], kConfigs[c].reserve, sw, wheel, t)) {
           std::fprintf(stderr, "tickwheel-bench: %s lost a timer at N = %zu\n", kConfigs[c].queue.data(),
                        kTailSizes[s]);
           ok = false;
         }
         for (std::size_t p = 0; p < kPhases; ++p) results[s][c][p].push_back(t[p]);
+        if (c == 0) wheel = t;
       }
     }
   }
@@ -310,7 +357,7 @@ int run_tails(int runs, bool thp_off) {
         };
         std::printf("| %s | %zu | %s | %s | %zu | %s | %s | %s | %s | %s | %.0f | %.0f |\n",
                     kPhaseNames[p].data(), kTailSizes[s], kConfigs[c].queue.data(),
-                    kConfigs[c].reserve ? "N" : "none", v.front().samples, fmt(med(&Tail::p50)).c_str(),
+                    kConfigs[c].reserve_column.data(), v.front().samples, fmt(med(&Tail::p50)).c_str(),
                     fmt(med(&Tail::p99)).c_str(), fmt(med(&Tail::p999)).c_str(),
                     fmt(med(&Tail::p9999)).c_str(), fmt(med(&Tail::max)).c_str(), med(&Tail::faults),
                     med(&Tail::preempted));
