@@ -34,6 +34,7 @@ bool NodePool::grow() noexcept {
   if (memory == nullptr) return false;
   base_[seg] = reinterpret_cast<std::uintptr_t>(memory) - segment_start(seg) * sizeof(Node);
   mapped_ += segment_nodes(seg);
+  ready_ = static_cast<std::uint32_t>(std::min(mapped_, kMaxNodes - 1));
   ++segments_;
   return true;
 }
@@ -75,11 +76,7 @@ std::string NodePool::describe_refusal(std::uint64_t nodes, int error) const {
 Node* NodePool::acquire_fresh() noexcept {
   if (touched_ == std::numeric_limits<std::uint32_t>::max()) return nullptr;  // 2^32 - 1 nodes
   if (touched_ == mapped_ && !grow()) return nullptr;
-  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): placement new, in pool memory; nothing to own
-  Node* node = ::new (static_cast<void*>(at(touched_))) Node{};  // first touch: gen 0, links null
-  node->index = touched_;
-  ++touched_;
-  return node;
+  return first_touch();
 }
 
 }  // namespace tickwheel::detail

@@ -58,12 +58,14 @@ class NodePool {
 
   // A node whose `index` is set and whose other fields are unspecified, or nullptr when the pool
   // cannot grow. O(1); maps a new segment only when the free list and the current segment are both
-  // exhausted.
+  // exhausted. A node never handed out before is taken inline while its segment is mapped (a
+  // fresh or reserved pool filling up), out of line only to grow.
   Node* acquire() noexcept {
     if (Node* node = free_) {
       free_ = node->next;
       return node;
     }
+    if (touched_ < ready_) return first_touch();
     return acquire_fresh();
   }
 
@@ -123,11 +125,19 @@ class NodePool {
   }
 
  private:
+  // Hands out node touched_, in mapped memory and never handed out before: its first touch.
+  Node* first_touch() noexcept {
+    // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): placement new, in pool memory; nothing to own
+    Node* node = ::new (static_cast<void*>(at(touched_))) Node{};  // gen 0, links null
+    node->index = touched_++;
+    return node;
+  }
   Node* acquire_fresh() noexcept;
   bool grow() noexcept;  // maps the next segment; false if there is none or it cannot be mapped
 
   Node* free_ = nullptr;
   std::uint32_t touched_ = 0;
+  std::uint32_t ready_ = 0;  // nodes acquire() may hand out without growing: mapped_, at most 2^32 - 1
   std::uint64_t mapped_ = 0;
   std::uint64_t reserved_ = 0;
   unsigned segments_ = 0;
