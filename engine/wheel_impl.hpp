@@ -140,6 +140,7 @@ BasicWheel<Policy>::BasicWheel(WheelOptions opts, Policy policy)
   paced_ = cur_;
   slots_ = std::make_unique<std::array<Slot, kAllSlots>>();  // value-initialised: every head null
   count_ = std::make_unique<std::array<std::uint32_t, kAllSlots>>();
+  if (opts.reserve >= kSpreadFrom) way_mask_ = kWays - 1;
   if (opts.reserve != 0) {
     if (const int err = pool_.reserve(opts.reserve, opts.lock_memory); err != 0) {
       throw std::system_error(err, std::generic_category(),

@@ -509,6 +509,8 @@ class BasicWheel {
   static constexpr unsigned kBatchSlot = kWheelSlots + 2;  // the timers of tick cur_ being run
   static constexpr unsigned kAllSlots = kWheelSlots + 3;
   static constexpr unsigned kUnlinkBatch = 32;
+  // From this many pending timers on, links spread over all kWays sub-lists (way_mask_).
+  static constexpr std::size_t kSpreadFrom = 2048;
   // The fewest nodes the look-ahead cascade moves in one call while a slot holds more (plan_pace()):
   // at 8 nodes of about 60 instructions each a paced call stays well under a microsecond, and a
   // slot of a few dozen timers is not moved one node per call, each call paying the levels' scan.
@@ -675,6 +677,13 @@ class BasicWheel {
   std::size_t cancel_batch_from_;  // WheelOptions::cancel_batch_from, resolved
   std::size_t pending_ = 0;
   unsigned way_ = 0;  // next sub-list for an insertion, round robin
+  // The sub-lists a link spreads over, less one: 0 (sub-list 0 only) until the wheel first holds
+  // kSpreadFrom timers (or was built with a reserve of that many), kWays - 1 from then on. Eight
+  // sub-lists a slot are there to overlap a walk's cache misses; a few thousand timers are in
+  // cache, and spread over eight sub-lists of a few hundred slots they leave most sub-lists
+  // empty, so every link and unlink would branch at random on whether its sub-list was or
+  // becomes empty. Never narrowed again: a wheel that once held many timers keeps spreading.
+  unsigned way_mask_ = 0;
   bool in_advance_ = false;
   [[no_unique_address]] Policy policy_;  // see detail::PlainPolicy
   detail::TickDivider
@@ -775,7 +784,7 @@ inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
   // as the compiler can tell, and would make it load them again.
   const std::uint64_t due = node->due;
   const std::uint64_t cur = cur_;
-  const unsigned way = way_++ & (kWays - 1);
+  const unsigned way = way_++ & way_mask_;
   Node** head = &(*slots_)[slot].head[way];
   Node* first = *head;
   node->next = first;
@@ -819,7 +828,7 @@ inline TimerId BasicWheel<Policy>::commit(Node* node, Nanos deadline) noexcept {
   node->gen.store(gen, std::memory_order_relaxed);
   node->due = due;
   link(node, slot_for(due));
-  ++pending_;
+  if (++pending_ == kSpreadFrom) way_mask_ = kWays - 1;
   ++stats_.scheduled;
   return {index, gen};
 }
