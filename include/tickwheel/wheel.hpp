@@ -58,7 +58,10 @@
 //   next_deadline  O(levels): two bit scans per level.
 // Each slot is one cache line holding 8 independent sub-lists, and every walk of a slot round-robins
 // over them with a prefetch of each successor, so firing or moving a slot keeps 8 node misses in
-// flight instead of chasing one pointer chain.
+// flight instead of chasing one pointer chain. Until the wheel first holds 2,048 timers (or is
+// built with a reserve of that many) links use one sub-list per slot: so few timers are in cache,
+// and spread eight ways they would leave most sub-lists empty and every link's and unlink's test
+// of an empty sub-list a coin toss for the branch predictor.
 //
 // Example, a caller-owned loop:
 //
