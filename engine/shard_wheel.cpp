@@ -26,7 +26,7 @@ void ShardWheel::adopt(Node* node) noexcept {
   }
   assert(node->due <= ticks_.max_tick());
   link(node, slot_for(node->due));
-  if (++pending_ == kSpreadFrom) way_mask_ = kWays - 1;
+  add_pending();
 }
 
 bool ShardWheel::retire(Node* node, std::uint32_t cancelled_gen) noexcept {

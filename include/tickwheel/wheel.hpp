@@ -623,6 +623,15 @@ class BasicWheel {
     quiet_end_ns_ = tick * ticks_.tick();
   }
   void catch_up() noexcept;
+  // Counts a timer linked by a schedule (or an Engine's hand-off); the first time the count
+  // reaches kSpreadFrom, links start spreading over every sub-list (way_mask_).
+  void add_pending() noexcept {
+    if (++pending_ == kSpreadFrom) way_mask_ = kWays - 1;
+  }
+  // The slot of unit `unit` (a due shifted down to the level's granularity) at `level`.
+  static constexpr unsigned slot_of(unsigned level, std::uint64_t unit) noexcept {
+    return level * kSlots + static_cast<unsigned>(unit & (kSlots - 1));
+  }
   // Whether a node due at `due` counts as due already, so that it waits in the due slot (I3): at
   // or before cur_, or, while inline advance() calls left cur_ behind now_'s tick, at or before
   // that tick (I1). The second test is a multiplication, made only for a due before lag_bound_:
@@ -773,12 +782,10 @@ inline unsigned BasicWheel<Policy>::wheel_level(std::uint64_t due) const noexcep
 // shifts; wheel_level()'s bit scan only for the rest.
 template <class Policy>
 inline unsigned BasicWheel<Policy>::wheel_slot(std::uint64_t due) const noexcept {
-  if (due - cur_ < kSlots) return static_cast<unsigned>(due & (kSlots - 1));
-  if ((due >> kLevelBits) - (cur_ >> kLevelBits) < kSlots) {
-    return kSlots + static_cast<unsigned>((due >> kLevelBits) & (kSlots - 1));
-  }
+  if (due - cur_ < kSlots) return slot_of(0, due);
+  if ((due >> kLevelBits) - (cur_ >> kLevelBits) < kSlots) return slot_of(1, due >> kLevelBits);
   const unsigned level = wheel_level(due);
-  return level * kSlots + static_cast<unsigned>((due >> (kLevelBits * level)) & (kSlots - 1));
+  return slot_of(level, due >> (kLevelBits * level));
 }
 
 template <class Policy>
@@ -831,7 +838,7 @@ inline TimerId BasicWheel<Policy>::commit(Node* node, Nanos deadline) noexcept {
   node->gen.store(gen, std::memory_order_relaxed);
   node->due = due;
   link(node, slot_for(due));
-  if (++pending_ == kSpreadFrom) way_mask_ = kWays - 1;
+  add_pending();
   ++stats_.scheduled;
   return {index, gen};
 }
