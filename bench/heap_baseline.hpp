@@ -16,8 +16,9 @@
 //   - The heap array holds {deadline, timer*} pairs (16 bytes), so a sift compares deadlines
 //     without chasing pointers; it touches a timer only to update its heap position, which is the
 //     inherent cost of an indexed heap (Asio and libevent do the same).
-//   - Arrays of 2 MiB and more are mapped huge-page aligned and advised for transparent huge pages,
-//     as the wheel's pool is, so a difference in the results is the data structure, not the TLB.
+//   - Arrays come from the function the wheel's pool uses: below 2 MiB the process allocator, from
+//     2 MiB mapped huge-page aligned and advised for transparent huge pages, so a difference in the
+//     results is the data structure, not the TLB or the page faults.
 //   - Handles carry a generation, so a stale cancel is a false return, as with TimerId.
 //   - reserve(n) pre-sizes and first-touches the pool and the heap array, as WheelOptions::reserve
 //     does the wheel's pool, so a fresh queue can be compared with and without one on both sides.
@@ -43,27 +44,19 @@
 
 namespace tickwheel_bench {
 
-// Memory for the baseline's arrays: below 2 MiB plain aligned operator new; from 2 MiB a private
-// anonymous mapping aligned to 2 MiB and advised MADV_HUGEPAGE, from the same function the
-// wheel's pool uses (tickwheel/detail/memory.hpp).
+// Memory for the baseline's arrays, from the function the wheel's pool takes its segments from
+// (tickwheel/detail/memory.hpp): below 2 MiB the process allocator, from 2 MiB a private anonymous
+// mapping aligned to 2 MiB and advised MADV_HUGEPAGE.
 class HugePageMemory {
  public:
-  static constexpr std::size_t kHugePage = tickwheel::detail::kHugePage;
-
   static void* allocate(std::size_t bytes) {
-    if (bytes < kHugePage) return ::operator new (bytes, std::align_val_t{64});
     void* p = tickwheel::detail::map_memory(bytes);
     if (p == nullptr) throw std::bad_alloc();
     return p;
   }
 
   static void deallocate(void* p, std::size_t bytes) noexcept {
-    if (p == nullptr) return;
-    if (bytes < kHugePage) {
-      ::operator delete (p, std::align_val_t{64});
-    } else {
-      tickwheel::detail::unmap_memory(p, bytes);
-    }
+    if (p != nullptr) tickwheel::detail::unmap_memory(p, bytes);
   }
 };
 

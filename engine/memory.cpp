@@ -1,5 +1,5 @@
-// engine/memory.cpp — anonymous mappings, huge-page aligned when large, or blocks of a jemalloc
-// arena (see detail/memory.hpp).
+// engine/memory.cpp — blocks of the process allocator when small, anonymous mappings huge-page
+// aligned when large, or blocks of a jemalloc arena (see detail/memory.hpp).
 #include "tickwheel/detail/memory.hpp"
 
 #include <sys/mman.h>
@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 
@@ -54,11 +55,13 @@ void* map_memory(std::size_t bytes, [[maybe_unused]] unsigned arena) noexcept {
     return block;
   }
 #endif
-  const std::size_t request = huge ? bytes + kHugePage : bytes;
+  // Not operator new: a process that replaces it to catch allocation on its hot path is told of
+  // a pool's growth by the reserve it lacks, not by a new-expression it never wrote.
+  if (!huge) return std::aligned_alloc(kPage, bytes);  // NOLINT(cppcoreguidelines-no-malloc): see above
+  const std::size_t request = bytes + kHugePage;
   void* raw =
       ::mmap(nullptr, request, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
-  if (!huge) return raw;
 
   // Trim the slack on both sides so that the kept range starts on a huge-page boundary. The
   // pointers are taken inside the mapping, from `raw`, not made from integers.
@@ -80,6 +83,10 @@ void unmap_memory(void* address, std::size_t bytes, [[maybe_unused]] unsigned ar
     return;
   }
 #endif
+  if (bytes < kHugePage) {
+    std::free(address);  // NOLINT(cppcoreguidelines-no-malloc,cppcoreguidelines-owning-memory): map_memory's
+    return;
+  }
   ::munmap(address, bytes);
 }
 

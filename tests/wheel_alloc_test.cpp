@@ -6,7 +6,8 @@
 //   - on such a wheel, reschedules (within a slot's unit and to other slots), the queries
 //     (is_pending, deadline, remaining), for_each_pending() and clear() with a refill call
 //     operator new zero times and do not grow the pool;
-//   - scheduling a million timers calls operator new zero times (the pool maps its segments);
+//   - scheduling a million timers calls operator new zero times (the pool takes its segments from
+//     map_memory(), which never calls it);
 //   - 10k periodic timers of every cadence and misfire policy run 100k advances (a quarter of a
 //     million periods) with zero operator-new calls and no pool growth: a period re-links the
 //     timer's own node;

@@ -10,9 +10,10 @@ namespace tickwheel::detail {
 inline constexpr std::size_t kPage = std::size_t{4} << 10;  // the base page: what a fault maps
 inline constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-// Where memory comes from: kNoArena for anonymous mappings of its own, else a jemalloc arena made
-// by create_arena() (the Engine gives each shard one, so that a shard's node memory never shares
-// an extent with another's and is first touched by the shard's worker).
+// Where memory comes from: kNoArena for the process allocator (below a huge page) and anonymous
+// mappings of its own (from a huge page up), else a jemalloc arena made by create_arena() (the
+// Engine gives each shard one, so that a shard's node memory never shares an extent with another's
+// and is first touched by the shard's worker).
 inline constexpr unsigned kNoArena = ~0U;
 
 // A jemalloc arena of its own, or kNoArena when the library is built without jemalloc
@@ -21,10 +22,15 @@ unsigned create_arena() noexcept;
 // Destroys an arena from create_arena() once nothing allocated from it is left. kNoArena: no-op.
 void destroy_arena(unsigned arena) noexcept;
 
-// `bytes` of memory, committed lazily by first touch. A block of a huge page or more is aligned
-// to a huge page and advised for transparent huge pages, so that random access to it misses the
-// data cache but not also the TLB (advice only: where THP is off it still works). Returns nullptr
-// if the memory cannot be had. A system call: growth paths only.
+// `bytes` of memory, page aligned. A block of a huge page or more is a mapping of its own (or an
+// arena's extent), committed lazily by first touch, aligned to a huge page and advised for
+// transparent huge pages, so that random access to it misses the data cache but not also the TLB
+// (advice only: where THP is off it still works). A smaller block without an arena comes from the
+// C allocator (aligned_alloc, which is jemalloc's where the library is built with it; never
+// operator new). It hands a block given back earlier out again with its pages still committed, so
+// a wheel made after another was destroyed takes no page fault filling its first segments, where a
+// mapping of its own would fault every page anew. Returns nullptr if the memory cannot be had. May
+// make a system call: growth paths only.
 void* map_memory(std::size_t bytes, unsigned arena = kNoArena) noexcept;
 
 // Returns a block from map_memory(bytes, arena).

@@ -1,6 +1,6 @@
 // tickwheel/detail/pool.hpp — the node pool a wheel owns. Not public API.
 //
-// Design: nodes live in segments of anonymous mapped memory (or of a jemalloc arena: use_arena()). Segment 0
+// Design: nodes live in segments from map_memory() (a jemalloc arena's: use_arena()). Segment 0
 // holds nodes [0, 4096), segment k >= 1 holds [4096 * 2^(k-1), 4096 * 2^k), so the pool doubles when it
 // grows, a node's address is one table load and an add away from its index, and a 32-bit index reaches 2^32
 // nodes in 21 segments. Segments of 2 MiB and more are aligned to 2 MiB and advised for transparent huge
@@ -18,7 +18,9 @@
 // Pre-sizing (reserve()). Without a reserve, the first touch of each page of node memory is a page
 // fault taken by whichever acquire() first hands out a node there: a 4 KiB fault every 64 nodes, or,
 // where the transparent huge page advice takes, one fault every 32768 nodes that zeroes 2 MiB (and,
-// with the kernel's default defrag=madvise, may compact memory first). reserve(n) maps the segments
+// with the kernel's default defrag=madvise, may compact memory first). The first four segments
+// (32768 nodes, 2 MiB) come from the process allocator, so their pages fault only where the
+// process had not used that memory before. reserve(n) maps the segments
 // for n nodes and first-touches them at once, on the calling thread, and can lock them (mlock), so
 // that the first n nodes cost no fault and no system call when they are handed out. Growth past a
 // reserve is what it is without one: one segment mapped at a time (a system call; mapping is lazy,
