@@ -16,7 +16,7 @@
 //   - The heap array holds {deadline, timer*} pairs (16 bytes), so a sift compares deadlines
 //     without chasing pointers; it touches a timer only to update its heap position, which is the
 //     inherent cost of an indexed heap (Asio and libevent do the same).
-//   - Arrays come from the function the wheel's pool uses: below 2 MiB the process allocator, from
+//   - Arrays come from the function the wheel's pool uses: below 2 MiB the C allocator, from
 //     2 MiB mapped huge-page aligned and advised for transparent huge pages, so a difference in the
 //     results is the data structure, not the TLB or the page faults.
 //   - Handles carry a generation, so a stale cancel is a false return, as with TimerId.
@@ -45,7 +45,7 @@
 namespace tickwheel_bench {
 
 // Memory for the baseline's arrays, from the function the wheel's pool takes its segments from
-// (tickwheel/detail/memory.hpp): below 2 MiB the process allocator, from 2 MiB a private anonymous
+// (tickwheel/detail/memory.hpp): below 2 MiB the C allocator, from 2 MiB a private anonymous
 // mapping aligned to 2 MiB and advised MADV_HUGEPAGE.
 class HugePageMemory {
  public:

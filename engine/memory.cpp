@@ -1,4 +1,4 @@
-// engine/memory.cpp — blocks of the process allocator when small, anonymous mappings huge-page
+// engine/memory.cpp — blocks of the C allocator when small, anonymous mappings huge-page
 // aligned when large, or blocks of a jemalloc arena (see detail/memory.hpp).
 #include "tickwheel/detail/memory.hpp"
 
@@ -84,7 +84,8 @@ void unmap_memory(void* address, std::size_t bytes, [[maybe_unused]] unsigned ar
   }
 #endif
   if (bytes < kHugePage) {
-    std::free(address);  // NOLINT(cppcoreguidelines-no-malloc,cppcoreguidelines-owning-memory): map_memory's
+    // NOLINTNEXTLINE(cppcoreguidelines-no-malloc,cppcoreguidelines-owning-memory): from aligned_alloc
+    std::free(address);
     return;
   }
   ::munmap(address, bytes);

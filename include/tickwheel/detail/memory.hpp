@@ -10,7 +10,7 @@ namespace tickwheel::detail {
 inline constexpr std::size_t kPage = std::size_t{4} << 10;  // the base page: what a fault maps
 inline constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-// Where memory comes from: kNoArena for the process allocator (below a huge page) and anonymous
+// Where memory comes from: kNoArena for the C allocator (below a huge page) and anonymous
 // mappings of its own (from a huge page up), else a jemalloc arena made by create_arena() (the
 // Engine gives each shard one, so that a shard's node memory never shares an extent with another's
 // and is first touched by the shard's worker).

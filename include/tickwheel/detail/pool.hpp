@@ -16,16 +16,16 @@
 // growing, never in steady state. Single-threaded: the owning thread only.
 //
 // Pre-sizing (reserve()). Without a reserve, the first touch of each page of node memory is a page
-// fault taken by whichever acquire() first hands out a node there: a 4 KiB fault every 64 nodes, or,
-// where the transparent huge page advice takes, one fault every 32768 nodes that zeroes 2 MiB (and,
-// with the kernel's default defrag=madvise, may compact memory first). The first four segments
-// (32768 nodes, 2 MiB) come from the process allocator, so their pages fault only where the
-// process had not used that memory before. reserve(n) maps the segments
-// for n nodes and first-touches them at once, on the calling thread, and can lock them (mlock), so
-// that the first n nodes cost no fault and no system call when they are handed out. Growth past a
-// reserve is what it is without one: one segment mapped at a time (a system call; mapping is lazy,
-// so it costs the same whatever the segment's size) and each page faulted in by its first node,
-// never a commit of a whole segment, let alone of the whole pool, in one call.
+// fault taken by whichever acquire() first hands out a node there: a 4 KiB fault every 64 nodes,
+// or, where the transparent huge page advice takes, one fault every 32768 nodes that zeroes 2 MiB
+// (and, with the kernel's default defrag=madvise, may compact memory first). The first four
+// segments (32768 nodes, 2 MiB) come from the C allocator, so their pages fault only where the
+// process had not used that memory before. reserve(n) maps the segments for n nodes and
+// first-touches them at once, on the calling thread, and can lock them (mlock), so that the first n
+// nodes cost no fault and no system call when they are handed out. Growth past a reserve is what it
+// is without one: one segment mapped at a time (a system call; mapping is lazy, so it costs the
+// same whatever the segment's size) and each page faulted in by its first node, never a commit of a
+// whole segment, let alone of the whole pool, in one call.
 //
 // Huge-page advice stays on by default. Measured on the project's 2-core VM (README, "Node memory:
 // a reserve, huge pages, jemalloc"; medians of 3), it makes a fresh pool's schedules 1.9-2.8x
