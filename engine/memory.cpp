@@ -56,8 +56,10 @@ void* map_memory(std::size_t bytes, [[maybe_unused]] unsigned arena) noexcept {
   }
 #endif
   // Not operator new: a process that replaces it to catch allocation on its hot path is told of
-  // a pool's growth by the reserve it lacks, not by a new-expression it never wrote.
-  if (!huge) return std::aligned_alloc(kPage, bytes);  // NOLINT(cppcoreguidelines-no-malloc): see above
+  // a pool's growth by the reserve it lacks, not by a new-expression it never wrote. The block is
+  // owned by the pool, which gives it back through unmap_memory().
+  // NOLINTNEXTLINE(cppcoreguidelines-no-malloc,cppcoreguidelines-owning-memory): as said above
+  if (!huge) return std::aligned_alloc(kPage, bytes);
   const std::size_t request = bytes + kHugePage;
   void* raw =
       ::mmap(nullptr, request, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
