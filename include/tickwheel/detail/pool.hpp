@@ -12,8 +12,9 @@
 // makes a stale TimerId safe: reading the generation of a recycled node is always a valid read.
 //
 // Costs: acquire and release are a few instructions and touch only the node (plus the head of the
-// free list). Growing maps one new segment: a system call, taken only while the pool is still
-// growing, never in steady state. Single-threaded: the owning thread only.
+// free list). Growing takes one new segment from map_memory(): an allocation or a system call,
+// taken only while the pool is still growing, never in steady state. Single-threaded: the owning
+// thread only.
 //
 // Pre-sizing (reserve()). Without a reserve, the first touch of each page of node memory is a page
 // fault taken by whichever acquire() first hands out a node there: a 4 KiB fault every 64 nodes,
