@@ -923,7 +923,7 @@ std::size_t BasicWheel<Policy>::advance_slow(Nanos now, std::size_t limit) {
   target_ = target;
   std::size_t ran = 0;
   if (!quiet_until(target)) {
-    ran = pass(target, limit);
+    ran = pass_stays_in_unit(target, limit) ? pass_in_unit(target) : pass(target, limit);
   } else if (target >= pace_at_ || ((target ^ cur_) >> kLevelBits) != 0) {
     quiet_advance(target);
   } else {
@@ -968,6 +968,54 @@ std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
   }
   if (!in_cache) prefetch_upcoming(/*successors=*/false);
   stats_.max_pass_work = std::max<std::uint64_t>(stats_.max_pass_work, ran + (stats_.moved - moved_before));
+  return ran;
+}
+
+// Whether this call's pass is the common one of a loop that advances tick by tick, which
+// pass_in_unit() runs: no limit (advance()'s default), no late, due or batch timers, no paced share
+// due, and target in cur_'s level-1 unit, so that only level-0 slots hold events on the way (I2)
+// and no cascade is crossed; and next_event_ after cur_ (I7), which a step leaves it.
+template <class Policy>
+bool BasicWheel<Policy>::pass_stays_in_unit(std::uint64_t target, std::size_t limit) const noexcept {
+  return limit == std::numeric_limits<std::size_t>::max() &&
+         ((nonempty_words_ >> (kDueSlot / 64)) & 1) == 0 && target < pace_at_ &&
+         ((target ^ cur_) >> kLevelBits) == 0 && next_event_ > cur_;
+}
+
+// pass() and step() for the case pass_stays_in_unit() describes: each level-0 slot with timers up
+// to target is run in place, and the next found in level 0's bitmap alone, bounded by the start
+// of the next level-1 unit (the earliest an upper level's event can be); the upper levels, the
+// special slots, the cascade and the pacing are not looked at, and the bound is not recomputed
+// over every level. callgrind on W3 at 10k: 625 -> 547 instructions per fired timer. A throw leaves
+// the wheel as pass() leaves it after one.
+template <class Policy>
+std::size_t BasicWheel<Policy>::pass_in_unit(std::uint64_t target) {
+  const ScopedFlag in_advance(in_advance_);
+  set_quiet_end(0);  // as in pass()
+  lag_bound_ = 0;
+  const bool in_cache = pending_ < cancel_batch_from_;
+  if (!in_cache) prefetch_upcoming(/*successors=*/true);
+  const std::uint64_t unit_end = ((cur_ >> kLevelBits) + 1) << kLevelBits;
+  std::size_t ran = 0;
+  while (next_event_ <= target) {
+    cur_ = next_event_;
+    const auto slot = static_cast<unsigned>(cur_ & (kSlots - 1));
+    try {
+      ran += fire(slot, std::numeric_limits<std::size_t>::max() - ran);
+    } catch (...) {
+      // What step() and then pass() do on a throw: the rest of the tick waits in the batch slot.
+      splice(slot, kBatchSlot);
+      step(target, 0);
+      plan_pace(top_level());
+      throw;
+    }
+    // What the callbacks linked is in the bitmap; what they unlinked can only make this early.
+    const auto from = static_cast<unsigned>((cur_ + 1) & (kSlots - 1));
+    next_event_ = level_empty(0) ? unit_end : std::min(unit_end, cur_ + 1 + find_from(level_words(0), from));
+  }
+  cur_ = target;  // nothing is due on the rest of the way (I7)
+  if (!in_cache) prefetch_upcoming(/*successors=*/false);
+  stats_.max_pass_work = std::max<std::uint64_t>(stats_.max_pass_work, ran);
   return ran;
 }
 

@@ -608,6 +608,8 @@ class BasicWheel {
   std::uint64_t first_grid_point_after_now(std::uint64_t due, std::uint64_t period) const noexcept;
   void rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept;
   std::size_t pass(std::uint64_t target, std::size_t limit);
+  bool pass_stays_in_unit(std::uint64_t target, std::size_t limit) const noexcept;
+  std::size_t pass_in_unit(std::uint64_t target);
   std::size_t step(std::uint64_t target, std::size_t budget);
   std::uint64_t pace(std::uint64_t target, unsigned top) noexcept;
   void cascade_at(std::uint64_t t, unsigned top) noexcept;
