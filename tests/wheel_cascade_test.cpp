@@ -96,7 +96,8 @@ void check_paced(std::uint64_t n, Nanos tick, Nanos span, std::int64_t step) {
   EXPECT_EQ(s.fired, n);
   EXPECT_EQ(o.early, 0u) << "e.g. deadline " << o.first_bad.count() << "ns";
   EXPECT_EQ(o.late, 0u) << "e.g. deadline " << o.first_bad.count() << "ns";
-  EXPECT_EQ(s.passes, r.calls);
+  EXPECT_GT(s.passes, 0u);
+  EXPECT_LE(s.passes, r.calls) << "only calls that went past the inline case count";
 
   const double span_ticks = static_cast<double>(ceil_ticks(span, tick));
   // Highest level a timer can start in: the lowest L with level_reach(L) > span_ticks.
@@ -108,7 +109,7 @@ void check_paced(std::uint64_t n, Nanos tick, Nanos span, std::int64_t step) {
   const double expected_mean = static_cast<double>(step) * static_cast<double>(n) * (1.0 + top) / span_ticks;
   const double bound = 8.0 * expected_mean + 64.0;
   const double naive_burst = static_cast<double>(n) * static_cast<double>(level_unit(top)) / span_ticks;
-  const double measured_mean = static_cast<double>(s.fired + s.moved) / static_cast<double>(s.passes);
+  const double measured_mean = static_cast<double>(s.fired + s.moved) / static_cast<double>(r.calls);
   ::testing::Test::RecordProperty("max_pass_work", std::to_string(s.max_pass_work));
   ::testing::Test::RecordProperty("mean_pass_work", std::to_string(measured_mean));
   ::testing::Test::RecordProperty("bound", std::to_string(bound));

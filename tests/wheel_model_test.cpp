@@ -620,7 +620,7 @@ class ModelRun {
     check_next_deadline(when);
     const WheelStats s = wheel_->stats();
     if (s.scheduled != scheduled_ || s.rejected != rejected_ || s.cancelled != cancelled_ ||
-        s.fired != fired_ || s.rescheduled != rescheduled_ || s.passes < calls_) {
+        s.fired != fired_ || s.rescheduled != rescheduled_ || s.passes > calls_) {
       std::ostringstream os;
       os << when << ": stats disagree: scheduled " << s.scheduled << "/" << scheduled_ << " rejected "
          << s.rejected << "/" << rejected_ << " cancelled " << s.cancelled << "/" << cancelled_ << " fired "
