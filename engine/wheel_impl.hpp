@@ -769,14 +769,20 @@ unsigned BasicWheel<Policy>::top_level() const noexcept {
   return words == 0 ? 0 : (static_cast<unsigned>(std::bit_width(words)) - 1) / kWordsPerLevel;
 }
 
+// The first tick after cur_ whose level-0 slot holds timers. Precondition: !level_empty(0).
+template <class Policy>
+std::uint64_t BasicWheel<Policy>::next_level0_tick() const noexcept {
+  const std::uint64_t from = cur_ + 1;
+  return from + find_from(level_words(0), static_cast<unsigned>(from & (kSlots - 1)));
+}
+
 // The first tick after cur_ at which something happens: a level-0 slot fires, or an upper-level
 // slot's unit starts. UINT64_MAX if the wheel levels are empty. O(levels).
 template <class Policy>
 std::uint64_t BasicWheel<Policy>::next_event_tick(unsigned top) const noexcept {
   std::uint64_t best = ~std::uint64_t{0};
   if (!level_empty(0)) {
-    const std::uint64_t from = cur_ + 1;
-    best = from + find_from(level_words(0), static_cast<unsigned>(from & (kSlots - 1)));
+    best = next_level0_tick();
     // An upper level's events are starts of its units after cur_'s (I2), all multiples of 256
     // ticks: none comes before the next level-1 unit, so a level-0 event before it is the next.
     if (best < ((cur_ >> kLevelBits) + 1) << kLevelBits) return best;
@@ -1010,8 +1016,7 @@ std::size_t BasicWheel<Policy>::pass_in_unit(std::uint64_t target) {
       throw;
     }
     // What the callbacks linked is in the bitmap; what they unlinked can only make this early.
-    const auto from = static_cast<unsigned>((cur_ + 1) & (kSlots - 1));
-    next_event_ = level_empty(0) ? unit_end : std::min(unit_end, cur_ + 1 + find_from(level_words(0), from));
+    next_event_ = level_empty(0) ? unit_end : std::min(unit_end, next_level0_tick());
   }
   cur_ = target;  // nothing is due on the rest of the way (I7)
   if (!in_cache) prefetch_upcoming(/*successors=*/false);

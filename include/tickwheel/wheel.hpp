@@ -619,6 +619,7 @@ class BasicWheel {
   std::uint64_t pace(std::uint64_t target, unsigned top) noexcept;
   void cascade_at(std::uint64_t t, unsigned top) noexcept;
   unsigned top_level() const noexcept;
+  std::uint64_t next_level0_tick() const noexcept;
   bool level_empty(unsigned level) const noexcept;
   bool current_units_empty(unsigned top) const noexcept;
   bool summary_exact() const noexcept;
