@@ -77,20 +77,6 @@ namespace detail {
 
 inline std::string nanos_text(Nanos n) { return std::to_string(n.count()) + "ns"; }
 
-// Prefetch a node whose links we will write soon.
-inline void prefetch_node(const void* node) noexcept { __builtin_prefetch(node, 1, 3); }
-
-// Prefetch the two nodes whose links an unlink of `node` writes: the one `pprev` points into (or
-// the slot's head line) and the next one. Issued when a cancel or a reschedule queues the node,
-// just after the node's own line has come in, so that by the time the batch is flushed (31 calls
-// later) the neighbours have arrived and the flush finds them in cache: their misses overlap with
-// the caller's work instead of stalling the flush. A null `next` is prefetched too: a prefetch
-// never faults, and a branch here would mispredict on the last node of a sub-list.
-inline void prefetch_neighbours(const Node* node) noexcept {
-  prefetch_node(node->pprev);
-  prefetch_node(node->next);
-}
-
 // How many nodes fit in this core's L2 (glibc reads its size from cpuid; 1 MiB where it cannot
 // tell): WheelOptions::cancel_batch_from's default.
 inline std::size_t nodes_in_l2() noexcept {
@@ -204,17 +190,15 @@ bool BasicWheel<Policy>::cancel_running(Node* node, std::uint32_t pending_gen) n
   return true;
 }
 
-// cancel()'s unlink of a node deep in its sub-list past the population that fits in L2, or while
-// cur_ != target_ (inside a pass, or while the wheel waits at the leftovers of a pass cut short
-// by its limit: rare).
+// cancel()'s unlink of a node deep in its sub-list past the population that fits in L2 when the
+// queue is full, or of any node while cur_ != target_ (inside a pass, or while the wheel waits at
+// the leftovers of a pass cut short by its limit: rare).
 template <class Policy>
 void BasicWheel<Policy>::cancel_unlink(Node* node) noexcept {
   if (cur_ == target_) {
-    // Queued: done with 31 others (flush_unlinks()), its neighbours fetched meanwhile.
-    if (unlink_queued_ == kUnlinkBatch) flush_unlinks();
-    unlink_queue_[unlink_queued_++] = node;
-    detail::prefetch_neighbours(node);
-    set_quiet_end(0);  // the next advance() finishes the queue (I9)
+    // The queue is full (cancel() queues inline while it has room): flushed, then queued.
+    flush_unlinks();
+    queue_unlink(node);
     return;
   }
   // At once. If this took the last timer a pass cut short left waiting, the wheel catches up now,

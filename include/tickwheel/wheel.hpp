@@ -578,6 +578,14 @@ class BasicWheel {
   Node* pending_node(TimerId id) const noexcept;
   bool cancel_running(Node* node, std::uint32_t pending_gen) noexcept;
   void cancel_unlink(Node* node) noexcept;
+  // Queues a cancelled node's unlink, done with up to 31 others by flush_unlinks(), its neighbours
+  // fetched meanwhile. Precondition: cur_ == target_ and the queue has room.
+  void queue_unlink(Node* node) noexcept {
+    assert(cur_ == target_ && unlink_queued_ < kUnlinkBatch);
+    unlink_queue_[unlink_queued_++] = node;
+    detail::prefetch_neighbours(node);
+    set_quiet_end(0);  // the next advance() finishes the queue (I9)
+  }
   void finish_unlinks() const noexcept;
   bool in_place(std::uint64_t old_due, std::uint64_t due) const noexcept;
   TimerId commit(Node* node, Nanos deadline) noexcept;
@@ -935,10 +943,16 @@ inline bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
   // Unlinked here, at once, while the population fits in L2 (the neighbours are in cache), inside
   // advance() (a walk may be under way: the lists must be exact when the callback returns), and
   // for a node first in its sub-list (recently scheduled, with warm neighbours that batching
-  // would not help); out of line, queued past L2, or while the wheel lags behind a pass cut short.
+  // would not help). Past L2, queued, inline while the queue has room: the fewer instructions such
+  // a cancel takes, the more of the caller's next cancels the core overlaps with its node's miss.
+  // Out of line when the queue is full or the wheel lags behind a pass cut short.
   if (cur_ != target_ || (pending_ >= cancel_batch_from_ && !in_advance_ && !is_slot_head(node->pprev)))
       [[unlikely]] {
-    cancel_unlink(node);
+    if (cur_ == target_ && unlink_queued_ != kUnlinkBatch) [[likely]] {
+      queue_unlink(node);
+    } else {
+      cancel_unlink(node);
+    }
   } else {
     unlink(node);
     pool_.release(node);
