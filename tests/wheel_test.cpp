@@ -401,6 +401,55 @@ TEST(WheelCancel, TrueOnceThenFalseAndTheTimerNeverFires) {
   EXPECT_EQ(w.stats().cancelled, 1u);
 }
 
+// The unlink's cases, each through the public API: a node first, in the middle and last in its
+// sub-list, and the one whose cancel empties the sub-list and the slot (whose bits must clear, or
+// next_deadline() would still report the slot). A group of timers on one tick is cancelled in
+// many orders, in one sub-list (a small wheel) and spread over all eight (a wheel with a reserve of
+// 2,048 or more), in level 0 and in level 1, unlinked at once (the default below L2) and queued
+// where the node is not first (cancel_batch_from = 1). The timer outside the group must still
+// fire, alone.
+TEST(WheelCancel, EveryPositionInASubListUnlinksExactly) {
+  struct Place {
+    Nanos group;     // the group's deadline
+    Nanos other;     // one more timer, in a later slot
+    Nanos reported;  // next_deadline() while any of the group is pending: its slot's event
+    Nanos after;     // and once all of it is cancelled: the other timer's slot's event
+  };
+  // Level 0 reports the tick; level 1 (256 ticks a unit at 1 ms) the start of the unit.
+  const std::vector<Place> places = {{5ms, 9ms, 5ms, 9ms}, {2000ms, 3000ms, 1792ms, 2816ms}};
+  std::mt19937 rng(20261127);
+  for (const Place& place : places) {
+    for (const std::size_t reserve : {std::size_t{0}, std::size_t{4096}}) {
+      for (const std::size_t batch_from : {std::size_t{0}, std::size_t{1}}) {
+        // Spread over eight sub-lists, 24 timers put three in each.
+        const std::size_t group = reserve == 0 ? 4 : 24;
+        for (int round = 0; round < 24; ++round) {
+          SCOPED_TRACE(::testing::Message() << "group at " << place.group.count() << "ns, reserve " << reserve
+                                            << ", cancel_batch_from " << batch_from << ", round " << round);
+          Wheel w({.tick = 1ms, .reserve = reserve, .cancel_batch_from = batch_from});
+          int group_ran = 0;
+          int other_ran = 0;
+          std::vector<TimerId> ids;
+          for (std::size_t i = 0; i < group; ++i) {
+            ids.push_back(w.schedule_at(place.group, [&] { ++group_ran; }));
+          }
+          ASSERT_TRUE(w.schedule_at(place.other, [&] { ++other_ran; }));
+          std::shuffle(ids.begin(), ids.end(), rng);
+          for (std::size_t i = 0; i < ids.size(); ++i) {
+            ASSERT_TRUE(w.cancel(ids[i]));
+            EXPECT_EQ(w.pending(), group - i);
+            EXPECT_EQ(w.next_deadline(), i + 1 < ids.size() ? place.reported : place.after);
+          }
+          w.advance(place.other);
+          EXPECT_EQ(group_ran, 0);
+          EXPECT_EQ(other_ran, 1);
+          EXPECT_EQ(w.pending(), 0u);
+        }
+      }
+    }
+  }
+}
+
 TEST(WheelCancel, FalseForFiredDefaultAndFailedIds) {
   Wheel w({.tick = 1ms});
   const TimerId id = w.schedule_after(1ms, [] {});
