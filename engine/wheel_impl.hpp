@@ -1042,7 +1042,7 @@ WheelStats BasicWheel<Policy>::stats() const noexcept {
   s.pool_nodes = pool_.touched();
   s.pool_capacity = pool_.capacity();
   s.pool_segments = pool_.segments();
-  s.bytes = pool_.bytes_touched() + sizeof(Slot) * kAllSlots + sizeof(std::uint32_t) * kAllSlots;
+  s.bytes = pool_.bytes_touched() + kSlotBytes + sizeof(std::uint32_t) * kAllSlots;
   return s;
 }
 

@@ -542,6 +542,9 @@ class BasicWheel {
     std::array<Node*, kWays> head;
   };
   static_assert(sizeof(Slot) == detail::kCacheLine, "one slot is one cache line of sub-list heads");
+  // The slot array's size: a link whose offset from the array's start (head_offset()) is below it
+  // is a slot's head, any other a node's `next`.
+  static constexpr std::uintptr_t kSlotBytes = sizeof(Slot) * kAllSlots;
 
   // Sets a flag for its scope, and clears it however the scope is left: in_advance_ for an
   // advance() (a nested one is refused), visiting_ for a for_each_pending() walk (debug builds
@@ -889,7 +892,7 @@ inline std::uintptr_t BasicWheel<Policy>::head_offset(Node* const* link) const n
 
 template <class Policy>
 inline bool BasicWheel<Policy>::is_slot_head(Node* const* link) const noexcept {
-  return head_offset(link) < sizeof(Slot) * kAllSlots;
+  return head_offset(link) < kSlotBytes;
 }
 
 // Sub-list `way` of `slot` has just been emptied: clears its bit, and the slot's (and its count)
@@ -919,7 +922,7 @@ inline void BasicWheel<Policy>::unlink(Node* node) noexcept {
   const std::uintptr_t has_next = if_node(next);
   *back_link_of(next, has_next) = pprev;
   const std::uintptr_t offset = head_offset(pprev) | has_next;  // every bit set if there is a next
-  if (offset < sizeof(Slot) * kAllSlots) [[unlikely]] {
+  if (offset < kSlotBytes) [[unlikely]] {
     note_way_empty(static_cast<unsigned>(offset / sizeof(Slot)),
                    static_cast<unsigned>(offset % sizeof(Slot) / sizeof(Node*)));
   }
