@@ -1,7 +1,7 @@
-// bench/queues.hpp — the two queues every benchmark runs, behind one adapter (Queue<Q>), so that the
+// bench/queues.hpp — the queues the benchmarks run, behind one adapter (Queue<Q>), so that the
 // Google Benchmark scenarios (wheel_bench.cpp) and the per-call tail mode (tails.cpp) give the wheel
-// and the heap baseline exactly the same workload: the same callback, the same deadlines, the same
-// setup.
+// and its baselines (the heap; the reference wheel, in the scenarios that fit its one-shot timers)
+// exactly the same workload: the same callback, the same deadlines, the same setup.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -16,6 +16,7 @@
 
 #include "common.hpp"
 #include "heap_baseline.hpp"
+#include "reference_wheel.hpp"
 #include "tickwheel/wheel.hpp"
 
 namespace tickwheel_bench {
@@ -95,6 +96,18 @@ struct Queue<HeapTimerQueue> {
     return run.q->schedule_at(kTick * first, Rearm{&run, slot, first, period});
   }
   static void fire_counters(benchmark::State&, const HeapTimerQueue&) {}
+};
+
+template <>
+struct Queue<ReferenceWheel> {
+  static constexpr std::string_view kName = "ref";
+  static std::unique_ptr<ReferenceWheel> make(std::size_t reserve = 0) {
+    auto q = std::make_unique<ReferenceWheel>(kTick);
+    if (reserve != 0) q->reserve(reserve);
+    return q;
+  }
+  static std::uint64_t bytes(const ReferenceWheel& q) { return q.bytes(); }
+  static void fire_counters(benchmark::State&, const ReferenceWheel&) {}
 };
 
 template <class Q>

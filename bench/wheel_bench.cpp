@@ -70,6 +70,7 @@ using tickwheel_bench::kTick;
 using tickwheel_bench::PeriodicRun;
 using tickwheel_bench::populate;
 using tickwheel_bench::Queue;
+using tickwheel_bench::ReferenceWheel;
 using tickwheel_bench::Rng;
 using tickwheel_bench::shuffle;
 
@@ -464,6 +465,7 @@ struct Case {
   std::string_view description;
   void (*wheel)(benchmark::State&);
   void (*heap)(benchmark::State&);
+  void (*ref)(benchmark::State&);  // the reference wheel's run; nullptr where it has no such timers
   benchmark::IterationCount (*iterations)(std::int64_t pending);
   std::span<const std::int64_t> sizes;
 };
@@ -472,7 +474,18 @@ template <template <class> class Fn>
 constexpr Case make_case(std::string_view name, std::string_view description,
                          benchmark::IterationCount (*iterations)(std::int64_t),
                          std::span<const std::int64_t> sizes = kSizes) {
-  return Case{name, description, &Fn<tickwheel::Wheel>::run, &Fn<HeapTimerQueue>::run, iterations, sizes};
+  return Case{
+      name,       description, &Fn<tickwheel::Wheel>::run, &Fn<HeapTimerQueue>::run, &Fn<ReferenceWheel>::run,
+      iterations, sizes};
+}
+
+// A case the reference wheel does not run (it has no periodic timers).
+template <template <class> class Fn>
+constexpr Case make_case_without_ref(std::string_view name, std::string_view description,
+                                     benchmark::IterationCount (*iterations)(std::int64_t),
+                                     std::span<const std::int64_t> sizes) {
+  return Case{name,       description, &Fn<tickwheel::Wheel>::run, &Fn<HeapTimerQueue>::run, nullptr,
+              iterations, sizes};
 }
 
 template <class Q>
@@ -528,10 +541,10 @@ const std::array kCases = {
                      ops_iterations),
     make_case<HotPair>("hot_pair", "schedule a timer and cancel it at once (request answered in time)",
                        ops_iterations),
-    make_case<Periodic>("periodic",
-                        "N periodic timers (periods: see workload) advanced in 1-tick steps; "
-                        "cost per run (wheel: schedule_every; heap: each run schedules the next)",
-                        per_timer_iterations, kPeriodicSizes),
+    make_case_without_ref<Periodic>("periodic",
+                                    "N periodic timers (periods: see workload) advanced in 1-tick steps; "
+                                    "cost per run (wheel: schedule_every; heap: each run schedules the next)",
+                                    per_timer_iterations, kPeriodicSizes),
 };
 
 void register_all() {
@@ -539,8 +552,10 @@ void register_all() {
   for (const Case& c : kCases) {
     if (!names.empty()) names += ',';
     names += c.name;
-    for (const auto& [queue, fn] : {std::pair{Queue<tickwheel::Wheel>::kName, c.wheel},
-                                    std::pair{Queue<HeapTimerQueue>::kName, c.heap}}) {
+    for (const auto& [queue, fn] :
+         {std::pair{Queue<tickwheel::Wheel>::kName, c.wheel}, std::pair{Queue<HeapTimerQueue>::kName, c.heap},
+          std::pair{Queue<ReferenceWheel>::kName, c.ref}}) {
+      if (fn == nullptr) continue;
       for (const std::int64_t n : c.sizes) {
         benchmark::RegisterBenchmark((std::string(c.name) + "/" + std::string(queue)).c_str(), fn)
             ->Arg(n)

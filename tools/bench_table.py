@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """tools/bench_table.py — runs a tickwheel benchmark binary with repetitions and prints the README's table.
 
-Each scenario of bench/wheel_bench.cpp runs on the wheel and on the binary-heap baseline in the
-same binary; this script pairs the two rows of each (case, N) by their names (<case>/<queue>/<N>),
-takes the median over the repetitions of the CPU time per operation, and prints one Markdown row
-per (case, N). Given tickwheel-engine-bench instead, it pairs the engine with the mutex-guarded
+Each scenario of bench/wheel_bench.cpp runs on the wheel, on the binary-heap baseline and (but
+`periodic`) on the reference wheel in the same binary; this script pairs the rows of each (case, N)
+by their names (<case>/<queue>/<N>), takes the median over the repetitions of the CPU time per
+operation, and prints one Markdown row per (case, N). Given tickwheel-engine-bench instead, it pairs the engine with the mutex-guarded
 heap lanes per (case, shards, producer threads) (<case>/<queue>/<shards>/.../threads:<T>) and uses
 real time, as that binary measures it; its executor cases (<case>/<executor>/<M>/...) get a table
 of their own, the pool beside the inline path per (case, timers due at once). Every figure comes
@@ -28,7 +28,7 @@ import statistics
 import subprocess
 import sys
 
-QUEUES = ("wheel", "engine", "heap", "inline", "pool")
+QUEUES = ("wheel", "engine", "heap", "ref", "inline", "pool")
 EXECUTORS = ("inline", "pool")  # the two sides of tickwheel-engine-bench's executor cases
 TIME_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 BASE_N = 1_000_000  # the size the "×(N vs 1M)" column compares against
@@ -160,23 +160,26 @@ def case_order(data):
     return order
 
 
-HEADER = ["case", "N", "wheel ns/op", "heap ns/op", "heap/wheel", "wheel min–max",
-          "heap min–max", "wheel ×(N vs 1M)", "bytes/timer wheel / heap",
+HEADER = ["case", "N", "wheel ns/op", "heap ns/op", "heap/wheel", "ref ns/op", "ref/wheel",
+          "wheel min–max", "heap min–max", "ref min–max", "wheel ×(N vs 1M)", "bytes/timer wheel / heap",
           "worst advance µs wheel / heap", "p99.9 advance µs wheel / heap", "wheel max pass work"]
 
 NOTES = ("ns/op is CPU time per operation (for `fire`, per fired timer; for `periodic`, per run); "
-         "min–max is the range over the repetitions; heap/wheel > 1 means the wheel is faster; "
+         "ref is the reference wheel (bench/reference_wheel.hpp: the plain 8 x 256 wheel of the "
+         "issue's ratas, handles without a generation); "
+         "min–max is the range over the repetitions; heap/wheel or ref/wheel > 1 means the wheel is faster; "
          "wheel ×(N vs 1M) is the wheel's cost per op at N over its cost at 1M. Worst / p99.9 advance: the slowest and the "
          "99.9th-percentile advance() of an instrumented drain in `fire` (medians over the "
          "repetitions; the worst includes any preemption of the benchmark). Wheel max pass work: "
          "the most fires + level moves one advance() did (in `fire` or `periodic`).")
 
 
-def row_cells(case, n, wheel, heap, base_ns):
-    w_ns, h_ns = med(wheel, "ns_per_op"), med(heap, "ns_per_op")
+def row_cells(case, n, wheel, heap, ref, base_ns):
+    w_ns, h_ns, r_ns = med(wheel, "ns_per_op"), med(heap, "ns_per_op"), med(ref, "ns_per_op")
     cells = [case, f"{n:,}", fmt_ns(w_ns), fmt_ns(h_ns),
              f"{h_ns / w_ns:.2f}×" if w_ns and h_ns else "–",
-             fmt_range(wheel), fmt_range(heap),
+             fmt_ns(r_ns), f"{r_ns / w_ns:.2f}×" if w_ns and r_ns else "–",
+             fmt_range(wheel), fmt_range(heap), fmt_range(ref),
              f"{w_ns / base_ns:.2f}" if w_ns and base_ns else "–",
              pair(wheel, heap, "bytes_per_timer")]
     if med(wheel, "worst_advance_us") is not None or med(heap, "worst_advance_us") is not None:
@@ -279,7 +282,8 @@ def render(data, cmd, repetitions):
             base_ns = med(base, "ns_per_op") if base else None
             for n in sorted(n for (c, n, _) in table if c == case):
                 row = table[(case, n, 1)]
-                cells = row_cells(case, n, row.get("wheel", []), row.get("heap", []), base_ns)
+                cells = row_cells(case, n, row.get("wheel", []), row.get("heap", []), row.get("ref", []),
+                                  base_ns)
                 lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     by_name = {k.split(":", 1)[1]: v for k, v in ctx.items() if k.startswith("case:")}
