@@ -116,8 +116,12 @@ class NodePool {
     return std::max<std::uint64_t>(touched_, reserved_) * sizeof(Node);
   }
 
+  // bit_width(index >> kFirstSegmentBits), with the first segment's low bits set instead of shifted
+  // out, so that the scan's operand is never 0 and needs no branch: at 10k timers 40% of the ids are
+  // in segment 0, and a branch on it was a coin toss on every cancel.
   static constexpr unsigned segment_of(std::uint32_t index) noexcept {
-    return static_cast<unsigned>(std::bit_width(index >> kFirstSegmentBits));
+    constexpr std::uint32_t kLow = (std::uint32_t{1} << kFirstSegmentBits) - 1;
+    return static_cast<unsigned>(std::bit_width(index | kLow)) - kFirstSegmentBits;
   }
   static constexpr std::uint64_t segment_start(unsigned seg) noexcept {
     return seg == 0 ? 0 : (std::uint64_t{1} << (kFirstSegmentBits + seg - 1));
