@@ -44,8 +44,9 @@ inline std::uint64_t minor_faults() {
 // none. Why more than one: the kernel can take back a page of a range that was committed and fault
 // it in again at the next access (khugepaged collapsing small pages into a huge one, compaction
 // migrating a page). That befalls the process, not the code, and seldom: CI once counted 1 fault in
-// a million schedules into a reserved wheel, and the same run passes on a rerun. Memory that the
-// code failed to commit faults on every try, so a reserve that misses any is still caught.
+// a million schedules into a reserved wheel, where four other CI runs of the same commit and 70
+// reruns here counted none. Memory that the code failed to commit faults on every try, so a
+// reserve that misses any is still caught.
 template <class Attempt>
 std::uint64_t fewest_minor_faults(Attempt attempt, int tries = 3) {
   std::uint64_t fewest = attempt();

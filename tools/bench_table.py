@@ -4,13 +4,13 @@
 Each scenario of bench/wheel_bench.cpp runs on the wheel, on the binary-heap baseline and (but
 `periodic`) on the reference wheel in the same binary; this script pairs the rows of each (case, N)
 by their names (<case>/<queue>/<N>), takes the median over the repetitions of the CPU time per
-operation, and prints one Markdown row per (case, N). Given tickwheel-engine-bench instead, it pairs the engine with the mutex-guarded
-heap lanes per (case, shards, producer threads) (<case>/<queue>/<shards>/.../threads:<T>) and uses
-real time, as that binary measures it; its executor cases (<case>/<executor>/<M>/...) get a table
-of their own, the pool beside the inline path per (case, timers due at once). Every figure comes
-from the benchmark's JSON output, and so do the case descriptions: the binary writes them into the
-JSON context from the same table that registers the cases, so nothing here is typed by hand and
-nothing can drift.
+operation, and prints one Markdown row per (case, N). Given tickwheel-engine-bench instead, it pairs
+the engine with the mutex-guarded heap lanes per (case, shards, producer threads)
+(<case>/<queue>/<shards>/.../threads:<T>) and uses real time, as that binary measures it; its
+executor cases (<case>/<executor>/<M>/...) get a table of their own, the pool beside the inline path
+per (case, timers due at once). Every figure comes from the benchmark's JSON output, and so do the
+case descriptions: the binary writes them into the JSON context from the same table that registers
+the cases, so nothing here is typed by hand and nothing can drift.
 
 Usage:
   tools/bench_table.py [BINARY] [--repetitions R] [--filter REGEX] [--cpu K] [--json FILE] [BINARY FLAGS]
