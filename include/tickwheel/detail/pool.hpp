@@ -39,6 +39,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -121,7 +122,9 @@ class NodePool {
   // in segment 0, and a branch on it was a coin toss on every cancel.
   static constexpr unsigned segment_of(std::uint32_t index) noexcept {
     constexpr std::uint32_t kLow = (std::uint32_t{1} << kFirstSegmentBits) - 1;
-    return static_cast<unsigned>(std::bit_width(index | kLow)) - kFirstSegmentBits;
+    const auto width = static_cast<unsigned>(std::bit_width(index | kLow));
+    assert(width >= kFirstSegmentBits && width <= 32);  // kLow's bits are set: no wrap below
+    return width - kFirstSegmentBits;
   }
   static constexpr std::uint64_t segment_start(unsigned seg) noexcept {
     return seg == 0 ? 0 : (std::uint64_t{1} << (kFirstSegmentBits + seg - 1));
