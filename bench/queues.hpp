@@ -54,7 +54,7 @@ struct Rearm {
   }
 };
 
-// What differs between the two queues, and nothing else.
+// What differs between the queues, and nothing else.
 template <class Q>
 struct Queue;
 

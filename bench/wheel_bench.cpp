@@ -1,11 +1,13 @@
-// bench/wheel_bench.cpp — tickwheel::Wheel against the binary-heap baseline, in one binary.
+// bench/wheel_bench.cpp — tickwheel::Wheel against the binary-heap baseline and the reference wheel
+// (reference_wheel.hpp), in one binary.
 //
-// Every scenario is one function template instantiated for both queues and registered by one
-// loop, so the wheel and the heap always run exactly the same workload: the same sizes, the same
-// seeds, the same deadlines, the same operation order. Names are <case>/<queue>/<pending>, e.g.
-// schedule/wheel/1000000 and schedule/heap/1000000; tools/bench_table.py pairs them by name and
-// takes each case's one-line description from the JSON context, where main() puts it from the
-// same table that registers the case.
+// Every scenario is one function template instantiated for each queue and registered by one loop
+// (the reference wheel has no periodic timers, so no periodic case), so the queues always run
+// exactly the same workload: the same sizes, the same seeds, the same deadlines, the same operation
+// order. Names are <case>/<queue>/<pending>, e.g. schedule/wheel/1000000, schedule/heap/1000000 and
+// schedule/ref/1000000; tools/bench_table.py pairs them by name and takes each case's one-line
+// description from the JSON context, where main() puts it from the same table that registers the
+// case.
 //
 // Workload: deadlines uniform over [1 ms, 60 s] from the queue's current time (periodic: periods
 // uniform over a range of whole ticks, see BM_Periodic), a 1 ms tick, a driven clock (the
