@@ -92,6 +92,7 @@ BasicWheel<Policy>::BasicWheel(WheelOptions opts, Policy policy)
       now_(opts.start),
       max_pending_(opts.max_pending),
       cancel_batch_from_(opts.cancel_batch_from != 0 ? opts.cancel_batch_from : detail::nodes_in_l2()),
+      queue_unlinks_from_(cancel_batch_from_),
       policy_(policy),
       ticks_(static_cast<std::uint64_t>(std::max<Nanos::rep>(opts.tick.count(), 1))) {  // checked below
   if (opts.tick < kMinTick || opts.tick > kMaxTick) {
@@ -190,22 +191,29 @@ bool BasicWheel<Policy>::cancel_running(Node* node, std::uint32_t pending_gen) n
   return true;
 }
 
-// cancel()'s unlink of a node deep in its sub-list past the population that fits in L2 when the
-// queue is full, or of any node while cur_ != target_ (inside a pass, or while the wheel waits at
-// the leftovers of a pass cut short by its limit: rare).
+// cancel() past its inline case: a callable with a destructor (run here), or a wheel whose cur_
+// lags behind target_: inside a pass, or while the wheel waits at the leftovers of a pass cut short
+// by its limit. There the node is unlinked at once; and if this took the last timer such a pass
+// left waiting, the wheel catches up now, without firing, so that placement and next_deadline()
+// are exact again.
 template <class Policy>
-void BasicWheel<Policy>::cancel_unlink(Node* node) noexcept {
-  if (cur_ == target_) {
-    // The queue is full (cancel() queues inline while it has room): flushed, then queued.
-    flush_unlinks();
-    queue_unlink(node);
-    return;
-  }
-  // At once. If this took the last timer a pass cut short left waiting, the wheel catches up now,
-  // without firing, so that placement and next_deadline() are exact again.
+bool BasicWheel<Policy>::cancel_slow(Node* node) noexcept {
+  detail::destroy_callable(node);
+  if (cur_ == target_) return finish_cancel(node);
+  --pending_;
+  ++stats_.cancelled;
   unlink(node);
   pool_.release(node);
   if (!in_advance_ && !occupied(kBatchSlot) && !occupied(kLateSlot) && !occupied(kDueSlot)) step(target_, 0);
+  return true;
+}
+
+// finish_cancel() with the unlink queue full: flushed, then the node queued.
+template <class Policy>
+bool BasicWheel<Policy>::flush_and_queue(Node* node) noexcept {
+  flush_unlinks();
+  queue_unlink(node);
+  return true;
 }
 
 // The node of a pending timer (linked, I5), or nullptr for any other id: only a pending
@@ -926,7 +934,8 @@ std::size_t BasicWheel<Policy>::advance_slow(Nanos now, std::size_t limit) {
 // The pass of an advance() that meets something on its way: callbacks, cascades, or leftovers.
 template <class Policy>
 std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
-  const ScopedFlag in_advance(in_advance_);  // from here callbacks run
+  // From here callbacks run.
+  const PassScope scope(*this);
   set_quiet_end(0);  // a nested advance() from a callback must not take the inline case (I9)
   lag_bound_ = 0;    // and a callback's link is due by cur_, the tick being run (I1)
   const std::uint64_t moved_before = stats_.moved;
@@ -980,7 +989,7 @@ bool BasicWheel<Policy>::pass_stays_in_unit(std::uint64_t target, std::size_t li
 // the wheel as pass() leaves it after one.
 template <class Policy>
 std::size_t BasicWheel<Policy>::pass_in_unit(std::uint64_t target) {
-  const ScopedFlag in_advance(in_advance_);
+  const PassScope scope(*this);
   set_quiet_end(0);  // as in pass()
   lag_bound_ = 0;
   const bool in_cache = pending_ < cancel_batch_from_;

@@ -546,9 +546,9 @@ class BasicWheel {
   // is a slot's head, any other a node's `next`.
   static constexpr std::uintptr_t kSlotBytes = sizeof(Slot) * kAllSlots;
 
-  // Sets a flag for its scope, and clears it however the scope is left: in_advance_ for an
-  // advance() (a nested one is refused), visiting_ for a for_each_pending() walk (debug builds
-  // catch a visitor that changes the wheel under it).
+  // Sets a flag for its scope, and clears it however the scope is left: visiting_ for a
+  // for_each_pending() walk (debug builds catch a visitor that changes the wheel under it), and the
+  // Engine shard's walking flag.
   class ScopedFlag {
    public:
     explicit ScopedFlag(bool& flag) noexcept : flag_(flag) { flag = true; }
@@ -558,6 +558,26 @@ class BasicWheel {
 
    private:
     bool& flag_;
+  };
+
+  // A pass's scope, however it is left: in_advance_ set (a nested advance() is refused), and no
+  // cancel() queues its unlink, since the pass walks the lists and they must be exact whenever a
+  // callback returns.
+  class PassScope {
+   public:
+    explicit PassScope(BasicWheel& wheel) noexcept : wheel_(wheel) {
+      wheel.in_advance_ = true;
+      wheel.queue_unlinks_from_ = std::numeric_limits<std::size_t>::max();
+    }
+    PassScope(const PassScope&) = delete;
+    PassScope& operator=(const PassScope&) = delete;
+    ~PassScope() {
+      wheel_.in_advance_ = false;
+      wheel_.queue_unlinks_from_ = wheel_.cancel_batch_from_;
+    }
+
+   private:
+    BasicWheel& wheel_;
   };
 
   // Calls fn(node) for every linked node whose state is pending: the occupied slots only, found
@@ -580,11 +600,17 @@ class BasicWheel {
   Status acquire_failure() const noexcept;
   Node* pending_node(TimerId id) const noexcept;
   bool cancel_running(Node* node, std::uint32_t pending_gen) noexcept;
-  void cancel_unlink(Node* node) noexcept;
+  bool finish_cancel(Node* node) noexcept;
+  // Out of line (never inlined), so that cancel() itself makes no call and GCC gives it no
+  // prologue: every instruction of a cancel at a million timers is one more in the window the core
+  // overlaps its node's DRAM miss with (with the flush inlined, every cancel saved and restored
+  // two registers).
+  [[gnu::noinline]] bool cancel_slow(Node* node) noexcept;
+  [[gnu::noinline]] bool flush_and_queue(Node* node) noexcept;
   // Queues a cancelled node's unlink, done with up to 31 others by flush_unlinks(), its neighbours
-  // fetched meanwhile. Precondition: cur_ == target_ and the queue has room.
+  // fetched meanwhile. Precondition: cur_ == target_ outside a pass, and the queue has room.
   void queue_unlink(Node* node) noexcept {
-    assert(cur_ == target_ && unlink_queued_ < kUnlinkBatch);
+    assert(cur_ == target_ && !in_advance_ && unlink_queued_ < kUnlinkBatch);
     unlink_queue_[unlink_queued_++] = node;
     detail::prefetch_neighbours(node);
     set_quiet_end(0);  // the next advance() finishes the queue (I9)
@@ -720,6 +746,9 @@ class BasicWheel {
   std::uint64_t target_ = 0;       // the tick of the last advance()'s now: cur_ <= target_
   std::size_t max_pending_;        // the effective limit: WheelOptions::max_pending, or the pool's
   std::size_t cancel_batch_from_;  // WheelOptions::cancel_batch_from, resolved
+  // The population from which cancel() queues the unlink of a node that is not first in its
+  // sub-list: cancel_batch_from_, or never during a pass (PassScope), so that one compare says both.
+  std::size_t queue_unlinks_from_;
   std::size_t pending_ = 0;
   unsigned way_ = 0;  // next sub-list for an insertion, round robin
   // The sub-lists a link spreads over, less one: 0 (sub-list 0 only) until the wheel first holds
@@ -940,22 +969,31 @@ inline bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
     return cancel_running(node, id.gen_);
   }
   node->gen.store(detail::in_state(id.gen_, detail::kCancelled), std::memory_order_relaxed);
-  detail::destroy_callable(node);
+  // One branch for the two rare cases, both out of line: a callable with a destructor to run, and
+  // a wheel whose cur_ lags behind target_ (a pass under way, or one cut short by its limit).
+  if (((node->thunk & detail::kDestructorTag) | (cur_ ^ target_)) != 0) [[unlikely]] {
+    return cancel_slow(node);
+  }
+  return finish_cancel(node);
+}
+
+// The rest of a cancel once the node is marked cancelled and its callable is gone, in a wheel
+// whose cur_ is target_. The unlink is done here, at once, while the population fits in L2 (the
+// neighbours are in cache), during a pass (a walk may be under way: the lists must be exact when
+// the callback returns; queue_unlinks_from_ says both), and for a node first in its sub-list
+// (recently scheduled, with warm neighbours that batching would not help). Past L2 it is queued:
+// the fewer instructions such a cancel takes, the more of the caller's next cancels the core
+// overlaps with its node's miss. A full queue is flushed first, out of line.
+template <class Policy>
+inline bool BasicWheel<Policy>::finish_cancel(Node* node) noexcept {
+  assert(cur_ == target_);
   --pending_;
   ++stats_.cancelled;
-  // Unlinked here, at once, while the population fits in L2 (the neighbours are in cache), inside
-  // advance() (a walk may be under way: the lists must be exact when the callback returns), and
-  // for a node first in its sub-list (recently scheduled, with warm neighbours that batching
-  // would not help). Past L2, queued, inline while the queue has room: the fewer instructions such
-  // a cancel takes, the more of the caller's next cancels the core overlaps with its node's miss.
-  // Out of line when the queue is full or the wheel lags behind a pass cut short.
-  if (cur_ != target_ || (pending_ >= cancel_batch_from_ && !in_advance_ && !is_slot_head(node->pprev)))
-      [[unlikely]] {
-    if (cur_ == target_ && unlink_queued_ != kUnlinkBatch) [[likely]] {
-      queue_unlink(node);
-    } else {
-      cancel_unlink(node);
+  if (pending_ >= queue_unlinks_from_ && !is_slot_head(node->pprev)) {
+    if (unlink_queued_ == kUnlinkBatch) [[unlikely]] {
+      return flush_and_queue(node);
     }
+    queue_unlink(node);
   } else {
     unlink(node);
     pool_.release(node);
