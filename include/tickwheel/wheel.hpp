@@ -960,11 +960,13 @@ inline void BasicWheel<Policy>::unlink(Node* node) noexcept {
 template <class Policy>
 inline bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
-  Node* node = pool_.find(id.index_);
-  // Only a pending generation matches (I5), so a failed id (gen 0) or a free node never does.
-  if (node == nullptr || (id.gen_ & 3) != detail::kPending) [[unlikely]] {
+  // Only a pending generation matches (I5), so a failed id (gen 0) or a free node never does; an
+  // index never handed out has no node. Tested before the node is formed, so that no null test of
+  // its address follows.
+  if (id.index_ >= pool_.touched() || (id.gen_ & 3) != detail::kPending) [[unlikely]] {
     return false;
   }
+  Node* node = pool_.at(id.index_);
   if (node->gen.load(std::memory_order_relaxed) != id.gen_) [[unlikely]] {
     return cancel_running(node, id.gen_);
   }
