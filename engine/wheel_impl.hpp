@@ -447,8 +447,20 @@ std::uint64_t BasicWheel<Policy>::move_down(unsigned slot, std::uint64_t max_nod
       const std::uintptr_t has_next = if_node(next);
       *back_link_of(next, has_next) = &from.head[way];
       ways &= ~(static_cast<unsigned>(has_next + 1) << way);
-      assert(node->due >= cur_);
-      link(node, node->due == cur_ ? static_cast<unsigned>(cur_ & (kSlots - 1)) : wheel_slot(node->due));
+      const std::uint64_t due = node->due;
+      assert(due >= cur_);
+      if (due - cur_ < kSlots) {
+        // To level 0 (due at cur_: to its slot, which the caller fires next), where every move
+        // from level 1 goes: push() is all of link() that applies. The event bounds stand as they
+        // are: next_event_ is at or before the event of the slot the node leaves (I7), itself at
+        // or before the node's due; level 0 has no look-ahead slot to pace (I8); and every
+        // caller runs with quiet_end_ 0 (a pass, a step) or sets it exactly after (quiet_advance(),
+        // I9). Fewer instructions a move: more moves in the window the core overlaps their
+        // nodes' misses with.
+        push(node, slot_of(0, due));
+      } else {
+        link(node, wheel_slot(due));
+      }
       ++moved;
     }
   }

@@ -621,6 +621,7 @@ class BasicWheel {
   std::uint64_t due_tick(Nanos deadline) const noexcept;
   unsigned wheel_level(std::uint64_t due) const noexcept;
   unsigned wheel_slot(std::uint64_t due) const noexcept;
+  void push(Node* node, unsigned slot) noexcept;
   void link(Node* node, unsigned slot) noexcept;
   void unlink(Node* node) noexcept;
   Node* pop_head(unsigned slot, unsigned way) noexcept;
@@ -852,12 +853,9 @@ inline unsigned BasicWheel<Policy>::wheel_slot(std::uint64_t due) const noexcept
   return slot_of(level, due >> (kLevelBits * level));
 }
 
+// Puts a node at the head of the next sub-list of `slot`, with the slot's bits and count (I4).
 template <class Policy>
-inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
-  // Read before the first store: the stores below (64-bit and byte fields) could alias them as far
-  // as the compiler can tell, and would make it load them again.
-  const std::uint64_t due = node->due;
-  const std::uint64_t cur = cur_;
+inline void BasicWheel<Policy>::push(Node* node, unsigned slot) noexcept {
   const unsigned way = way_++ & way_mask_;
   Node** head = &(*slots_)[slot].head[way];
   Node* first = *head;
@@ -871,6 +869,15 @@ inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
     set_occupied(slot);
   }
   ++(*count_)[slot];
+}
+
+template <class Policy>
+inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
+  // Read before the first store: the stores below (64-bit and byte fields) could alias them as far
+  // as the compiler can tell, and would make it load them again.
+  const std::uint64_t due = node->due;
+  const std::uint64_t cur = cur_;
+  push(node, slot);
   if (slot < kWheelSlots) {  // the slot's event: its tick at level 0, its unit's start above (I7)
     const unsigned shift = kLevelBits * (slot >> kSlotBits);
     const std::uint64_t unit = due >> shift;
