@@ -666,7 +666,7 @@ class BasicWheel {
   void rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept;
   std::size_t pass(std::uint64_t target, std::size_t limit);
   bool pass_stays_in_unit(std::uint64_t target, std::size_t limit) const noexcept;
-  std::size_t pass_in_unit(std::uint64_t target);
+  [[gnu::always_inline]] std::size_t pass_in_unit(std::uint64_t target);
   std::size_t step(std::uint64_t target, std::size_t budget);
   std::uint64_t pace(std::uint64_t target, unsigned top) noexcept;
   void cascade_at(std::uint64_t t, unsigned top) noexcept;
