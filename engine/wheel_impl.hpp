@@ -33,8 +33,10 @@
 //   I7  next_event_ <= next_event_tick(): the first tick after cur_ at which a level-0 slot fires
 //       or an upper-level slot's unit starts is never before it. step() sets it exactly whenever
 //       cur_ reaches it (so after a pass it lies past cur_); link() lowers it to the event of the
-//       slot it fills; unlinks and cancels leave it, which can only make it early (then advance()
-//       takes the full path, lands on the early tick with nothing to do, and sets it again).
+//       slot it fills; a move down to level 0 leaves it (the slot the node left has an event at or
+//       before the node's due); unlinks and cancels leave it, which can only make it early (then
+//       advance() takes the full path, lands on the early tick with nothing to do, and sets it
+//       again).
 //   I8  pace_at_ is finite whenever an upper level's look-ahead slot (that of unit (cur_ >> bL) + 1)
 //       has a node: link() lowers it to cur_ + 1 for a node linked there, and plan_pace() sets it
 //       from the look-ahead slots wherever cur_ moves across a unit boundary (a pass, a quiet
@@ -44,9 +46,11 @@
 //       unit after cur_'s, or 0 while the due, late or batch slot holds a node; and 0 throughout
 //       a pass and while unlinks or moves are queued. quiet_end_ns_ == quiet_end_ * tick. So an
 //       advance() to a now before quiet_end_ns_ meets nothing on its way, and its inline case
-//       only moves now_ on. link() lowers it with the two bounds (and zeroes it for the due slot),
-//       queueing and step() zero it (outside advance(), a cancel or move that ends a lag steps),
-//       advance_slow() and clear() set it exactly; everything else only raises what it is made of.
+//       only moves now_ on. link() lowers it with the two bounds (and zeroes it for the due slot;
+//       move_down() runs only where it is 0 or is set exactly afterwards, so a move to level 0
+//       leaves it), queueing and step() zero it (outside advance(), a cancel or move that ends a
+//       lag steps), advance_slow() and clear() set it exactly; everything else only raises what it
+//       is made of.
 //       And quiet_end_ <= lag_bound_, which only those two and a pass or step set (I1).
 //   I5  A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
 //       between its runs: it is unlinked while it runs, state running), except: a node
