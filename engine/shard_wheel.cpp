@@ -15,7 +15,6 @@ bool ShardPolicy::dispatch(Node* node) const noexcept { return shard->dispatch(n
 Nanos ShardPolicy::run_end(Nanos /*pass_now*/) const noexcept { return shard->run_end(); }
 
 void ShardWheel::adopt(Node* node) noexcept {
-  ++stats_.scheduled;  // it was scheduled, whether or not it is still pending
   // Acquire: pairs with a canceller's compare-and-swap, so a node cancelled in transit is seen so.
   if ((node->gen.load(std::memory_order_acquire) & 3) != kPending) {
     // Cancelled while in the hand-off queue: its cancel record finds it unlinked and skips it.

@@ -217,7 +217,10 @@ struct WheelOptions {
 // the period the re-arm would have linked, which counts in `rearmed` when the callback returns.
 // A reschedule moves a pending timer and changes none of these; it counts in `rescheduled` only.
 struct WheelStats {
-  std::uint64_t scheduled = 0;    // successful schedules, one-shot and periodic
+  // Successful schedules, one-shot and periodic. Not counted as they happen: stats() derives it
+  // from the identity above, which every path that changes the others keeps, so that a schedule
+  // changes one wheel counter (pending) instead of two.
+  std::uint64_t scheduled = 0;
   std::uint64_t rejected = 0;     // schedules refused (max_pending, out of memory; not bad_period)
   std::uint64_t cancelled = 0;    // cancels that returned true, and timers clear() cancelled
   std::uint64_t fired = 0;        // callbacks started (each run of a periodic timer counts)
@@ -909,8 +912,7 @@ inline TimerId BasicWheel<Policy>::commit(Node* node, Nanos deadline) noexcept {
   node->gen.store(gen, std::memory_order_relaxed);
   node->due = due;
   link(node, slot_for(due));
-  add_pending();
-  ++stats_.scheduled;
+  add_pending();  // and not stats_.scheduled, which stats() derives: see there
   return {index, gen};
 }
 
