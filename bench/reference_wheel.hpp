@@ -89,6 +89,11 @@ class ReferenceWheel {
     return true;
   }
 
+  // The Wheel's prefetch() hint: the handle is the node, the line a cancel waits for.
+  void prefetch(Handle node) const noexcept {
+    if (node != nullptr) tickwheel::detail::prefetch_node(node);
+  }
+
   // Runs every timer due up to now's tick, one tick at a time: at each tick the slots of the
   // levels whose unit starts there move down, then level 0's slot runs. Returns how many ran.
   std::size_t advance(Nanos now) {

@@ -80,6 +80,11 @@ constexpr std::size_t kBlock = 4096;  // timed operations between two pauses
 // The populations of the table: every case runs at each (periodic at three of them).
 constexpr std::array<std::int64_t, 5> kSizes = {1'000, 10'000, 100'000, 1'000'000, 10'000'000};
 constexpr std::array<std::int64_t, 3> kPeriodicSizes = {10'000, 1'000'000, 10'000'000};
+// The prefetched cases: a prefetch has nothing to hide while the timers fit in cache, so from 10k.
+constexpr std::array<std::int64_t, 4> kPrefetchSizes = {10'000, 100'000, 1'000'000, 10'000'000};
+// How many calls ahead the prefetched cases prefetch: 8 hid as much as 16 or 32 in a throwaway
+// driver (cancel and churn at 1M), and leaves the line less time to be evicted.
+constexpr std::size_t kPrefetchAhead = 8;
 
 std::size_t pending_of(benchmark::State& state) { return static_cast<std::size_t>(state.range(0)); }
 
@@ -167,8 +172,10 @@ void BM_Fresh(benchmark::State& state) {
 
 // cancel: cancel one timer, in random order, from a population of N. When half the population
 // has been cancelled, timing pauses, the cancelled half is scheduled again and the order is
-// reshuffled, so the population stays in (N/2, N].
-template <class Q>
+// reshuffled, so the population stays in (N/2, N]. With kAhead != 0 (cancel_prefetched), each
+// cancel is preceded by the queue's prefetch() of the timer kAhead cancels later, as a loop over a
+// batch of known timers does.
+template <class Q, std::size_t kAhead>
 void BM_Cancel(benchmark::State& state) {
   const std::size_t n = pending_of(state);
   auto q = Queue<Q>::make();
@@ -181,6 +188,9 @@ void BM_Cancel(benchmark::State& state) {
   std::size_t k = 0;
   std::size_t cancelled = 0;
   for (auto _ : state) {
+    if constexpr (kAhead != 0) {
+      if (k + kAhead < half) q->prefetch(ids[k + kAhead]);
+    }
     cancelled += q->cancel(ids[k]);
     if (++k == half) {
       state.PauseTiming();
@@ -203,8 +213,9 @@ void BM_Cancel(benchmark::State& state) {
 // repetition within a block of 4096 and their ids gathered into a small array while timing is
 // paused (the new ids are scattered back at the next pause), so the timed loop pays for the
 // queue's work and not for a cache miss on the benchmark's own id table, which a real caller
-// takes on its connection object anyway.
-template <class Q>
+// takes on its connection object anyway. With kAhead != 0 (churn_prefetched), each pair is
+// preceded by the queue's prefetch() of the victim kAhead pairs later.
+template <class Q, std::size_t kAhead>
 void BM_Churn(benchmark::State& state) {
   const std::size_t n = pending_of(state);
   auto q = Queue<Q>::make();
@@ -236,6 +247,9 @@ void BM_Churn(benchmark::State& state) {
   std::size_t i = 0;
   std::size_t cancelled = 0;
   for (auto _ : state) {
+    if constexpr (kAhead != 0) {
+      if (i + kAhead < block_size) q->prefetch(victims[i + kAhead]);
+    }
     cancelled += q->cancel(victims[i]);
     fresh[i] = q->schedule_at(deadlines[i], Bump{&fired});
     if (++i == block_size) {
@@ -504,7 +518,11 @@ struct Schedule {
 };
 template <class Q>
 struct Cancel {
-  static void run(benchmark::State& s) { BM_Cancel<Q>(s); }
+  static void run(benchmark::State& s) { BM_Cancel<Q, 0>(s); }
+};
+template <class Q>
+struct CancelPrefetched {
+  static void run(benchmark::State& s) { BM_Cancel<Q, kPrefetchAhead>(s); }
 };
 template <class Q>
 struct Fire {
@@ -512,7 +530,11 @@ struct Fire {
 };
 template <class Q>
 struct Churn {
-  static void run(benchmark::State& s) { BM_Churn<Q>(s); }
+  static void run(benchmark::State& s) { BM_Churn<Q, 0>(s); }
+};
+template <class Q>
+struct ChurnPrefetched {
+  static void run(benchmark::State& s) { BM_Churn<Q, kPrefetchAhead>(s); }
 };
 template <class Q>
 struct HotPair {
@@ -543,6 +565,12 @@ const std::array kCases = {
                      ops_iterations),
     make_case<HotPair>("hot_pair", "schedule a timer and cancel it at once (request answered in time)",
                        ops_iterations),
+    make_case<CancelPrefetched>("cancel_prefetched",
+                                "cancel, with prefetch() of the timer 8 cancels ahead (a loop over known timers)",
+                                ops_iterations, kPrefetchSizes),
+    make_case<ChurnPrefetched>("churn_prefetched",
+                               "churn, with prefetch() of the victim 8 pairs ahead (a loop over known timers)",
+                               ops_iterations, kPrefetchSizes),
     make_case_without_ref<Periodic>("periodic",
                                     "N periodic timers (periods: see workload) advanced in 1-tick steps; "
                                     "cost per run (wheel: schedule_every; heap: each run schedules the next)",

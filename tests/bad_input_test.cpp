@@ -643,6 +643,37 @@ TEST(BadInput, CancelOfDefaultFailedStaleOrForgedHandlesIsFalse) {
   EXPECT_EQ(h.ran[7].load(), 0);
 }
 
+// prefetch() is a hint whatever the id: for a default, failed, fired, cancelled or forged id, for a
+// live one, and on a wheel that never handed out a node, it changes nothing the wheel does or
+// reports, and the live timers still cancel and fire as before.
+TEST(BadInput, PrefetchOfAnyIdChangesNothing) {
+  Wheel empty({.tick = 1ms});
+  for (const TimerId id : {TimerId{}, TimerId::from_raw(~std::uint64_t{0}), TimerId::from_raw(1)}) {
+    empty.prefetch(id);
+  }
+  EXPECT_EQ(empty.pending(), 0u);
+  EXPECT_EQ(empty.stats().pool_nodes, 0u);
+
+  Hits h(8);
+  Wheel w({.tick = 1ms, .max_pending = 3});
+  const DeadIds d = dead_ids(w, h);
+  const WheelStats before = w.stats();
+  std::vector<TimerId> ids{TimerId{}, d.failed, d.fired, d.cancelled, d.kept, d.reused};
+  for (const TimerId id : d.forged()) ids.push_back(id);
+  for (const TimerId id : ids) w.prefetch(id);
+  const WheelStats after = w.stats();
+  EXPECT_EQ(w.pending(), 2u);
+  EXPECT_EQ(after.scheduled, before.scheduled);
+  EXPECT_EQ(after.cancelled, before.cancelled);
+  EXPECT_EQ(after.fired, before.fired);
+  EXPECT_EQ(after.pool_nodes, before.pool_nodes);
+  EXPECT_FALSE(w.cancel(d.cancelled));
+  EXPECT_TRUE(w.cancel(d.kept));
+  EXPECT_EQ(w.advance(1h + 1ms), 1u) << "the reused node's timer fires";
+  EXPECT_EQ(h.ran[4].load(), 1);
+  EXPECT_EQ(h.ran[0].load() + h.ran[2].load() + h.ran[3].load(), 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The Engine's lifecycle
 

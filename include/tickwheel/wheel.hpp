@@ -374,6 +374,19 @@ class BasicWheel {
   // now holds another timer. O(1). Safe from inside callbacks.
   bool cancel(TimerId id) noexcept;
 
+  // Starts loading the cache line of id's timer, for a cancel(), reschedule() or query of it a few
+  // calls later. Past the L2's worth of timers each of those calls first waits for that line from
+  // DRAM, and the core overlaps that wait with only the next call or two; a loop that knows its
+  // next timers (the connections of an epoll batch, say) and prefetches the one about 8 calls ahead
+  // overlaps eight. README ("Prefetch ahead") has the figures: about half of a cancel-and-schedule
+  // pair at a million timers. A hint only: it changes nothing the wheel does or reports, whatever
+  // the id. A stale, failed or forged id at most loads a line of the pool; one whose index is past
+  // the pool's is ignored. A bounds test, a table load and a prefetch instruction: no fault, no
+  // wait. Owning thread only, as every call.
+  void prefetch(TimerId id) const noexcept {
+    if (id.index_ < pool_.touched()) detail::prefetch_node(pool_.at(id.index_));
+  }
+
   // Moves a pending timer to a new deadline in place, keeping its id and its callable (nothing is
   // destroyed or constructed): the Linux kernel's mod_timer(), ratas's schedule() of an active
   // event, tokio's Sleep::reset(). The deadline is taken as schedule_at() takes it: rounded up to
