@@ -565,12 +565,13 @@ const std::array kCases = {
                      ops_iterations),
     make_case<HotPair>("hot_pair", "schedule a timer and cancel it at once (request answered in time)",
                        ops_iterations),
-    make_case<CancelPrefetched>("cancel_prefetched",
-                                "cancel, with prefetch() of the timer 8 cancels ahead (a loop over known timers)",
-                                ops_iterations, kPrefetchSizes),
-    make_case<ChurnPrefetched>("churn_prefetched",
-                               "churn, with prefetch() of the victim 8 pairs ahead (a loop over known timers)",
-                               ops_iterations, kPrefetchSizes),
+    make_case<CancelPrefetched>(
+        "cancel_prefetched",
+        "cancel, with prefetch() of the timer 8 cancels ahead (a loop over known timers)", ops_iterations,
+        kPrefetchSizes),
+    make_case<ChurnPrefetched>(
+        "churn_prefetched", "churn, with prefetch() of the victim 8 pairs ahead (a loop over known timers)",
+        ops_iterations, kPrefetchSizes),
     make_case_without_ref<Periodic>("periodic",
                                     "N periodic timers (periods: see workload) advanced in 1-tick steps; "
                                     "cost per run (wheel: schedule_every; heap: each run schedules the next)",
