@@ -136,9 +136,15 @@ class NodePool {
 
  private:
   // Hands out node touched_, in mapped memory and never handed out before: its first touch.
+  // Default-initialised, not zeroed: the generation starts at 0 (std::atomic's default) and pprev
+  // is null (in no slot, as for a released node); whoever takes the node writes every other field
+  // before anything reads it, as for a recycled one. Zeroing the whole line was four more
+  // stores on every schedule into a fresh pool: without them tickwheel-bench's `fresh` is 10-24%
+  // cheaper from 1k to 1M and `fresh_reserved` 8-13% (9 alternations).
   Node* first_touch() noexcept {
     // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): placement new, in pool memory; nothing to own
-    Node* node = ::new (static_cast<void*>(at(touched_))) Node{};  // gen 0, links null
+    Node* node = ::new (static_cast<void*>(at(touched_))) Node;
+    node->pprev = nullptr;
     node->index = touched_++;
     return node;
   }
