@@ -46,6 +46,7 @@ inline constexpr std::uintptr_t kTagMask = kPeriodicTag | kDestructorTag;
 inline constexpr std::size_t kThunkAlign = 16;
 static_assert(kThunkAlign > kTagMask, "the tags must fit below the thunks' alignment");
 
+// NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init): NodePool::first_touch() default-initialises
 struct alignas(kCacheLine) Node {
   // List links, hlist style: `pprev` points at whatever points at this node (a slot's head or the
   // previous node's `next`), so unlinking needs no knowledge of which list the node is in.
