@@ -41,6 +41,7 @@
 #include <utility>
 
 #include "tickwheel/detail/memory.hpp"
+#include "tickwheel/detail/node.hpp"
 
 namespace tickwheel_bench {
 
@@ -130,7 +131,7 @@ class HeapTimerQueue {
   // The Wheel's prefetch() hint, for the same loop: loads the timer's pooled line, the first a
   // cancel or reschedule of h waits for (its heap entry's position is in that line).
   void prefetch(Handle h) const noexcept {
-    if (h.index_ < touched_) __builtin_prefetch(at(h.index_), 1, 3);
+    if (h.index_ < touched_) tickwheel::detail::prefetch_node(at(h.index_));
   }
 
   // Moves a pending timer to a new deadline, keeping its handle and its callable: the indexed
