@@ -65,7 +65,10 @@ void NodeDirectory::stamp(const NodePool& pool, PoolMap& map, std::uint32_t from
         to, ((std::uint64_t{i} - start) | ((std::uint64_t{1} << kChunkBits) - 1)) + 1 + start);
     const std::uint32_t base = map.base[segment];
     for (std::uint32_t k = i; k < chunk_end; ++k) {
-      pool.at(k)->index = base == kNoLocator ? kNoLocator : base + (k - start);
+      Node* const node = pool.at(k);
+      node->index = base == kNoLocator ? kNoLocator : base + (k - start);
+      // Relaxed: no handle names a fresh node yet, and find() reads it only after the release below.
+      node->gen.store(first_gen_, std::memory_order_relaxed);
     }
     if (base != kNoLocator) {
       const std::uint32_t locator = base + (i - start);

@@ -24,6 +24,12 @@
 // segment found no room (past that, or no memory for a block) gets kNoLocator: its Timer's raw()
 // is 0 (no handle), and everything else works as before.
 //
+// Generations. A raw value pairs a locator with a generation, and locators are dealt in the same
+// order in every engine, so a raw value of another engine (or of a destroyed one) names a node here
+// too. What keeps it from matching is the generation: stamp() starts each node's generation word at
+// the engine's own `first_gen`, drawn per engine (see EngineCore), so two engines' nodes hold the same
+// pending value only by a 1 in 2^30 chance.
+//
 // Threads: stamp() by the thread that owns the pool (a worker for its wheel's pool, a producer for
 // its overflow pools); find() from any thread.
 #pragma once
@@ -58,7 +64,9 @@ class NodeDirectory {
     std::uint32_t shard = 0;
   };
 
-  NodeDirectory() = default;
+  // `first_gen`: the generation word every node starts from (its first lifetime is
+  // next_lifetime(first_gen)); a multiple of 4, so a node not yet scheduled holds no pending value.
+  explicit NodeDirectory(std::uint32_t first_gen) noexcept : first_gen_(first_gen) {}
   ~NodeDirectory();
   NodeDirectory(const NodeDirectory&) = delete;
   NodeDirectory& operator=(const NodeDirectory&) = delete;
@@ -66,8 +74,8 @@ class NodeDirectory {
   NodeDirectory& operator=(NodeDirectory&&) = delete;
 
   // Gives the nodes [from, to) of `pool`, just handed out fresh (in index order, none published
-  // yet), their locators, and publishes them. The pool's owner only. No allocation but a block of
-  // entries when a segment needs one (see above).
+  // yet), their locators and their first generation word, and publishes them. The pool's owner only. No
+  // allocation but a block of entries when a segment needs one (see above).
   void stamp(const NodePool& pool, PoolMap& map, std::uint32_t from, std::uint32_t to) noexcept;
 
   struct Found {
@@ -96,6 +104,7 @@ class NodeDirectory {
   // every load pairs with that release, so a block's entries are seen constructed.
   std::array<std::atomic<Block*>, kBlocks> blocks_{};
   std::atomic<std::uint32_t> next_chunk_{0};  // relaxed: a ticket, ordering nothing
+  const std::uint32_t first_gen_;
 };
 
 }  // namespace tickwheel::detail

@@ -23,6 +23,16 @@ std::atomic<bool> g_warned_engines{false};
 // The engine whose stop() is handing timers back on this thread, under its lifecycle mutex.
 thread_local const EngineCore* t_handing_back = nullptr;
 
+// The generation word this engine's nodes start from (NodeDirectory): its uid through splitmix64's
+// finaliser, a multiple of 4. Uids are never reused, so neither another engine's raw values nor a
+// destroyed one's start where this engine's do (see Engine::timer_from_raw()).
+std::uint32_t first_generation(std::uint64_t uid) noexcept {
+  std::uint64_t z = uid * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27U)) * 0x94D049BB133111EBULL;
+  return static_cast<std::uint32_t>(z ^ (z >> 31U)) & ~3U;
+}
+
 EngineOptions validated(EngineOptions opts) {
   if (opts.tick < Wheel::kMinTick || opts.tick > Wheel::kMaxTick) {
     throw std::invalid_argument("tickwheel::Engine: tick must be between 1us and 1h, got " +
@@ -64,6 +74,7 @@ EngineCore::EngineCore(EngineOptions opts)
       uid_(g_next_engine_uid.fetch_add(1, std::memory_order_relaxed)),
       deadline_clock_(opts_.tick),
       ticks_(static_cast<std::uint64_t>(opts_.tick.count())),
+      directory_(first_generation(uid_)),
       producers_(uid_, shards_) {
   const std::size_t cores = topology_.core_pus().size();
   const std::size_t n = opts_.shards != 0 ? opts_.shards : cores;

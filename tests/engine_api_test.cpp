@@ -413,6 +413,41 @@ TEST(EngineApi, BadOrStaleRawValuesGiveEmptyOrStaleTimers) {
   EXPECT_TRUE(there.cancel());
 }
 
+// Raw values of another engine, live or destroyed, name nothing here: each engine starts its
+// nodes' generations at a value of its own, so the same locator does not bring the same pending
+// generation with it.
+TEST(EngineApi, AnotherEnginesRawValuesMatchNoneOfThisEnginesTimers) {
+  constexpr int kTimers = 1000;
+  Engine a(manual(1));
+  std::vector<Timer> mine;
+  for (int i = 0; i < kTimers; ++i) mine.push_back(a.schedule_after(1h, [] {}));
+  std::vector<std::uint64_t> theirs;
+  {
+    Engine b(manual(1));
+    std::vector<Timer> live;
+    for (int i = 0; i < kTimers; ++i) live.push_back(b.schedule_after(1h, [] {}));
+    for (const Timer& t : live) theirs.push_back(t.raw());
+    int matched = 0;
+    for (const std::uint64_t raw : theirs) {
+      Timer here = a.timer_from_raw(raw);
+      ASSERT_TRUE(here) << "the locator names one of this engine's nodes";
+      matched += here.pending() ? 1 : 0;
+      EXPECT_FALSE(here.cancel()) << "a foreign raw value cancelled one of this engine's timers";
+      EXPECT_FALSE(here.reschedule_after(1ms));
+    }
+    EXPECT_EQ(matched, 0) << "live raw values of another engine";
+  }
+  Engine c(manual(1));  // a later engine, after b's destruction
+  std::vector<Timer> later;
+  for (int i = 0; i < kTimers; ++i) later.push_back(c.schedule_after(1h, [] {}));
+  for (const std::uint64_t raw : theirs) {
+    EXPECT_FALSE(a.timer_from_raw(raw).pending()) << "a destroyed engine's raw value, here";
+    EXPECT_FALSE(c.timer_from_raw(raw).pending()) << "a destroyed engine's raw value, on a later engine";
+  }
+  for (const Timer& t : mine) EXPECT_TRUE(t.pending()) << "none of a's timers was touched";
+  for (const Timer& t : later) EXPECT_TRUE(t.pending());
+}
+
 // ---- clear() and for_each_pending() ----
 
 TEST(EngineApi, ClearCancelsEveryPendingTimerHandOffsIncludedAndRunsNone) {

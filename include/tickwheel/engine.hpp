@@ -565,8 +565,9 @@ class Engine {
   // 0, and any value that names no node this engine handed out (a forged, garbled, or another
   // engine's raw value), give an empty Timer (false, Status::no_timer): every part is checked
   // against the engine's node directory before any node is read, so a bad value is never undefined
-  // behaviour. A raw value of a live timer taken from another engine, if its locator names a node
-  // here, gives a handle that matches nothing here but by a 1 in 2^30 chance of the generation.
+  // behaviour. A raw value of another engine, live or destroyed, whose locator names a node here
+  // gives a handle that matches nothing here (pending() false; cancel() and reschedule() false)
+  // but by a 1 in 2^30 chance: each engine starts its nodes' generations at a value of its own.
   // Any thread; no lock; three loads.
   Timer timer_from_raw(std::uint64_t raw) const noexcept;
 

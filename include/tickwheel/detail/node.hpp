@@ -79,10 +79,11 @@ struct alignas(kCacheLine) Node {
   // too (4k+4 -> 4k+5), so no state can hand a node out with a generation still in use. A TimerId
   // holds the pending value, so it matches only while its timer is pending (or, as pending + 3,
   // while its periodic timer runs), and 0 (a fresh node, a failed id) never matches a pending
-  // value; a stale id could match again only after 2^30 lifetimes of one node. (Running in the
-  // last lifetime, k = 2^30 - 1, wraps to 0: harmless, as ids compare with the same wrap.) Memory
-  // order: see each use (a standalone Wheel uses relaxed throughout, one thread touches it; the
-  // Engine's cross-thread uses name their pairings).
+  // value (an Engine's fresh nodes hold a multiple of 4 of their engine's own, see
+  // engine/directory.hpp); a stale id could match again only after 2^30 lifetimes of one node. (Running in
+  // the last lifetime, k = 2^30 - 1, wraps to 0: harmless, as ids compare with the same wrap.) Memory order:
+  // see each use (a standalone Wheel uses relaxed throughout, one thread touches it; the Engine's
+  // cross-thread uses name their pairings).
   std::atomic<std::uint32_t> gen;
   std::uint32_t index;   // the node's position in its pool; fixed once the node is first handed out
   std::uintptr_t thunk;  // the thunk's address plus its tags, see kPeriodicTag
