@@ -64,6 +64,10 @@ int Engine::wakeup_fd(std::size_t shard) const { return core_->wakeup_fd(shard);
 void Engine::own_shard(std::size_t shard) { core_->own_shard(shard); }
 void Engine::clock_moved() noexcept { core_->clock_moved(); }
 void Engine::release_shard(std::size_t shard) { core_->release_shard(shard); }
+
+std::optional<std::size_t> Engine::owned_shard() const noexcept { return core_->owned_shard_index(); }
+
+bool Engine::stopped() const noexcept { return core_->stopped(); }
 std::uint64_t Engine::periodic_meta(Nanos period, const PeriodicOptions& opts) const noexcept {
   return detail::periodic_meta(period, opts, core_->tick());
 }
@@ -110,13 +114,13 @@ bool Timer::expired() const noexcept {
          node_->gen.load(std::memory_order_acquire) == detail::in_state(gen_, detail::kFired);
 }
 
-bool Timer::reschedule(std::chrono::steady_clock::time_point deadline) noexcept {
-  if (shard_ == nullptr) return false;
+Moved Timer::reschedule(std::chrono::steady_clock::time_point deadline) noexcept {
+  if (shard_ == nullptr) return Moved(Moved::Outcome::refused);
   return shard_->host().reschedule(*shard_, node_, gen_, deadline.time_since_epoch(), /*relative=*/false);
 }
 
-bool Timer::reschedule_after(Nanos delay) noexcept {
-  if (shard_ == nullptr) return false;
+Moved Timer::reschedule_after(Nanos delay) noexcept {
+  if (shard_ == nullptr) return Moved(Moved::Outcome::refused);
   return shard_->host().reschedule(*shard_, node_, gen_, delay, /*relative=*/true);
 }
 

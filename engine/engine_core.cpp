@@ -286,27 +286,32 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
   // stays linked, harmless, until its time comes: the worker's claim then fails and recycles it.
 }
 
-bool EngineCore::reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
-                            bool relative) noexcept {
+Moved EngineCore::reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
+                             bool relative) noexcept {
+  constexpr Moved kRefused(Moved::Outcome::refused);
   // Acquire: as Timer::pending(), pairs with the compare-and-swap that moved the word on (a claim,
   // a cancel). Only the pending value moves: a periodic timer running its callback is refused, as
   // by Wheel::reschedule().
-  if (node->gen.load(std::memory_order_acquire) != pending_gen) return false;
+  if (node->gen.load(std::memory_order_acquire) != pending_gen) return kRefused;
   const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
   const auto ns = static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));
   // The shard's own thread links and unlinks: moved now, and the answer is exact. (Not during a
-  // walk of it, whose lists must stay as they are: posted then, as from another thread.)
-  if (shard.is_own_thread() && !shard.walking()) return shard.move_here(node, pending_gen, ns);
+  // walk of it, whose lists must stay as they are: posted then, as from another thread.) Moves
+  // posted before this call are applied first, so that this one, the last, wins.
+  if (shard.is_own_thread() && !shard.walking()) {
+    (void)shard.drain_moves();
+    return Moved(shard.move_here(node, pending_gen, ns) ? Moved::Outcome::moved : Moved::Outcome::refused);
+  }
   // After stop() began no pass will apply a record, and nothing runs any more: refused. (A record
   // posted while stop() drains is applied by the drain or by the destructor's, or found stale.)
   // Relaxed: only the flag's own value is used.
-  if (stopped_.load(std::memory_order_relaxed)) return false;
+  if (stopped_.load(std::memory_order_relaxed)) return kRefused;
   ProducerState* const state = producers_.mine();
-  if (state == nullptr) return false;  // out of memory on this thread's first use: nothing posted
+  if (state == nullptr) return kRefused;  // out of memory on this thread's first use: nothing posted
   ProducerState::PerShard& mine = state->shards[shard.index()];
-  if (!shard.post_move(*mine.move, node, pending_gen, ns)) return false;
+  if (!shard.post_move(mine.moves, node, pending_gen, ns)) return kRefused;
   ProducerState::posted_to(shard, mine);
-  return true;
+  return Moved(Moved::Outcome::posted);
 }
 
 std::optional<Nanos> EngineCore::deadline(const Timer& timer) noexcept {

@@ -52,8 +52,8 @@ class EngineCore final : public ShardHost {
 
   // ---- Timer's and Engine's calls on one timer or one shard (engine.hpp states the contracts) ----
   // Timer::reschedule*: moved at once on the shard's own thread, else posted to it.
-  bool reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
-                  bool relative) noexcept override;
+  Moved reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
+                   bool relative) noexcept override;
   // Timer::deadline: any thread (Shard::deadline_of).
   static std::optional<Nanos> deadline(const Timer& timer) noexcept;
   Timer timer_from_raw(std::uint64_t raw) const noexcept;
@@ -96,6 +96,13 @@ class EngineCore final : public ShardHost {
   void own_shard(std::size_t index);
   void clock_moved() noexcept;
   void release_shard(std::size_t index);
+  // Engine::owned_shard(): the calling thread's shard of this engine, if it owns one.
+  std::optional<std::size_t> owned_shard_index() const noexcept {
+    const Shard* own = owned_shard();
+    return own != nullptr && &own->host() == this ? std::optional<std::size_t>(own->index()) : std::nullopt;
+  }
+  // Engine::stopped(). Relaxed: only the flag's own value is used, as by the other readers.
+  bool stopped() const noexcept { return stopped_.load(std::memory_order_relaxed); }
 
   EngineStats stats() const;
   std::size_t shard_count() const noexcept { return shards_.size(); }

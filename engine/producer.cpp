@@ -24,10 +24,8 @@ ProducerState::ProducerState(std::thread::id id, const std::vector<std::unique_p
   for (std::size_t i = 0; i < all.size(); ++i) {
     shards[i].transfer = std::make_unique<moodycamel::ProducerToken>(all[i]->transfers());
     shards[i].cancel = std::make_unique<moodycamel::ProducerToken>(all[i]->cancels());
-    shards[i].move = std::make_unique<moodycamel::ProducerToken>(all[i]->moves());
     shards[i].returned = std::make_unique<moodycamel::ProducerToken>(all[i]->returned());
-    if (!shards[i].transfer->valid() || !shards[i].cancel->valid() || !shards[i].move->valid() ||
-        !shards[i].returned->valid()) {
+    if (!shards[i].transfer->valid() || !shards[i].cancel->valid() || !shards[i].returned->valid()) {
       throw std::bad_alloc();
     }
   }
@@ -64,7 +62,6 @@ void ProducerRegistry::drop_tokens() noexcept {
     for (ProducerState::PerShard& mine : state->shards) {
       mine.transfer.reset();
       mine.cancel.reset();
-      mine.move.reset();
       mine.returned.reset();
     }
   }

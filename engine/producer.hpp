@@ -3,12 +3,13 @@
 // that finds it without a lock.
 //
 // A thread's first schedule or cancel on an engine (or, on an executor thread, its first task)
-// registers it: under a mutex, once, it gets a ProducerState holding a moodycamel producer token
-// per shard for each of the shard's four queues (hand-offs, cancels, moves, returned nodes), a node cache
-// per shard and an overflow pool. Afterwards the thread finds its state in a 4-entry thread-local
-// table keyed by the engine's unique id (never reused, so an entry left by a destroyed engine never
-// matches), with no lock. A state belongs to the engine and lives until it is destroyed; a new
-// thread that gets an exited thread's id takes over its state (its tokens and cached nodes).
+// registers it: under a mutex, once, it gets a ProducerState holding, per shard, a moodycamel
+// producer token for each of the shard's three queues (hand-offs, cancels, returned nodes), a cache
+// of move records (move_queue.hpp), a node cache and an overflow pool. Afterwards the thread finds
+// its state in a 4-entry thread-local table keyed by the engine's unique id (never reused, so an
+// entry left by a destroyed engine never matches), with no lock. A state belongs to the engine and lives
+// until it is destroyed; a new thread that gets an exited thread's id takes over its state (its tokens and
+// cached nodes).
 //
 // Home shard. schedule_after() and schedule_at() without a shard go to the thread's home shard,
 // dealt round robin on the thread's first such schedule (not on registration: a thread that only
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "directory.hpp"
+#include "move_queue.hpp"
 #include "shard.hpp"
 #include "tickwheel/detail/node.hpp"
 #include "tickwheel/detail/pool.hpp"
@@ -45,7 +47,6 @@ struct ProducerState {
     std::unique_ptr<moodycamel::ProducerToken> transfer;
     std::unique_ptr<moodycamel::ProducerToken> cancel;
     std::unique_ptr<moodycamel::ProducerToken> returned;  // an executor thread's node returns
-    std::unique_ptr<moodycamel::ProducerToken> move;      // Timer::reschedule()'s records
     std::array<Node*, kCache> cache{};
     std::size_t cached = 0;
     std::uint32_t posted = 0;  // hand-offs, cancels and moves since this thread last nudged the worker
@@ -55,6 +56,7 @@ struct ProducerState {
     std::atomic<std::uint64_t> scheduled{0};
     std::atomic<std::uint64_t> cancels{0};
     // (Below the fields every schedule and cancel touches, which stay together.)
+    MoveRecordCache moves;  // Timer::reschedule()'s records (move_queue.hpp)
     // Nodes of last resort for this shard, used when its reserve is empty (a burst, or a worker
     // held up by a long callback): a producer never waits for a worker. Its nodes join the shard's
     // free list once used, and its memory lives as long as the engine. One pool per shard, so that

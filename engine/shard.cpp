@@ -198,16 +198,19 @@ void Shard::post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint3
   cancels_.enqueue(token, CancelRecord{node, cancelled_gen});
 }
 
-bool Shard::post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_t pending_gen,
+bool Shard::post_move(MoveRecordCache& records, Node* node, std::uint32_t pending_gen,
                       std::uint64_t deadline_ns) noexcept {
-  // The enqueue publishes the record (release; the worker's dequeue acquires it), and with it what
-  // this thread saw of the node: the hand-off's deadline among it, which move_here() may rewrite.
-  if (!moves_.enqueue(token, MoveRecord{node, pending_gen, deadline_ns})) return false;
-  // Release: pairs with drain_moves()'s acquire exchange, so a pass that clears the flag then finds
-  // this record (the enqueue came before the store).
-  moves_posted_.store(true, std::memory_order_release);
+  MoveRecord* const record = records.take();
+  if (record == nullptr) return false;
+  record->node = node;
+  record->gen = pending_gen;
+  record->deadline_ns = deadline_ns;
+  // The post publishes the record (release; the drain's load acquires it), and with it what this
+  // thread saw of the node: the hand-off's deadline among it, which move_here() may rewrite.
+  moves_.post(record);
   // A timer moved earlier than the sleeper's plan must not wait for it: the producers' protocol
-  // (a seq_cst fence, then the plan), as for a hand-off.
+  // (a seq_cst fence, then the plan), as for a hand-off; the post's exchange comes before the
+  // fence, so either the poster sees the plan or the sleeper sees moves_.waiting().
   wake_.wake_if_before(deadline_ns);
   return true;
 }
@@ -421,8 +424,7 @@ std::size_t Shard::poll(Nanos now, std::size_t limit) {
 
 std::optional<Nanos> Shard::next_deadline(Nanos now) const noexcept {
   // Relaxed: a hint, as the sizes; the poll that follows drains with acquire.
-  if (transfers_.size_approx() != 0 || returned_.size_approx() != 0 ||
-      moves_posted_.load(std::memory_order_relaxed) ||
+  if (transfers_.size_approx() != 0 || returned_.size_approx() != 0 || moves_.waiting() ||
       clears_posted_.load(std::memory_order_relaxed) != clears_served_) {
     return now;
   }
@@ -485,24 +487,10 @@ std::size_t Shard::drain_cancels() noexcept {
 }
 
 std::size_t Shard::drain_moves() noexcept {
-  // Acquire: pairs with post_move()'s release store. A move posted after this exchange sets the
-  // flag again, for the next pass (or is found by this drain anyway).
-  // The relaxed load first: most passes find no move, and a load keeps the line shared where an
-  // exchange would take it exclusive each pass.
-  if (!moves_posted_.load(std::memory_order_relaxed) ||
-      !moves_posted_.exchange(false, std::memory_order_acquire)) {
-    return 0;
-  }
-  std::array<MoveRecord, kBulk> records;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
-  std::size_t n = 0;
-  std::size_t taken = 0;
-  while ((n = moves_.try_dequeue_bulk(records.data(), kBulk)) != 0) {
-    for (std::size_t i = 0; i < n; ++i) {
-      (void)move_here(records[i].node, records[i].gen, records[i].deadline_ns);  // stale: dropped
-    }
-    taken += n;
-  }
-  return taken;
+  // Most passes find no move: one load of the queue's tail, shared with its producers.
+  if (!moves_.waiting()) return 0;
+  // A stale record (the timer fired, ran, was cancelled or its node reused) is dropped.
+  return moves_.drain([this](const MoveRecord& r) { (void)move_here(r.node, r.gen, r.deadline_ns); });
 }
 
 std::size_t Shard::take_in_all() noexcept {
@@ -627,12 +615,12 @@ std::uint64_t Shard::plan_of(const std::optional<Nanos>& until) noexcept {
 bool Shard::nothing_waits() const noexcept {
   // Nodes back from the executor count as work too: a periodic one is not in the wheel's plan
   // until it is re-armed.
-  // Moves too: one earlier than the plan must be applied before the sleep (post_move() sets the
-  // flag before its fence, so either this load sees it or the poster sees the plan and signals).
-  // Relaxed: after prepare()'s fence; the drain's exchange acquires.
+  // Moves too: one earlier than the plan must be applied before the sleep (post_move() exchanges
+  // the queue's tail before its fence, so either this load sees it or the poster sees the plan and
+  // signals); one in flight, not linked yet, keeps the worker from sleeping until it is.
+  // Relaxed: after prepare()'s fence; the drains acquire.
   // Clear requests too, by the same protocol (post_clear() bumps the counter before its fence).
-  return transfers_.size_approx() == 0 && returned_.size_approx() == 0 &&
-         !moves_posted_.load(std::memory_order_relaxed) &&
+  return transfers_.size_approx() == 0 && returned_.size_approx() == 0 && !moves_.waiting() &&
          clears_posted_.load(std::memory_order_relaxed) == clears_served_ &&
          !stopping_.load(std::memory_order_acquire);
 }

@@ -21,11 +21,12 @@
 //             before anything runs), finds it above clears_served_, takes in every hand-off waiting
 //             (not capped by transfer_cap) and cancels every timer in the wheel (clear_here()).
 //   reschedule: a thread other than the shard's checks that the timer is pending (one load) and posts
-//             {node, pending generation, new deadline} on moves_, waking the worker iff the new
-//             deadline is before its planned wake-up; the worker, draining moves_ right after
-//             cancels_ in its pass, before anything runs, moves the node if it still holds that generation (a
-//             hand-off not yet taken in gets its deadline rewritten). The shard's own thread moves it at once
-//             (move_here).
+//             {node, pending generation, new deadline} on moves_ (one order for every producer, so the
+//             last call to return wins), waking the worker iff the new deadline is before its planned
+//             wake-up; the worker, draining moves_ right after cancels_ in its pass, before anything
+//             runs, moves the node if it still holds that generation (a hand-off not yet taken in gets
+//             its deadline rewritten). The shard's own thread applies the posted moves, then moves it
+//             at once (move_here).
 // Only the worker ever links, unlinks or recycles a node, so the wheel stays single-threaded.
 #pragma once
 
@@ -42,6 +43,7 @@
 
 #include "clock.hpp"
 #include "directory.hpp"
+#include "move_queue.hpp"
 #include "shard_host.hpp"
 #include "shard_wheel.hpp"
 #include "tickwheel/detail/arith.hpp"
@@ -56,16 +58,6 @@ class ShardHost;
 struct CancelRecord {
   Node* node;
   std::uint32_t gen;  // the node's generation after the winning cancel (state kCancelled)
-};
-
-// A reschedule asked from a thread other than the shard's: the generation the timer had when it was
-// asked (state kPending) and the new deadline in nanoseconds, applied only if the node still holds
-// that generation (see Shard::move_here). On a queue of its own, so that a cancel's record stays
-// 16 bytes.
-struct MoveRecord {
-  Node* node;
-  std::uint32_t gen;
-  std::uint64_t deadline_ns;
 };
 
 class Shard {
@@ -86,10 +78,10 @@ class Shard {
   [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node, Nanos deadline) noexcept;
   void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
   // Asks the shard's thread to move a timer that was pending with generation `pending_gen` to
-  // deadline_ns (a record on moves_, applied at the start of the next pass, right after the cancel
-  // records); wakes the sleeper iff that is before its planned wake-up. False, with nothing posted, if the
-  // queue could not allocate room.
-  [[nodiscard]] bool post_move(moodycamel::ProducerToken& token, Node* node, std::uint32_t pending_gen,
+  // deadline_ns (a record from `records` on moves_, applied at the start of the next pass, right
+  // after the cancel records, in the order posted); wakes the sleeper iff that is before its planned
+  // wake-up. False, with nothing posted, if no record could be had (no memory).
+  [[nodiscard]] bool post_move(MoveRecordCache& records, Node* node, std::uint32_t pending_gen,
                                std::uint64_t deadline_ns) noexcept;
   // The deadline of a timer whose node holds pending generation `pending_gen`, rounded up to the
   // tick as the wheel runs it; nullopt if the node holds another value (see there), at either of
@@ -115,7 +107,6 @@ class Shard {
   std::size_t take_nodes(Node** out, std::size_t n) noexcept;
   moodycamel::ConcurrentQueue<Node*>& transfers() noexcept { return transfers_; }
   moodycamel::ConcurrentQueue<CancelRecord>& cancels() noexcept { return cancels_; }
-  moodycamel::ConcurrentQueue<MoveRecord>& moves() noexcept { return moves_; }
   // Admission for max_pending_per_shard: false (and counted as rejected) if the shard is full.
   // A timer holds its place from its admission until it is claimed to run (a one-shot), its
   // cancel wins, or its schedule fails (unadmit); so the limit is never exceeded, and reached
@@ -374,14 +365,10 @@ class Shard {
   // callback (wakeup.hpp). Its plan and signal words are on lines of their own.
   Wakeup wake_;
   alignas(kCacheLine) std::atomic<bool> stopping_{false};
-  // Set (release) by a thread that posted a move, cleared (acquire exchange) by the shard's thread
-  // before it drains moves_: a pass pays one load for moves, not a walk of the queue's producers.
-  // A line apart from the counters above: reschedules write it, passes read it.
-  alignas(kCacheLine) std::atomic<bool> moves_posted_{false};
   // Clear requests posted (post_clear(); release increment), compared by each pass (acquire) with
-  // clears_served_: one load a pass. Beside moves_posted_: both are written rarely, by other
+  // clears_served_: one load a pass. A line apart from the counters above: written rarely, by other
   // threads, and read by every pass.
-  std::atomic<std::uint64_t> clears_posted_{0};
+  alignas(kCacheLine) std::atomic<std::uint64_t> clears_posted_{0};
   // Caller-driven mode: set while a poll runs, or while a thread owns the shard, so that two threads
   // never drive one wheel and stop() can wait for a poll (or an owner) to end (see poll() and
   // request_stop() for the pairing).
@@ -389,9 +376,9 @@ class Shard {
 
   moodycamel::ConcurrentQueue<Node*> transfers_;
   moodycamel::ConcurrentQueue<CancelRecord> cancels_;
-  moodycamel::ConcurrentQueue<MoveRecord> moves_;
   moodycamel::ConcurrentQueue<Node*> free_nodes_;
   moodycamel::ConcurrentQueue<Node*> returned_;  // nodes back from the executor
+  MoveQueue moves_;  // Timer::reschedule() from other threads, in the order asked (move_queue.hpp)
 
   // Worker only: its token for free_nodes_, whose only producer it is. Made by prepare(); declared
   // after the queues so that it is destroyed before them.

@@ -15,6 +15,10 @@ namespace moodycamel {
 struct ProducerToken;
 }  // namespace moodycamel
 
+namespace tickwheel {
+class Moved;
+}  // namespace tickwheel
+
 namespace tickwheel::detail {
 
 class NodeDirectory;
@@ -50,8 +54,8 @@ class ShardHost {
   // Timer::reschedule*() of the timer whose node holds `pending_gen` on `shard`: moved at once on
   // the shard's own thread, else posted to it (see EngineCore). `when` is a deadline on the
   // engine's clock, or with `relative` a delay from it.
-  virtual bool reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
-                          bool relative) noexcept = 0;
+  virtual Moved reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
+                           bool relative) noexcept = 0;
   // A cancel won on one of the shard's timers (Timer::cancel, any thread): see EngineCore.
   virtual void on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen, bool linked) noexcept = 0;
 

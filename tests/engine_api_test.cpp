@@ -206,6 +206,107 @@ TEST(EngineApi, ARecordThatFindsItsTimerFiredOrCancelledIsDropped) {
   EXPECT_EQ(engine.stats().pending, 0u);
 }
 
+// The last reschedule to return wins, whichever threads made them: thread A moves the timer
+// early, then thread B, strictly after A returned, moves it back late; the shard must not apply
+// A's record after B's. Several rounds, each of several threads one after another.
+TEST(EngineApi, TheLastPostedRescheduleWinsAcrossThreads) {
+  constexpr int kRounds = 50;
+  constexpr int kThreads = 6;
+  Tally t(1);
+  Engine engine(manual(1));  // nobody owns the shard: every move is posted
+  std::mt19937 rng(29);
+  Timer timer = engine.schedule_after(10s, Probe(&t, 0));
+  (void)engine.poll(0);
+  for (int round = 0; round < kRounds; ++round) {
+    const Nanos now = fake_now();
+    std::vector<Nanos> when(kThreads);
+    for (int i = 0; i < kThreads; ++i) {
+      when[i] = i + 1 == kThreads ? now + 10s : now + std::chrono::milliseconds(1 + rng() % 500);
+    }
+    const Nanos last = when.back();
+    // All alive at once (a thread that took over an exited one's state would post on its queue
+    // token, in order); each moves the timer in its turn, after the one before it returned.
+    std::atomic<int> turn{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i) {
+      threads.emplace_back([&, i] {
+        while (turn.load(std::memory_order_acquire) != i) std::this_thread::yield();
+        EXPECT_TRUE(timer.reschedule(at(when[i])));
+        turn.store(i + 1, std::memory_order_release);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    (void)engine.poll(0);
+    ASSERT_EQ(timer.deadline(), last) << "round " << round << ": an earlier thread's move won";
+    advance_clock(1s);  // past every earlier move: the timer must not fire
+    (void)engine.poll(0);
+    ASSERT_EQ(t.ran[0].load(), 0) << "round " << round << ": fired at an earlier thread's deadline";
+  }
+  EXPECT_TRUE(timer.cancel());
+}
+
+// The same between another thread's posted move and the owner's own, which is applied at once: a
+// record posted before the owner's call must not undo it at the next poll.
+TEST(EngineApi, TheOwnersRescheduleAfterAPostedOneWins) {
+  Tally t(1);
+  Owned o;
+  Timer timer = o.engine.schedule_after(10s, Probe(&t, 0));
+  std::thread([&] { EXPECT_TRUE(timer.reschedule(at(o.start + 20ms))); }).join();
+  EXPECT_TRUE(timer.reschedule(at(o.start + 10s)));
+  EXPECT_EQ(timer.deadline(), o.start + 10s);
+  advance_clock(1s);
+  EXPECT_EQ(o.engine.poll(0), 0u) << "the posted move, older, came back";
+  EXPECT_EQ(timer.deadline(), o.start + 10s);
+  EXPECT_TRUE(timer.cancel());
+}
+
+// What a reschedule did: moved at once on the shard's own thread, posted from any other, refused
+// for a timer that is not pending.
+TEST(EngineApi, RescheduleSaysWhetherItMovedOrPosted) {
+  Tally t(1);
+  Owned o;
+  Timer timer = o.engine.schedule_after(10s, Probe(&t, 0));
+  const Moved here = timer.reschedule_after(5s);
+  EXPECT_TRUE(here);
+  EXPECT_EQ(here.outcome(), Moved::Outcome::moved);
+  EXPECT_FALSE(here.posted());
+  std::thread([&] {
+    const Moved there = timer.reschedule_after(7s);
+    EXPECT_TRUE(there);
+    EXPECT_EQ(there.outcome(), Moved::Outcome::posted);
+    EXPECT_TRUE(there.posted());
+  }).join();
+  EXPECT_TRUE(timer.cancel());
+  const Moved refused = timer.reschedule_after(1s);
+  EXPECT_FALSE(refused);
+  EXPECT_EQ(refused.outcome(), Moved::Outcome::refused);
+  EXPECT_EQ(Timer{}.reschedule_after(1s).outcome(), Moved::Outcome::refused);
+}
+
+// A loop asks where it stands: which shard it owns, and whether the engine has stopped (which
+// next_deadline()'s nullopt does not tell from "nothing pending").
+TEST(EngineApi, ALoopAsksWhichShardItOwnsAndWhetherTheEngineStopped) {
+  Engine engine(manual(2));
+  EXPECT_EQ(engine.owned_shard(), std::nullopt);
+  EXPECT_FALSE(engine.stopped());
+  engine.own_shard(1);
+  EXPECT_EQ(engine.owned_shard(), std::optional<std::size_t>(1));
+  Engine other(manual(1));
+  EXPECT_EQ(other.owned_shard(), std::nullopt) << "another engine's shard is not this one's";
+  engine.release_shard(1);
+  EXPECT_EQ(engine.owned_shard(), std::nullopt);
+  engine.own_shard(0);
+  EXPECT_EQ(engine.next_deadline(0), std::nullopt) << "nothing pending";
+  std::thread stopper([&] { (void)engine.stop(); });
+  while (!engine.stopped()) std::this_thread::yield();  // stop() waits for the owner's next poll
+  EXPECT_EQ(engine.next_deadline(0), std::nullopt) << "stopped: the same answer, told apart above";
+  EXPECT_EQ(engine.poll(0), 0u);  // ownership ends here, as engine.hpp says
+  stopper.join();
+  EXPECT_EQ(engine.owned_shard(), std::nullopt) << "ownership ended at the poll after stop()";
+  EXPECT_THROW(engine.release_shard(0), std::logic_error) << "which owned_shard() lets a loop avoid";
+  EXPECT_TRUE(engine.stopped());
+}
+
 TEST(EngineApi, AfterStopARescheduleFromAnotherThreadIsFalse) {
   Tally t(1);
   Engine engine(manual(1));

@@ -178,6 +178,25 @@ struct EngineOptions {
   void* on_pass_context = nullptr;
 };
 
+// What Timer::reschedule() did (see there). Tests true iff the timer was pending and the move was
+// made or posted, as a bool would.
+class Moved {
+ public:
+  enum class Outcome : std::uint8_t {
+    refused,  // nothing moved nor posted
+    moved,    // moved before the call returned: it runs at the new deadline, not before
+    posted,   // posted to the shard, whose next pass applies it before it runs anything
+  };
+  constexpr explicit Moved(Outcome outcome) noexcept : outcome_(outcome) {}
+  // NOLINTNEXTLINE(google-explicit-constructor,hicpp-explicit-conversions): reads as the bool it was
+  constexpr operator bool() const noexcept { return outcome_ != Outcome::refused; }
+  constexpr Outcome outcome() const noexcept { return outcome_; }
+  constexpr bool posted() const noexcept { return outcome_ == Outcome::posted; }
+
+ private:
+  Outcome outcome_;
+};
+
 // A copyable handle to one scheduled timer (24 bytes). A default-constructed Timer, or one from a
 // failed schedule, tests false; status() says why the schedule failed. It owns nothing: dropping it
 // neither cancels nor leaks the timer. It may be used while its Engine exists, through stop() and
@@ -215,35 +234,37 @@ class Timer {
   // past one due at once); reschedule_after() counts from the engine's clock now, as
   // schedule_after() does. A periodic timer between its runs: its next run moves there, and the
   // runs after it follow from that one (Wheel::reschedule: fixed rate restarts its grid there).
+  // Of several reschedules of one timer, from any threads, the last to return wins: one that
+  // returned before another began is never applied after it.
   //
-  // Which thread asks decides what true means:
-  //   - the shard's own thread (a callback running on that shard's worker or polling thread, or
-  //     the thread that owns it, Engine::own_shard): the move is done before this returns; true
-  //     iff the timer was pending and now runs at the new deadline (exact, as Wheel::reschedule);
-  //   - any other thread: true iff the timer was pending when asked; the move is then posted to the
-  //     shard (a record on its move queue, which each pass drains, after its cancels, before it runs
-  //     anything), which applies it iff the timer is still pending then. So it takes effect at the
-  //     shard's next pass unless the timer runs first or is cancelled first. It can run first only
-  //     at its old deadline, in a pass whose clock read (the `now` it runs what is due at) reached
-  //     that deadline's tick before this call returned: a pass reads its clock before it drains
-  //     the moves. Then it fires once, at the old deadline, and the move is dropped. A hand-off
-  //     not yet taken in by the shard is moved too (its deadline rewritten before it is linked). If
-  //     the new deadline is before the sleeping worker's planned wake-up, it is woken (a system
-  //     call), as for a hand-off due that early.
+  // Returns a Moved, which tests true iff the timer was pending when asked and the move was made
+  // (Outcome::moved) or posted (Outcome::posted):
+  //   - on the shard's own thread (a callback running on that shard's worker or polling thread, or
+  //     the thread that owns it, Engine::own_shard) the move is made before this returns, exact,
+  //     as Wheel::reschedule: moved;
+  //   - on any other thread it is posted to the shard, whose next pass applies it before it runs
+  //     anything, iff the timer is still pending then (a hand-off not yet taken in is moved too):
+  //     posted. A pass reads its clock before it applies moves, so the timer can run first only at
+  //     a deadline it held before this call, and only if that deadline's tick had come by the time
+  //     this returned; then it runs once there and the move is dropped. So a loop that moves its
+  //     timers from another thread knows a fire can be for a deadline it replaced only after a
+  //     posted move whose previous deadline had come. A new deadline before the sleeping worker's
+  //     planned wake-up wakes it (a system call), as a hand-off would.
   // Exactly once holds whatever races it: the move never changes the generation, only the shard's
   // thread links nodes, and the fire claim and cancel() stay one compare-and-swap each.
   // False, with nothing touched or posted: a false or default handle, a timer that fired, is
   // firing (a one-shot asking about itself), was cancelled, or whose node holds another timer; a
-  // periodic timer whose run is under way (its callback running, asked from inside it or not; with
-  // an executor, from the hand-over of its task until the shard's first pass after the task
-  // returned: its next run is linked then; move it after); once stop() has begun, from a thread other than
-  // the shard's (nothing runs any more; a reschedule racing stop() may return true and have no effect); and
-  // when the record cannot be posted (no memory for the queue, or for this thread's first use). Cost: one
-  // load; then on the shard's thread O(1) (only the deadline written when the new one is in the same unit of
-  // the timer's level, else an unlink and a link); elsewhere one enqueue on this thread's producer token and
-  // a fence, no lock, no allocation in steady state. noexcept.
-  bool reschedule(std::chrono::steady_clock::time_point deadline) noexcept;
-  bool reschedule_after(Nanos delay) noexcept;
+  // periodic timer whose run is under way (its callback running, asked from inside it or not;
+  // with an executor, from the hand-over of its task until the shard's first pass after the task
+  // returned: its next run is linked then; move it after); once stop() has begun, from a thread
+  // other than the shard's (nothing runs any more; a reschedule racing stop() may return true and
+  // have no effect); and when the record cannot be posted (no memory for this thread's first use,
+  // or for a record beyond the most it ever had in flight). Cost: one load; then on the shard's
+  // thread O(1) (only the deadline written when the new one is in the same unit of the timer's
+  // level, else an unlink and a link); elsewhere one exchange on the shard's move queue and a
+  // fence, no lock, no allocation in steady state. noexcept.
+  Moved reschedule(std::chrono::steady_clock::time_point deadline) noexcept;
+  Moved reschedule_after(Nanos delay) noexcept;
 
   // The time the timer is due, as the shard will run it: its deadline rounded up to the tick and
   // clamped to the wheel's horizon (a timer already due may read a time before now). remaining():
@@ -553,6 +574,15 @@ class Engine {
   void own_shard(std::size_t shard);
   // Ends the calling thread's ownership of `shard` (std::logic_error if it does not own it).
   void release_shard(std::size_t shard);
+  // The shard the calling thread owns (own_shard), or nullopt: it owns none of this engine's, its
+  // ownership ended (release_shard, or its first poll() after a stop() from another thread), or
+  // it never had one. A loop asks before release_shard(), which throws once ownership ended. Any
+  // thread; a thread-local load; no lock.
+  std::optional<std::size_t> owned_shard() const noexcept;
+  // Whether stop() has begun, on any thread: nothing will run any more, a caller-driven loop may
+  // leave (next_deadline() gives nullopt both for "nothing pending" and for "stopped"; this tells
+  // them apart). Any thread; one load; no lock.
+  bool stopped() const noexcept;
 
   // With EngineOptions::clock: tells the engine that its clock moved, so that every worker asleep
   // (it cannot time its sleep on that clock) wakes and runs what is now due; a caller-driven loop
