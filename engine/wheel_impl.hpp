@@ -806,6 +806,48 @@ std::uint64_t BasicWheel<Policy>::next_event_tick(unsigned top) const noexcept {
   return best;
 }
 
+// The earliest due of a node in the wheel levels (they all lie after cur_, I2), except that an
+// upper level's earliest slot of more than kDeadlineScan nodes counts as the start of its unit,
+// a lower bound of its nodes' dues (I2); UINT64_MAX if the levels are empty. For next_deadline()
+// only: next_event_ and the passes step by next_event_tick(), which a unit start must stop, since
+// the slot moves down there. O(levels * kDeadlineScan).
+template <class Policy>
+std::uint64_t BasicWheel<Policy>::next_due_tick(unsigned top) const noexcept {
+  std::uint64_t best = ~std::uint64_t{0};
+  if (!level_empty(0)) {
+    best = next_level0_tick();  // a level-0 slot's tick is its nodes' due (I2)
+    // As in next_event_tick(): no upper level's unit, so none of its dues, comes before this.
+    if (best < ((cur_ >> kLevelBits) + 1) << kLevelBits) return best;
+  }
+  for (unsigned level = 1; level <= top; ++level) {
+    if (level_empty(level)) continue;
+    const unsigned shift = kLevelBits * level;
+    const std::uint64_t from = (cur_ >> shift) + 1;
+    const unsigned d = find_from(level_words(level), static_cast<unsigned>(from & (kSlots - 1)));
+    assert(d < kSlots);
+    const std::uint64_t start = (from + d) << shift;
+    // A level's later slots hold later units; a slot starting at or after `best` cannot beat it.
+    if (start < best) best = std::min(best, earliest_due(slot_of(level, from + d), start));
+  }
+  return best;
+}
+
+// The least due of the nodes in wheel slot `slot`, whose unit starts at `start`; `start` if the
+// slot holds more than kDeadlineScan nodes. Reads at most kDeadlineScan nodes.
+template <class Policy>
+std::uint64_t BasicWheel<Policy>::earliest_due(unsigned slot, std::uint64_t start) const noexcept {
+  std::uint64_t best = ~std::uint64_t{0};
+  unsigned seen = 0;
+  for (const Node* head : (*slots_)[slot].head) {
+    for (const Node* node = head; node != nullptr; node = node->next) {
+      if (seen++ == kDeadlineScan) return start;
+      assert((node->due & kMoving) == 0 && node->due >= start);  // the move queue is flushed (I6)
+      best = std::min(best, node->due);
+    }
+  }
+  return best;
+}
+
 // The slots the next pass will walk first, given cur_: the next non-empty level-0 slot and the
 // look-ahead slot of each upper level. Calls fn(slot) for each occupied one.
 template <class Policy>
@@ -1054,7 +1096,7 @@ std::optional<Nanos> BasicWheel<Policy>::next_deadline() const noexcept {
       occupied(static_cast<unsigned>(cur_ & (kSlots - 1)))) {
     return now_;
   }
-  const std::uint64_t t = next_event_tick(top_level());
+  const std::uint64_t t = next_due_tick(top_level());
   // Nothing linked although pending_ > 0: the one pending timer is a periodic timer whose callback
   // is running (this is called from inside it); its next run is not known until it returns.
   if (t == ~std::uint64_t{0}) return std::nullopt;

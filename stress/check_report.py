@@ -5,7 +5,7 @@ Usage: check_report.py REPORT.json [--svg PLOT.svg] [--expect-cap-hits] [--expec
                        [--expect-threads workers|manual] [--hlog LOG] [--expect-control]
                        [--expect-misfires]
        check_report.py --compare BINARY A.json B.json PLOT.svg
-       check_report.py --refused BINARY MESSAGE [--unprivileged] -- ARGS...
+       check_report.py --refused BINARY MESSAGE [--unprivileged] [--memlock BYTES] -- ARGS...
 
 The report must parse and hold every section and field the program promises, with numbers where
 numbers belong, and its figures must agree with each other: ok with no failures; scheduled +
@@ -40,17 +40,24 @@ ZigZag LEB128 counts with zero runs) and its intervals must add up to no more th
 totals, with the same maximum bucket as the log's Interval_Max says.
 --compare runs BINARY --compare A B --svg PLOT and checks the side-by-side text (every section) and
 the plot (both runs' curves in each panel). --refused runs BINARY ARGS and checks that it exits
-non-zero, before running anything, with MESSAGE in its output; with --unprivileged, as the user
-nobody without capabilities (through setpriv when run as root), for what only privilege permits.
+non-zero, before running anything, with MESSAGE in its output; with --memlock, under an
+RLIMIT_MEMLOCK of BYTES (prlimit); with --unprivileged, as the user nobody without capabilities,
+for what only privilege permits. As root that means setpriv, and a copy of BINARY in a
+world-readable directory of its own (made with tempfile, removed after), since nobody may not be
+able to enter the tree (a clone in a 0700 directory such as /root or mktemp -d's); if nobody cannot
+start the copy even so (no setpriv, a private TMPDIR, a noexec mount, a library only the tree holds)
+the check is skipped: exit 77, CTest's SKIP_RETURN_CODE for it, never a pass.
 Exit 0 iff every check holds; each failed check is printed.
 """
 import argparse
 import base64
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 import zlib
 
@@ -138,6 +145,8 @@ OBJECTS = {("schedule", "rejected"), ("schedule", "bursts"), ("executor", "threa
            ("passes", "curve"), ("passes", "shards")}
 
 errors = []
+SKIPPED = 77  # the tests' SKIP_RETURN_CODE (stress/CMakeLists.txt)
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
 
 
 def check(ok, message):
@@ -606,6 +615,38 @@ def check_compare(binary, a, b, svg):
         check(legend in texts, f"the compare plot's legend has '{legend}'")
 
 
+def check_refused(command, message, rest):
+    run = subprocess.run([*command, *rest, "--quiet"], capture_output=True, text=True, check=False, cwd="/")
+    check(run.returncode != 0, f"{rest} exits non-zero (is {run.returncode})")
+    check(message in run.stdout + run.stderr, f"{rest}: the message says '{message}': {run.stderr.strip()}")
+    check("files       JSON" not in run.stdout, f"{rest}: nothing ran")
+
+
+def check_refused_as_nobody(binary, message, limit, rest):
+    """check_refused() as nobody, on a copy of binary that nobody can reach wherever the tree lives.
+    Returns why it was skipped, or None once it ran."""
+    if shutil.which("setpriv") is None:
+        return "setpriv is not installed, so root cannot run the harness as nobody"
+    with tempfile.TemporaryDirectory(prefix="tickwheel-nobody-") as directory:
+        os.chmod(directory, 0o755)
+        copy = os.path.join(directory, os.path.basename(binary))
+        shutil.copyfile(binary, copy)
+        os.chmod(copy, 0o755)
+        # --help starts the program and does nothing else: as root it must work (else the binary
+        # is broken, a failure); as nobody, through the run's own command, it fails only where
+        # nobody cannot reach the copy or a library it loads, which says nothing of the harness.
+        as_root = subprocess.run([copy, "--help"], capture_output=True, text=True, check=False, cwd="/")
+        check(as_root.returncode == 0, f"{binary} --help exits {as_root.returncode}: {as_root.stderr.strip()}")
+        if as_root.returncode != 0:
+            return None
+        as_nobody = subprocess.run([*NOBODY, *limit, copy, "--help"], capture_output=True, text=True, check=False,
+                                   cwd="/")
+        if as_nobody.returncode != 0:
+            return f"nobody cannot start {copy} (exit {as_nobody.returncode}): {as_nobody.stderr.strip()}"
+        check_refused([*NOBODY, *limit, copy], message, rest)
+    return None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", nargs="?")
@@ -619,18 +660,20 @@ def main():
     parser.add_argument("--compare", nargs=4, metavar=("BINARY", "A", "B", "SVG"))
     parser.add_argument("--refused", nargs=2, metavar=("BINARY", "MESSAGE"))
     parser.add_argument("--unprivileged", action="store_true")
+    parser.add_argument("--memlock", type=int, metavar="BYTES")
     argv = sys.argv[1:]
     rest = argv[argv.index("--") + 1:] if "--" in argv else []
     args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     if args.refused:
         binary, message = args.refused
-        drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
-        prefix = drop if args.unprivileged and os.geteuid() == 0 else []
-        run = subprocess.run([*prefix, binary, *rest, "--quiet"], capture_output=True, text=True, check=False,
-                             cwd="/")
-        check(run.returncode != 0, f"{rest} exits non-zero (is {run.returncode})")
-        check(message in run.stdout + run.stderr, f"{rest}: the message says '{message}': {run.stderr.strip()}")
-        check("files       JSON" not in run.stdout, f"{rest}: nothing ran")
+        limit = [] if args.memlock is None else ["prlimit", f"--memlock={args.memlock}"]
+        if args.unprivileged and os.geteuid() == 0:
+            skipped = check_refused_as_nobody(binary, message, limit, rest)
+            if skipped:
+                print(f"check_report: SKIPPED: {skipped}")
+                return SKIPPED
+        else:
+            check_refused([*limit, binary], message, rest)
         name = f"--refused {' '.join(rest)}"
     elif args.compare:
         check_compare(*args.compare)

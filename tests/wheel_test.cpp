@@ -410,13 +410,14 @@ TEST(WheelCancel, TrueOnceThenFalseAndTheTimerNeverFires) {
 // fire, alone.
 TEST(WheelCancel, EveryPositionInASubListUnlinksExactly) {
   struct Place {
-    Nanos group;     // the group's deadline
-    Nanos other;     // one more timer, in a later slot
-    Nanos reported;  // next_deadline() while any of the group is pending: its slot's event
-    Nanos after;     // and once all of it is cancelled: the other timer's slot's event
+    Nanos group;  // the group's deadline, on a tick
+    Nanos other;  // one more timer, in a later slot
+    Nanos crowd;  // next_deadline() while more than kDeadlineScan of the group are pending
   };
-  // Level 0 reports the tick; level 1 (256 ticks a unit at 1 ms) the start of the unit.
-  const std::vector<Place> places = {{5ms, 9ms, 5ms, 9ms}, {2000ms, 3000ms, 1792ms, 2816ms}};
+  // next_deadline() is the group's deadline while any of it is pending, then the other timer's;
+  // but a level-1 slot (256 ticks a unit at 1 ms) of more than kDeadlineScan timers reports the
+  // start of its unit.
+  const std::vector<Place> places = {{5ms, 9ms, 5ms}, {2000ms, 3000ms, 1792ms}};
   std::mt19937 rng(20261127);
   for (const Place& place : places) {
     for (const std::size_t reserve : {std::size_t{0}, std::size_t{4096}}) {
@@ -438,7 +439,10 @@ TEST(WheelCancel, EveryPositionInASubListUnlinksExactly) {
           for (std::size_t i = 0; i < ids.size(); ++i) {
             ASSERT_TRUE(w.cancel(ids[i]));
             EXPECT_EQ(w.pending(), group - i);
-            EXPECT_EQ(w.next_deadline(), i + 1 < ids.size() ? place.reported : place.after);
+            const std::size_t left = ids.size() - i - 1;
+            EXPECT_EQ(w.next_deadline(), left == 0                     ? place.other
+                                         : left > Wheel::kDeadlineScan ? place.crowd
+                                                                       : place.group);
           }
           w.advance(place.other);
           EXPECT_EQ(group_ran, 0);
@@ -932,6 +936,57 @@ TEST(WheelNextDeadline, ExactForTimersLessThanKSlotsTicksAhead) {
     ASSERT_EQ(late.next_deadline(), std::optional<Nanos>((123456789 + d) * tick)) << d;
     ASSERT_TRUE(late.cancel(id));
   }
+}
+
+// Issue 29, point 6: a timer 512 ticks out or more when scheduled stays in level 1 until its
+// 256-tick unit begins, so it can be fewer than 512 ticks away and still above level 0; the answer
+// is its deadline all the same, not the start of its unit (512 ms here).
+TEST(WheelNextDeadline, ExactForATimerStillInAnUpperLevel) {
+  Wheel w({.tick = 1ms});
+  ASSERT_TRUE(w.schedule_at(700ms, [] {}));
+  EXPECT_EQ(w.advance(300ms), 0u);
+  EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(700ms));
+  EXPECT_EQ(w.advance(699ms), 0u);
+  EXPECT_EQ(w.advance(700ms), 1u);
+}
+
+// The contract's one exception: an upper level's earliest slot of more than kDeadlineScan timers
+// reports the start of its unit, a lower bound; one timer fewer and it is exact again: the least
+// deadline left, that of the timer scheduled first (the last in its sub-list, as links go to the
+// head), at every level a Nanos reaches with a 1 ms tick.
+TEST(WheelNextDeadline, LowerBoundOnlyForACrowdedUpperSlot) {
+  const Nanos tick = 1ms;
+  for (unsigned level = 1; level < Wheel::kLevels - 1; ++level) {
+    SCOPED_TRACE(::testing::Message() << "level " << level);
+    const std::int64_t start = std::int64_t{3} << (Wheel::kLevelBits * level);  // 3 units ahead
+    Wheel w({.tick = tick});
+    std::vector<TimerId> crowd;
+    for (std::int64_t i = 1; i <= std::int64_t{Wheel::kDeadlineScan} + 1; ++i) {
+      crowd.push_back(w.schedule_at((start + i) * tick, [] {}));
+      ASSERT_TRUE(crowd.back());
+    }
+    EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(start * tick)) << "a crowd: its unit's start";
+    ASSERT_TRUE(w.cancel(crowd.back()));
+    EXPECT_EQ(w.next_deadline(), std::optional<Nanos>((start + 1) * tick)) << "kDeadlineScan timers: exact";
+  }
+}
+
+// The exception's other half: a crowded slot counts as its unit's start even where the earliest
+// deadline is another level's. Nine timers at 256.608 s are placed from 0 in level 2 (unit 3, from
+// 196.608 s; unit 2 would be paced down from 65.536 s on); one at 200 s, placed from 70 s, is 508
+// level-1 units ahead, so in level 1, and is the earliest.
+TEST(WheelNextDeadline, ACrowdedSlotThatStartsEarlierIsTheAnswer) {
+  Wheel w({.tick = 1ms});
+  std::vector<TimerId> crowd;
+  for (unsigned i = 0; i <= Wheel::kDeadlineScan; ++i) {
+    crowd.push_back(w.schedule_at(256608ms + i * 1ms, [] {}));
+    ASSERT_TRUE(crowd.back());
+  }
+  EXPECT_EQ(w.advance(70s), 0u);
+  ASSERT_TRUE(w.schedule_at(200s, [] {}));
+  EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(196608ms)) << "the crowded slot's start";
+  ASSERT_TRUE(w.cancel(crowd.back()));
+  EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(200s)) << "no crowd: the earliest deadline";
 }
 
 TEST(WheelNextDeadline, EarliestOfSeveral) {

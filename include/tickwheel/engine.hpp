@@ -528,7 +528,7 @@ class Engine {
   std::size_t poll(std::size_t shard, std::size_t limit = kNoLimit);
   std::size_t poll(std::size_t shard, Nanos now, std::size_t limit = kNoLimit);
   // Caller-driven mode: when poll(shard) next has work: the shard's earliest deadline (a lower
-  // bound for timers more than 512 ticks away, as Wheel::next_deadline), `now` if hand-offs are
+  // bound where Wheel::next_deadline says, for a crowded upper-level slot), `now` if hand-offs are
   // waiting, nullopt if nothing is pending or once stop() has begun (nothing will run any more). A
   // loop may sleep until then; to be woken by a hand-off due earlier, wait between prepare_wait()
   // and finish_wait(). The thread that polls the shard only. Throws as poll().

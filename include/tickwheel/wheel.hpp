@@ -7,8 +7,8 @@
 //     after falling behind: one node for the timer's whole life, re-linked after each run, so a
 //     period costs no allocation and the TimerId stays valid until it is cancelled.
 //   - No idle ticking: occupancy bitmaps find the next non-empty slot with a count-trailing-zeros,
-//     so advance() jumps over empty time for free and next_deadline() tells an event loop exactly
-//     how long it may sleep.
+//     so advance() jumps over empty time for free and next_deadline() tells an event loop how long
+//     it may sleep.
 //   - No cascade bursts: the upper-level slot that comes due next is moved down a batch at a time
 //     (8 nodes or more), in proportion to the time that passed, instead of all at once when its time
 //     comes (a slot of fewer than 8 timers moves at its boundary).
@@ -56,7 +56,9 @@
 //   clear, for_each_pending  O(pending + kLevels * kSlots / 64): only occupied slots are walked.
 //   advance     O(timers fired + timers moved down + non-empty slots crossed); empty time is free,
 //               and a call that meets nothing on its way is inline, a compare and two stores.
-//   next_deadline  O(levels): two bit scans per level.
+//   next_deadline  O(levels): two bit scans per level, and the deadlines of at most kDeadlineScan
+//               timers of each upper level's earliest slot where that slot starts before anything
+//               found below it.
 // Each slot is one cache line holding 8 independent sub-lists, and every walk of a slot round-robins
 // over them with a prefetch of each successor, so firing or moving a slot keeps 8 node misses in
 // flight instead of chasing one pointer chain. Until the wheel first holds 2,048 timers (or is
@@ -290,6 +292,8 @@ class BasicWheel {
   static constexpr unsigned kSlots = 1U << kSlotBits;
   static constexpr unsigned kLevels = 7;
   static constexpr unsigned kWays = 8;  // sub-lists per slot
+  // The most timers of one upper-level slot whose deadlines next_deadline() reads (see there).
+  static constexpr unsigned kDeadlineScan = 8;
   static constexpr Nanos kMinTick = std::chrono::microseconds(1);
   static constexpr Nanos kMaxTick = std::chrono::hours(1);
 
@@ -507,10 +511,15 @@ class BasicWheel {
   // or polls faster) is inline: a compare and two stores.
   std::size_t advance(Nanos now, std::size_t limit = std::numeric_limits<std::size_t>::max());
 
-  // The earliest time at which advance() could run a callback: exact for timers in level 0 (the
-  // next 512 ticks), a lower bound (the start of the slot) for timers further out, now() if a timer
-  // is already due, nullopt if nothing is pending. O(levels). An event loop may sleep until then.
-  // Inside a periodic timer's callback that timer's next run is not linked yet and not counted.
+  // The earliest time at which advance() could run a callback: now() if a timer is already due,
+  // nullopt if nothing is pending, otherwise the earliest pending deadline, rounded up to the tick,
+  // with one exception. A timer scheduled 512 ticks or more ahead waits in an upper level until its
+  // 256-tick unit begins; an upper level's earliest slot of more than kDeadlineScan timers counts
+  // as the start of its unit, and where that start comes before the earliest deadline it is the
+  // answer: a lower bound, so an event loop that sleeps until then may wake, find nothing to run
+  // and ask again (no timer fires early). Cost: see the table above. An event loop may sleep until
+  // then. Inside a periodic timer's callback that timer's next run is not linked yet and not
+  // counted.
   std::optional<Nanos> next_deadline() const noexcept;
 
   // Timers scheduled and not yet fired (one-shot) or cancelled; a periodic timer counts once.
@@ -750,6 +759,8 @@ class BasicWheel {
   void plan_pace(unsigned top) noexcept;
   bool lookahead_occupied(unsigned top) const noexcept;
   std::uint64_t next_event_tick(unsigned top) const noexcept;
+  std::uint64_t next_due_tick(unsigned top) const noexcept;
+  std::uint64_t earliest_due(unsigned slot, std::uint64_t start) const noexcept;
   using LevelWords = std::span<const std::uint64_t, kWordsPerLevel>;  // one level's occupancy bits
   LevelWords level_words(unsigned level) const noexcept;
   static unsigned find_from(LevelWords words, unsigned start) noexcept;
