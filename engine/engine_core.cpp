@@ -399,10 +399,10 @@ void EngineCore::start() {
 }
 
 std::size_t EngineCore::shut_down(const HandBack* back) {
-  // The owner of a shard may stop the engine outside a pass (request_stop() lets its shard go);
-  // from inside one, or from a task or the hand-back, it would wait for itself, and from a walk of
-  // its shard the drain would change the lists under the walk.
-  const Shard* const owned = own_pass();
+  // The owner of a shard may stop the engine outside a pass; from inside one, or from a task or the
+  // hand-back, it would wait for itself, and from a walk of its shard the drain would change the
+  // lists under the walk.
+  Shard* const owned = own_pass();
   if (running_pass() != nullptr || (owned != nullptr && owned->walking()) || current_task_engine() == this ||
       t_handing_back == this) {
     throw std::logic_error(
@@ -410,6 +410,9 @@ std::size_t EngineCore::shut_down(const HandBack* back) {
         "hand-back visitor, or a for_each_pending() visitor): it would join the thread it runs on, "
         "or wait for itself; call it from another thread");
   }
+  // The owner lets its shard go before it takes the mutex: a stop() on another thread may hold the
+  // mutex while it waits for this owner to let go (Shard::request_stop).
+  if (owned != nullptr) owned->disown();
   std::unique_lock lock(lifecycle_mutex_);
   if (!stopped_.load(std::memory_order_relaxed)) {
     stopped_.store(true, std::memory_order_relaxed);

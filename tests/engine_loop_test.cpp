@@ -301,6 +301,47 @@ TEST(EngineLoop, TheOwnerMayStopTheEngineAndDestroyIt) {
   // f's destructor stops it on the thread that owns its shard: the test ends without terminate().
 }
 
+// Issue 29: two loops, each owning its shard. Loop 0's stop() waited, holding the engine's
+// lifecycle lock, for shard 1's owner to let go; loop 1 then called stop() instead of polling, and
+// waited for that lock while still owning shard 1: neither returned. Loop 1 learns that loop 0's
+// stop() has begun when its own schedule is refused (an owner's schedule and cancel go straight
+// into its wheel, which loop 0's stop() does not touch until loop 1 lets go).
+TEST(EngineLoop, TwoOwnersMayBothStopTheEngine) {
+  struct State {
+    Engine e{manual(2)};
+    std::atomic<int> owners{0};
+    std::array<std::size_t, 2> returned{99, 99};
+    std::array<bool, 2> still_owned{true, true};
+  };
+  auto s = std::make_shared<State>();
+  auto loop = [s](std::size_t shard) {
+    s->e.own_shard(shard);
+    ASSERT_TRUE(s->e.schedule_after(1h, [] {}));
+    s->owners.fetch_add(1);
+    ASSERT_TRUE(eventually([&] { return s->owners.load() == 2; }));
+    if (shard == 1) {
+      ASSERT_TRUE(eventually([&] {
+        Timer probe = s->e.schedule_after(1h, [] {});
+        if (!probe) return probe.status() == Status::stopped;  // loop 0's stop() has begun
+        EXPECT_TRUE(probe.cancel());
+        return false;
+      }));
+    }
+    s->returned[shard] = s->e.stop().size();
+    try {
+      s->e.release_shard(shard);
+    } catch (const std::logic_error&) {
+      s->still_owned[shard] = false;
+    }
+  };
+  ASSERT_TRUE(all_return({[loop] { loop(0); }, [loop] { loop(1); }}))
+      << "a stop() waited for an owner that was itself in stop()";
+  EXPECT_EQ(s->returned[0], 2u) << "the first stop() returns both loops' timers";
+  EXPECT_EQ(s->returned[1], 0u) << "the second stop() returns nothing";
+  EXPECT_FALSE(s->still_owned[0]) << "stop() ends the caller's ownership";
+  EXPECT_FALSE(s->still_owned[1]) << "stop() ends the caller's ownership";
+}
+
 TEST(EngineLoop, StopFromTheOwnersWalkOfItsShardIsRefused) {
   Engine e(manual(1));
   e.own_shard(0);
