@@ -431,8 +431,18 @@ std::size_t EngineCore::shut_down(const HandBack* back) {
     }
     for (auto& shard : shards_) shard->drain_stopped();
     joined_ = true;  // from here cancels retire their nodes directly (on_cancel, under this mutex)
-  } else if (!joined_ || handed_back_) {
-    return 0;  // another stop() is waiting for executor tasks, or the timers were handed back
+  } else {
+    // Another stop() waits for executor tasks, without the mutex: wait with it (so this one, too,
+    // returns once every task has run), running meanwhile the tasks only this thread would run
+    // (a loop's own lane), which that stop() may be waiting for.
+    while (has_executor_ && !joined_) {
+      lock.unlock();
+      opts_.executor->run_while_stopping();
+      std::this_thread::yield();
+      lock.lock();
+    }
+    // Handed back already; or (with no executor) the stop() that set stopped_ threw before its drain.
+    if (!joined_ || handed_back_) return 0;
   }
   if (back == nullptr) return 0;
   std::size_t most = 0;

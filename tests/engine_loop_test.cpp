@@ -484,6 +484,59 @@ TEST(EngineLoop, StopOnTheLoopThatRunsTheTasksRunsThemInsteadOfWaitingForItself)
   EXPECT_TRUE(returned.empty());
 }
 
+// Issue 29: two loops drain a two-lane LoopExecutor, each its own lane. Loop 0's stop() waits for
+// every task handed out, lane 1's included, which only loop 1 runs; loop 1's stop(), finding it
+// waiting, returned nothing at once, and loop 1 left with its task still queued: loop 0 waited
+// forever. Each lane holds a fired task as loop 0's stop() begins, and each shard a pending timer.
+TEST(EngineLoop, TwoLoopsDrainingALoopExecutorMayBothStopTheEngine) {
+  struct State {
+    std::shared_ptr<LoopExecutor> tasks = std::make_shared<LoopExecutor>(2);
+    std::unique_ptr<Engine> e;
+    std::atomic<int> drained{0};
+    std::array<std::atomic<std::thread::id>, 2> loop_ids{};
+    std::array<std::atomic<std::thread::id>, 2> ran_on{};
+    std::array<std::size_t, 2> returned{99, 99};
+  };
+  auto s = std::make_shared<State>();
+  EngineOptions o;
+  o.shards = 2;
+  o.pin_workers = false;
+  o.executor = s->tasks;
+  s->e = std::make_unique<Engine>(o);
+  auto loop = [s](std::size_t lane) {
+    s->loop_ids[lane].store(std::this_thread::get_id());
+    EXPECT_EQ(s->tasks->drain(lane), 0u);  // this thread is the lane's loop
+    s->drained.fetch_add(1);
+    if (lane == 0) {  // a task waits in each lane as loop 0's stop() begins
+      ASSERT_TRUE(eventually([&] { return s->tasks->queued(0) == 1 && s->tasks->queued(1) == 1; }));
+    } else {
+      ASSERT_TRUE(eventually([&] {
+        Timer probe = s->e->schedule_after(1h, [] {});
+        if (!probe) return probe.status() == Status::stopped;  // loop 0's stop() has begun
+        EXPECT_TRUE(probe.cancel());
+        return false;
+      }));
+    }
+    s->returned[lane] = s->e->stop().size();
+  };
+  auto schedule = [s] {  // once both loops are their lanes' loops
+    ASSERT_TRUE(eventually([&] { return s->drained.load() == 2; }));
+    for (std::size_t shard = 0; shard < 2; ++shard) {
+      ASSERT_TRUE(s->e->schedule_on(shard, 1h, [] {}));
+      ASSERT_TRUE(
+          s->e->schedule_on(shard, 0ns, [s, shard] { s->ran_on[shard].store(std::this_thread::get_id()); }));
+    }
+  };
+  ASSERT_TRUE(all_return({[loop] { loop(0); }, [loop] { loop(1); }, schedule}))
+      << "a loop's stop() waited forever for a task in another loop's lane";
+  for (std::size_t lane = 0; lane < 2; ++lane) {
+    EXPECT_EQ(s->ran_on[lane].load(), s->loop_ids[lane].load()) << "lane " << lane << "'s task ran elsewhere";
+  }
+  EXPECT_EQ(s->returned[0], 2u) << "the first stop() returns both shards' pending timers";
+  EXPECT_EQ(s->returned[1], 0u) << "the second stop() returns nothing";
+  EXPECT_EQ(s->e->stats().executing, 0u);
+}
+
 // A loop that drains its lane only when the lane's fd is readable, as executor.hpp says to, must
 // never find tasks waiting behind an fd that is not. drain() once took the signal back before it
 // reset the eventfd: an execute() in between wrote the fd, the reset erased that write, and the lane

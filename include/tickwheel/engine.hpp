@@ -471,7 +471,10 @@ class Engine {
   // If that allocation fails, stop() throws std::bad_alloc with the engine stopped and nothing
   // lost: the timers stay pending, cancellable through their handles, and the next stop() returns
   // them (the overload below allocates nothing). Otherwise idempotent: once the timers were
-  // returned, or while another stop() waits for executor tasks, a call returns nothing, at once.
+  // returned a call returns nothing, at once; a call that finds another stop() waiting for
+  // executor tasks waits with it, meanwhile calling the executor's run_while_stopping() on its own
+  // thread, then returns as a call made after that stop() would (nothing, once it returned the
+  // timers). So several loops may each call stop(), and every call returns.
   // Throws std::logic_error if called from inside a timer callback of this engine (a worker, a
   // polling thread or an executor thread), from the visitor of stop(visit), or from a
   // for_each_pending() visitor. The thread that owns a shard (own_shard) may call it outside those:
