@@ -415,10 +415,10 @@ void EngineCore::start() {
 }
 
 std::size_t EngineCore::shut_down(const HandBack* back) {
-  // The owner of a shard may stop the engine outside a pass (request_stop() lets its shard go);
-  // from inside one, or from a task or the hand-back, it would wait for itself, and from a walk of
-  // its shard the drain would change the lists under the walk.
-  const Shard* const owned = own_pass();
+  // The owner of a shard may stop the engine outside a pass; from inside one, or from a task or the
+  // hand-back, it would wait for itself, and from a walk of its shard the drain would change the
+  // lists under the walk.
+  Shard* const owned = own_pass();
   if (running_pass() != nullptr || (owned != nullptr && owned->walking()) || current_task_engine() == this ||
       t_handing_back == this) {
     throw std::logic_error(
@@ -426,6 +426,9 @@ std::size_t EngineCore::shut_down(const HandBack* back) {
         "hand-back visitor, or a for_each_pending() visitor): it would join the thread it runs on, "
         "or wait for itself; call it from another thread");
   }
+  // The owner lets its shard go before it takes the mutex: a stop() on another thread may hold the
+  // mutex while it waits for this owner to let go (Shard::request_stop).
+  if (owned != nullptr) owned->disown();
   std::unique_lock lock(lifecycle_mutex_);
   if (!stopped_.load(std::memory_order_relaxed)) {
     stopped_.store(true, std::memory_order_relaxed);
@@ -444,8 +447,18 @@ std::size_t EngineCore::shut_down(const HandBack* back) {
     }
     for (auto& shard : shards_) shard->drain_stopped();
     joined_ = true;  // from here cancels retire their nodes directly (on_cancel, under this mutex)
-  } else if (!joined_ || handed_back_) {
-    return 0;  // another stop() is waiting for executor tasks, or the timers were handed back
+  } else {
+    // Another stop() waits for executor tasks, without the mutex: wait with it (so this one, too,
+    // returns once every task has run), running meanwhile the tasks only this thread would run
+    // (a loop's own lane), which that stop() may be waiting for.
+    while (has_executor_ && !joined_) {
+      lock.unlock();
+      opts_.executor->run_while_stopping();
+      std::this_thread::yield();
+      lock.lock();
+    }
+    // Handed back already; or (with no executor) the stop() that set stopped_ threw before its drain.
+    if (!joined_ || handed_back_) return 0;
   }
   if (back == nullptr) return 0;
   std::size_t most = 0;

@@ -306,7 +306,8 @@ void Shard::request_stop() noexcept {
   stopping_.store(true, std::memory_order_seq_cst);
   wake_.signal();  // a worker, or an owner's loop asleep in its wait: its next poll() lets go
   if (manual_) {
-    if (t_owned.shard == this) disown();  // stop() on the owner's own thread
+    // A poll, or an owner on another thread until its next poll() or its own stop() (which lets
+    // the shard go before it waits for the lifecycle mutex that this thread holds).
     while (polling_.load(std::memory_order_seq_cst)) std::this_thread::yield();
   }
 }

@@ -145,7 +145,8 @@ class Shard {
   void start_worker();
   bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
   // The worker finishes its pass and returns; in caller-driven mode, waits out a poll in
-  // progress and refuses later ones.
+  // progress, and an owner until it lets go, and refuses later polls. The calling thread must own
+  // no shard of this engine (EngineCore::shut_down lets the caller's go first).
   void request_stop() noexcept;
   void join();
 
@@ -156,9 +157,9 @@ class Shard {
   void finish_wait() noexcept;
   int wakeup_fd() const noexcept { return wake_.fd(); }
   // The calling thread becomes the shard's owner (Engine::own_shard): it holds the shard as a poll
-  // does, from now until disown(), its exit, or its first poll() after stop() began. Throws
-  // std::logic_error if another thread polls or owns it, this thread owns another shard, or the
-  // engine is stopping.
+  // does, from now until disown() (release_shard(), or its own stop()), its exit, or its first
+  // poll() after stop() began. Throws std::logic_error if another thread polls or owns it, this
+  // thread owns another shard, or the engine is stopping.
   void own();
   void disown() noexcept;  // by the owner
   // Whether the calling thread owns this shard and is outside a pass of it: its wheel is this

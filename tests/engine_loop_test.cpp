@@ -301,6 +301,47 @@ TEST(EngineLoop, TheOwnerMayStopTheEngineAndDestroyIt) {
   // f's destructor stops it on the thread that owns its shard: the test ends without terminate().
 }
 
+// Issue 29: two loops, each owning its shard. Loop 0's stop() waited, holding the engine's
+// lifecycle lock, for shard 1's owner to let go; loop 1 then called stop() instead of polling, and
+// waited for that lock while still owning shard 1: neither returned. Loop 1 learns that loop 0's
+// stop() has begun when its own schedule is refused (an owner's schedule and cancel go straight
+// into its wheel, which loop 0's stop() does not touch until loop 1 lets go).
+TEST(EngineLoop, TwoOwnersMayBothStopTheEngine) {
+  struct State {
+    Engine e{manual(2)};
+    std::atomic<int> owners{0};
+    std::array<std::size_t, 2> returned{99, 99};
+    std::array<bool, 2> still_owned{true, true};
+  };
+  auto s = std::make_shared<State>();
+  auto loop = [s](std::size_t shard) {
+    s->e.own_shard(shard);
+    ASSERT_TRUE(s->e.schedule_after(1h, [] {}));
+    s->owners.fetch_add(1);
+    ASSERT_TRUE(eventually([&] { return s->owners.load() == 2; }));
+    if (shard == 1) {
+      ASSERT_TRUE(eventually([&] {
+        Timer probe = s->e.schedule_after(1h, [] {});
+        if (!probe) return probe.status() == Status::stopped;  // loop 0's stop() has begun
+        EXPECT_TRUE(probe.cancel());
+        return false;
+      }));
+    }
+    s->returned[shard] = s->e.stop().size();
+    try {
+      s->e.release_shard(shard);
+    } catch (const std::logic_error&) {
+      s->still_owned[shard] = false;
+    }
+  };
+  ASSERT_TRUE(all_return({[loop] { loop(0); }, [loop] { loop(1); }}))
+      << "a stop() waited for an owner that was itself in stop()";
+  EXPECT_EQ(s->returned[0], 2u) << "the first stop() returns both loops' timers";
+  EXPECT_EQ(s->returned[1], 0u) << "the second stop() returns nothing";
+  EXPECT_FALSE(s->still_owned[0]) << "stop() ends the caller's ownership";
+  EXPECT_FALSE(s->still_owned[1]) << "stop() ends the caller's ownership";
+}
+
 TEST(EngineLoop, StopFromTheOwnersWalkOfItsShardIsRefused) {
   Engine e(manual(1));
   e.own_shard(0);
@@ -441,6 +482,59 @@ TEST(EngineLoop, StopOnTheLoopThatRunsTheTasksRunsThemInsteadOfWaitingForItself)
   EXPECT_EQ(ran.load(), kTimers);
   EXPECT_EQ(elsewhere.load(), 0);
   EXPECT_TRUE(returned.empty());
+}
+
+// Issue 29: two loops drain a two-lane LoopExecutor, each its own lane. Loop 0's stop() waits for
+// every task handed out, lane 1's included, which only loop 1 runs; loop 1's stop(), finding it
+// waiting, returned nothing at once, and loop 1 left with its task still queued: loop 0 waited
+// forever. Each lane holds a fired task as loop 0's stop() begins, and each shard a pending timer.
+TEST(EngineLoop, TwoLoopsDrainingALoopExecutorMayBothStopTheEngine) {
+  struct State {
+    std::shared_ptr<LoopExecutor> tasks = std::make_shared<LoopExecutor>(2);
+    std::unique_ptr<Engine> e;
+    std::atomic<int> drained{0};
+    std::array<std::atomic<std::thread::id>, 2> loop_ids{};
+    std::array<std::atomic<std::thread::id>, 2> ran_on{};
+    std::array<std::size_t, 2> returned{99, 99};
+  };
+  auto s = std::make_shared<State>();
+  EngineOptions o;
+  o.shards = 2;
+  o.pin_workers = false;
+  o.executor = s->tasks;
+  s->e = std::make_unique<Engine>(o);
+  auto loop = [s](std::size_t lane) {
+    s->loop_ids[lane].store(std::this_thread::get_id());
+    EXPECT_EQ(s->tasks->drain(lane), 0u);  // this thread is the lane's loop
+    s->drained.fetch_add(1);
+    if (lane == 0) {  // a task waits in each lane as loop 0's stop() begins
+      ASSERT_TRUE(eventually([&] { return s->tasks->queued(0) == 1 && s->tasks->queued(1) == 1; }));
+    } else {
+      ASSERT_TRUE(eventually([&] {
+        Timer probe = s->e->schedule_after(1h, [] {});
+        if (!probe) return probe.status() == Status::stopped;  // loop 0's stop() has begun
+        EXPECT_TRUE(probe.cancel());
+        return false;
+      }));
+    }
+    s->returned[lane] = s->e->stop().size();
+  };
+  auto schedule = [s] {  // once both loops are their lanes' loops
+    ASSERT_TRUE(eventually([&] { return s->drained.load() == 2; }));
+    for (std::size_t shard = 0; shard < 2; ++shard) {
+      ASSERT_TRUE(s->e->schedule_on(shard, 1h, [] {}));
+      ASSERT_TRUE(
+          s->e->schedule_on(shard, 0ns, [s, shard] { s->ran_on[shard].store(std::this_thread::get_id()); }));
+    }
+  };
+  ASSERT_TRUE(all_return({[loop] { loop(0); }, [loop] { loop(1); }, schedule}))
+      << "a loop's stop() waited forever for a task in another loop's lane";
+  for (std::size_t lane = 0; lane < 2; ++lane) {
+    EXPECT_EQ(s->ran_on[lane].load(), s->loop_ids[lane].load()) << "lane " << lane << "'s task ran elsewhere";
+  }
+  EXPECT_EQ(s->returned[0], 2u) << "the first stop() returns both shards' pending timers";
+  EXPECT_EQ(s->returned[1], 0u) << "the second stop() returns nothing";
+  EXPECT_EQ(s->e->stats().executing, 0u);
 }
 
 // A loop that drains its lane only when the lane's fd is readable, as executor.hpp says to, must

@@ -1,12 +1,18 @@
 // tests/thread_support.hpp — helpers shared by the test files that start threads: a bounded wait
-// for a condition, a gate that holds a worker inside a callback, and a gate callbacks block on.
+// for a condition, a bounded wait for calls on threads of their own to return, a gate that holds a
+// worker inside a callback, and a gate callbacks block on.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace tickwheel::test {
 
@@ -22,6 +28,32 @@ bool eventually(Pred pred, std::chrono::milliseconds limit = 60s) {
     std::this_thread::sleep_for(100us);
   }
   return true;
+}
+
+// Runs each call on a thread of its own and waits, at most `limit`, for all of them to return: the
+// limit only bounds a hang (a deadlock fails the test instead of stalling it), no speed is asserted.
+// True once all returned, their threads joined. False if one hangs: every thread is then detached
+// and left to the process's exit, so what the calls use must outlive the test (hold it through a
+// shared_ptr the calls capture).
+inline bool all_return(std::vector<std::function<void()>> calls, std::chrono::milliseconds limit = 10s) {
+  auto running = std::make_shared<std::atomic<std::size_t>>(calls.size());
+  std::vector<std::thread> threads;
+  threads.reserve(calls.size());
+  for (auto& call : calls) {
+    threads.emplace_back([call = std::move(call), running] {
+      call();
+      running->fetch_sub(1);
+    });
+  }
+  const bool returned = eventually([&] { return running->load() == 0; }, limit);
+  for (auto& thread : threads) {
+    if (returned) {
+      thread.join();
+    } else {
+      thread.detach();
+    }
+  }
+  return returned;
 }
 
 // Holds a worker inside a callback until released, so the test can act while that shard can

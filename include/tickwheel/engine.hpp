@@ -492,13 +492,17 @@ class Engine {
   // If that allocation fails, stop() throws std::bad_alloc with the engine stopped and nothing
   // lost: the timers stay pending, cancellable through their handles, and the next stop() returns
   // them (the overload below allocates nothing). Otherwise idempotent: once the timers were
-  // returned, or while another stop() waits for executor tasks, a call returns nothing, at once.
+  // returned a call returns nothing, at once; a call that finds another stop() waiting for
+  // executor tasks waits with it, meanwhile calling the executor's run_while_stopping() on its own
+  // thread, then returns as a call made after that stop() would (nothing, once it returned the
+  // timers). So several loops may each call stop(), and every call returns.
   // Throws std::logic_error if called from inside a timer callback of this engine (a worker, a
   // polling thread or an executor thread), from the visitor of stop(visit), or from a
   // for_each_pending() visitor. The thread that owns a shard (own_shard) may call it outside those:
-  // its ownership ends, as at its first poll() after a stop() from elsewhere. A schedule racing
-  // stop() on another thread waits for it (see schedule_after()): no callback may wait for such a
-  // thread.
+  // its ownership ends as the call begins, before it waits for another stop() (which may be
+  // waiting for this owner to let go), as at its first poll() after a stop() from elsewhere. A
+  // schedule racing stop() on another thread waits for it (see schedule_after()): no callback may
+  // wait for such a thread.
   std::vector<Timer> stop();
   // As stop(), but calls visit(Timer) once per timer it would return instead of collecting them,
   // and returns how many: no allocation, so it cannot fail for memory. visit must be noexcept (a
@@ -565,12 +569,13 @@ class Engine {
   // on its schedule_after()/schedule_at() without a shard go to that shard, and its schedules and
   // cancels on it go straight into the shard's wheel, as a callback's do: no queue, no fence, no
   // wake-up, so next_deadline() is exact right after them. Only the owner polls the shard. The
-  // ownership ends with release_shard(), with the thread's exit, or at the owner's first poll()
-  // after stop() began: stop() from another thread wakes the owner's loop (as a producer would)
-  // and waits for that poll. A thread owns at most one shard. Starts the engine if need be.
-  // Throws std::logic_error with worker threads, for a shard that another thread owns or is
-  // polling, when this thread owns another shard, or once stop() has begun; std::out_of_range for
-  // shard >= shard_count(). No cost on any other thread.
+  // ownership ends with release_shard(), with the thread's exit, as the owner's own stop() begins,
+  // or at the owner's first poll() after stop() began: stop() from another thread wakes the
+  // owner's loop (as a producer would) and waits for that poll, or for the owner's stop(). A
+  // thread owns at most one shard. Starts the engine if need be. Throws std::logic_error with
+  // worker threads, for a shard that another thread owns or is polling, when this thread owns
+  // another shard, or once stop() has begun; std::out_of_range for shard >= shard_count(). No cost
+  // on any other thread.
   void own_shard(std::size_t shard);
   // Ends the calling thread's ownership of `shard` (std::logic_error if it does not own it).
   void release_shard(std::size_t shard);

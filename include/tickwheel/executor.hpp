@@ -68,9 +68,10 @@ class Executor {
   virtual ~Executor() = default;
   virtual void execute(Task task) noexcept = 0;
   // Called by Engine::stop() on the stopping thread, again and again while it waits for the tasks
-  // it handed out to return. An executor whose tasks would run on that very thread (an event loop
-  // that calls stop() from inside itself) runs them here, or stop() would wait forever; it may run
-  // only tasks that thread would have run. Must not block. Default: nothing.
+  // it handed out to return, and on the thread of every other stop() that waits with it. An
+  // executor whose tasks would run on that very thread (an event loop that calls stop() from inside
+  // itself) runs them here, or stop() would wait forever; it may run only tasks that thread would
+  // have run. Must not block. Default: nothing.
   virtual void run_while_stopping() noexcept {}
 };
 
@@ -127,7 +128,9 @@ class ThreadPoolExecutor final : public Executor {
 // with one lane per shard and one loop per shard (caller-driven, the loop owning its shard; or
 // worker threads timing, loops running the callbacks) every callback runs on the loop that owns
 // its shard, never on another thread. Engine::stop() called from one of those loops runs that
-// loop's queued tasks itself (run_while_stopping), so it cannot wait forever on its own queue.
+// loop's queued tasks itself (run_while_stopping), so it cannot wait forever on its own queue; and
+// a stop() from another loop meanwhile waits with it, running its own lane's tasks, so every loop
+// may call stop() and each returns once every lane's tasks have run.
 //
 // Costs: execute() is a lock-free enqueue plus, when the lane was drained since its last signal,
 // one eventfd write (so a burst of fires costs one system call, not one each); drain() one eventfd
