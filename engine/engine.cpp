@@ -15,8 +15,13 @@ Engine::~Engine() = default;
 
 detail::Reservation Engine::acquire(std::size_t shard) noexcept { return core_->acquire(shard); }
 
-Timer Engine::commit(const detail::Reservation& r, Nanos when, bool relative) noexcept {
-  return core_->commit(r, when, relative);
+Timer Engine::commit_own(detail::Node* node, detail::Shard* shard, Nanos when, bool relative) noexcept {
+  return detail::EngineCore::commit_own(node, shard, when, relative);
+}
+
+Timer Engine::commit(detail::Node* node, detail::Shard* shard, detail::ProducerState* producer, Nanos when,
+                     bool relative) noexcept {
+  return core_->commit(node, shard, producer, when, relative);
 }
 
 void Engine::start() { core_->start(); }
@@ -86,6 +91,12 @@ bool Timer::cancel() noexcept {
     // the loser sees the winner's state.
     if (node_->gen.compare_exchange_strong(expected, cancelled, std::memory_order_acq_rel,
                                            std::memory_order_acquire)) {
+      // The shard's owner, outside a pass of it: retired here and now (EngineCore::on_cancel's
+      // first case, without the call through the host).
+      if (expected == gen_ && shard_->owned_here_outside_pass()) {
+        shard_->retire_own(node_);
+        return true;
+      }
       // From running, there is nothing to unlink: the re-arm, refused, recycles the node.
       shard_->host().on_cancel(*shard_, node_, cancelled, /*linked=*/expected == gen_);
       return true;

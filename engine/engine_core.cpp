@@ -26,6 +26,11 @@ thread_local const EngineCore* t_handing_back = nullptr;
 // The generation word this engine's nodes start from (NodeDirectory): its uid through splitmix64's
 // finaliser, a multiple of 4. Uids are never reused, so neither another engine's raw values nor a
 // destroyed one's start where this engine's do (see Engine::timer_from_raw()).
+// A deadline as the move records carry it: nanoseconds, a negative one as 0 (due at once).
+std::uint64_t to_ns(Nanos deadline) noexcept {
+  return static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));
+}
+
 std::uint32_t first_generation(std::uint64_t uid) noexcept {
   std::uint64_t z = uid * 0x9E3779B97F4A7C15ULL;
   z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
@@ -139,6 +144,23 @@ moodycamel::ProducerToken* EngineCore::returned_token(std::size_t shard) noexcep
 }
 
 Reservation EngineCore::acquire(std::size_t index) noexcept {
+  Shard* const own = own_pass();
+  // The shard's own thread, scheduling on it: a node from its own wheel, no producer state. (It
+  // exists only once the engine started: own_shard() and a pass both come after start().)
+  if (own != nullptr && (index == Engine::any_shard || index == own->index())) [[likely]] {
+    if (stopped_.load(std::memory_order_relaxed)) [[unlikely]] {  // relaxed: only the flag's value
+      own->count_rejected();
+      return {.status = Status::stopped};
+    }
+    if (!own->admit()) return {.status = Status::max_pending_reached};
+    Node* const node = own->own_node();
+    if (node == nullptr) [[unlikely]] {
+      own->unadmit();
+      own->count_rejected();
+      return {.status = Status::out_of_memory};
+    }
+    return {.node = node, .shard = own, .producer = nullptr};
+  }
   if (!started_.load(std::memory_order_acquire) && !stopped_.load(std::memory_order_relaxed)) {
     try {
       start();
@@ -146,16 +168,10 @@ Reservation EngineCore::acquire(std::size_t index) noexcept {
       return {.status = Status::out_of_memory};  // a worker thread could not be created
     }
   }
-  Shard* const own = own_pass();
-  ProducerState* state = nullptr;
+  ProducerState* const state = producers_.mine();
+  if (state == nullptr) return {.status = Status::out_of_memory};
   if (index == Engine::any_shard) {
-    if (own != nullptr) {
-      index = own->index();
-    } else {
-      state = producers_.mine();
-      if (state == nullptr) return {.status = Status::out_of_memory};
-      index = producers_.home(*state);
-    }
+    index = producers_.home(*state);
   } else if (index >= shards_.size()) {
     return {.status = Status::no_such_shard};
   }
@@ -165,24 +181,18 @@ Reservation EngineCore::acquire(std::size_t index) noexcept {
     return {.status = Status::stopped};  // (one racing stop() is caught in commit())
   }
   if (!shard.admit()) return {.status = Status::max_pending_reached};
-  Node* node = nullptr;
-  if (own == &shard) {
-    node = shard.own_node();  // a callback scheduling on its own shard: linked directly, no state
-  } else {
-    if (state == nullptr) state = producers_.mine();
-    if (state != nullptr) node = take_node(*state, shard);
-  }
+  Node* const node = take_node(*state, shard);
   if (node == nullptr) {
     shard.unadmit();
     shard.count_rejected();
     return {.status = Status::out_of_memory};
   }
-  return {.node = node, .shard = &shard, .producer = own == &shard ? nullptr : state};
+  return {.node = node, .shard = &shard, .producer = state};
 }
 
-Timer EngineCore::commit(const Reservation& r, Nanos when, bool relative) noexcept {
-  Node* const node = r.node;
-  Shard* const shard = r.shard;
+Timer EngineCore::commit(Node* node, Shard* shard, ProducerState* producer, Nanos when,
+                         bool relative) noexcept {
+  assert(producer != nullptr);  // the shard's own thread commits through commit_own()
   const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
   const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
   // Relaxed: the node reaches the worker through the hand-off queue (release/acquire), and other
@@ -194,11 +204,8 @@ Timer EngineCore::commit(const Reservation& r, Nanos when, bool relative) noexce
   // store, so its second load of the generation sees this lifetime's (or later), never the one it
   // holds, and it answers nullopt (see Shard::deadline_of). A plain mov on x86-64.
   store_due(node, ticks_.due(deadline), std::memory_order_release);
-  if (r.producer == nullptr) {
-    shard->link_direct(node);  // a callback scheduling on its own shard: no queue
-    return {shard, node, gen};
-  }
-  ProducerState::PerShard& mine = r.producer->shards[shard->index()];
+  ProducerState::PerShard& mine = producer->shards[shard->index()];
+  const Reservation r{.node = node, .shard = shard, .producer = producer};
   // Counted before the hand-off (whose enqueue releases it), so that no claim of the timer can be
   // seen without it; fail() takes it back. Relaxed: see ProducerState::PerShard.
   mine.scheduled.store(mine.scheduled.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -249,6 +256,10 @@ Timer EngineCore::fail(const Reservation& r, Status why) noexcept {
 }
 
 void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen, bool linked) noexcept {
+  if (linked && shard.owned_here_outside_pass()) {
+    shard.retire_own(node);  // the owner's wheel: counted and unlinked now, no queue
+    return;
+  }
   shard.free_place();
   ProducerState* state = producers_.mine();
   if (state != nullptr) {
@@ -259,10 +270,6 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
     shard.count_orphan_cancel();
   }
   if (!linked) return;  // a periodic run cancelled: its re-arm, refused, recycles the node
-  if (shard.owned_here_outside_pass()) {
-    shard.retire_direct(node, cancelled_gen);  // the owner's wheel: unlinked now, no queue
-    return;
-  }
   // From a callback of this engine's own pass the worker is still alive, and stop() (holding the
   // mutex while it joins this thread) drains the queue after the join: post as usual. So does a
   // cancel from stop()'s own hand-back visitor, which runs under the mutex while it walks the
@@ -293,15 +300,18 @@ Moved EngineCore::reschedule(Shard& shard, Node* node, std::uint32_t pending_gen
   // a cancel). Only the pending value moves: a periodic timer running its callback is refused, as
   // by Wheel::reschedule().
   if (node->gen.load(std::memory_order_acquire) != pending_gen) return kRefused;
-  const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
-  const auto ns = static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));
   // The shard's own thread links and unlinks: moved now, and the answer is exact. (Not during a
   // walk of it, whose lists must stay as they are: posted then, as from another thread.) Moves
-  // posted before this call are applied first, so that this one, the last, wins.
+  // posted before this call are applied first, so that this one, the last, wins. A relative
+  // deadline counts from the shard's loop time, as a schedule's does there (see commit()).
   if (shard.is_own_thread() && !shard.walking()) {
+    const Nanos deadline = relative ? saturating_add(shard.loop_now(), when) : when;
     (void)shard.drain_moves();
-    return Moved(shard.move_here(node, pending_gen, ns) ? Moved::Outcome::moved : Moved::Outcome::refused);
+    return Moved(shard.move_here(node, pending_gen, to_ns(deadline)) ? Moved::Outcome::moved
+                                                                     : Moved::Outcome::refused);
   }
+  const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
+  const std::uint64_t ns = to_ns(deadline);
   // After stop() began no pass will apply a record, and nothing runs any more: refused. (A record
   // posted while stop() drains is applied by the drain or by the destructor's, or found stale.)
   // Relaxed: only the flag's own value is used.
@@ -511,7 +521,7 @@ std::uint64_t EngineCore::pending(const Shard& shard) const {
   // timer's schedule was counted; so every end read has its start read too, and the difference
   // is never negative. Ends counted while this reads are missed: a snapshot, exact when still.
   const std::size_t i = shard.index();
-  std::uint64_t ended = shard.claimed() + shard.orphan_cancels() + shard.cleared();
+  std::uint64_t ended = shard.claimed() + shard.orphan_cancels() + shard.cleared() + shard.own_cancels();
   producers_.for_each(
       [&](const ProducerState& p) { ended += p.shards[i].cancels.load(std::memory_order_acquire); });
   std::uint64_t started = shard.direct_scheduled();

@@ -69,8 +69,14 @@ class EngineCore final : public ShardHost {
   // shard, or `index`), admits the timer, takes a node. On failure the status says why and nothing
   // is held.
   Reservation acquire(std::size_t index) noexcept;
-  // Sets the node's deadline and generation and hands it over (or links it, on its own shard).
-  Timer commit(const Reservation& r, Nanos when, bool relative) noexcept;
+  // Sets the node's deadline and generation and hands it over. The reservation's parts as
+  // arguments (see Engine::commit).
+  Timer commit(Node* node, Shard* shard, ProducerState* producer, Nanos when, bool relative) noexcept;
+  // The same for a reservation of the shard's own thread (no producer): straight into its wheel, a
+  // relative deadline counted from the shard's loop time (no clock read: Shard::loop_now()).
+  static Timer commit_own(Node* node, Shard* shard, Nanos when, bool relative) noexcept {
+    return {shard, node, shard->link_own(node, relative ? saturating_add(shard->loop_now(), when) : when)};
+  }
 
   // ---- Lifecycle ----
   // Starts the workers (or, caller-driven, the shards' reserves) not started yet. Throws

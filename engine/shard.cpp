@@ -25,22 +25,22 @@
 namespace tickwheel::detail {
 namespace {
 
-thread_local Shard* t_current_shard = nullptr;
 thread_local const ShardHost* t_task_engine = nullptr;
-// The shard the calling thread owns (Shard::own()), let go when the thread exits: an owner that
-// ends without release_shard() must not leave stop() waiting for it forever.
-struct OwnedShard {
-  Shard* shard = nullptr;
-  OwnedShard() = default;
-  OwnedShard(const OwnedShard&) = delete;
-  OwnedShard& operator=(const OwnedShard&) = delete;
-  OwnedShard(OwnedShard&&) = delete;
-  OwnedShard& operator=(OwnedShard&&) = delete;
-  ~OwnedShard() {
-    if (shard != nullptr) shard->disown();
+// Lets go of the shard the calling thread owns (t_owned_shard) when the thread exits: an owner that
+// ends without release_shard() must not leave stop() waiting for it forever. Armed by Shard::own(),
+// whose use of it registers the destructor.
+struct ReleaseAtExit {
+  bool armed = false;
+  ReleaseAtExit() = default;
+  ReleaseAtExit(const ReleaseAtExit&) = delete;
+  ReleaseAtExit& operator=(const ReleaseAtExit&) = delete;
+  ReleaseAtExit(ReleaseAtExit&&) = delete;
+  ReleaseAtExit& operator=(ReleaseAtExit&&) = delete;
+  ~ReleaseAtExit() {
+    if (armed && t_owned_shard != nullptr) t_owned_shard->disown();
   }
 };
-thread_local OwnedShard t_owned;
+thread_local ReleaseAtExit t_release_at_exit;
 
 // The reserve of free nodes a worker keeps for producers: refilled to its target whenever a pass
 // finds it below half of it. The target starts at 16 Ki nodes (1 MiB of node memory per shard) and
@@ -64,9 +64,7 @@ inline void cpu_relax() noexcept { __builtin_ia32_pause(); }
 
 }  // namespace
 
-Shard* current_shard() noexcept { return t_current_shard; }
 const ShardHost* current_task_engine() noexcept { return t_task_engine; }
-Shard* owned_shard() noexcept { return t_owned.shard; }
 
 namespace {
 Wakeup::Kind wakeup_kind(const EngineOptions& opts) noexcept {
@@ -229,8 +227,7 @@ std::size_t Shard::take_nodes(Node** out, std::size_t n) noexcept {
   return free_nodes_.try_dequeue_bulk(out, n);
 }
 
-bool Shard::admit() noexcept {
-  if (max_pending_ == 0) return true;
+bool Shard::admit_limited() noexcept {
   // Holding a place = admitted - (claimed + cancels won). The ends are read first, with acquire:
   // each pairs with the release that counted it, after the timer's own admission, so this
   // fetch_add then comes after that admission too and the difference never counts an end without
@@ -316,10 +313,12 @@ void Shard::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Shard::link_direct(Node* node) noexcept {
-  wheel_.adopt(node);
-  // Release: pairs with direct_scheduled()'s acquire. Only this thread writes it.
-  direct_.store(direct_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+void Shard::retire_own(Node* node) noexcept {
+  free_place();
+  // Release: pairs with own_cancels()'s acquire, as a producer's cancel count. Only the shard's
+  // thread (its owner, one at a time) writes it.
+  own_cancels_.store(own_cancels_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  wheel_.cancel_own(node);
 }
 
 void Shard::describe_binding() noexcept {
@@ -390,7 +389,7 @@ void Shard::start_manual() {
 }
 
 std::size_t Shard::poll(Nanos now, std::size_t limit) {
-  const bool owner = t_owned.shard == this;  // holds polling_ already, from own() until it lets go
+  const bool owner = t_owned_shard == this;  // holds polling_ already, from own() until it lets go
   // walking_ and in_poll_pass_ are read only by the shard's owner: a walk from a callback is inside
   // a poll, caught by the first test; the owner's poll from a callback of another shard polled
   // inside this one's pass (t_current_shard is that other shard) by the second; any other
@@ -433,7 +432,9 @@ std::optional<Nanos> Shard::next_deadline(Nanos now) const noexcept {
 }
 
 std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
-  passes_.fetch_add(1, std::memory_order_relaxed);
+  loop_now_ = std::max(loop_now_, now);
+  // A load and a store, not an increment: this thread is the only writer (as every counter here).
+  passes_.store(passes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const std::optional<Nanos> planned = planned_ns_;
   const std::uint64_t moves_before = on_pass_ != nullptr ? wheel_.stats().moved : 0;
   if (planned_ns_ && now > *planned_ns_) {
@@ -635,14 +636,15 @@ bool Shard::prepare_wait(std::optional<Nanos> until) noexcept {
 
 void Shard::finish_wait() noexcept {
   wake_.finish();
-  wakeups_.fetch_add(1, std::memory_order_relaxed);
+  wakeups_.store(wakeups_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // see pass()
+  loop_now_ = std::max(loop_now_, clock_now());  // the loop's time after its wait (see loop_now())
 }
 
 void Shard::own() {
-  if (t_owned.shard == this) return;
-  if (t_owned.shard != nullptr) {
+  if (t_owned_shard == this) return;
+  if (t_owned_shard != nullptr) {
     throw std::logic_error("tickwheel::Engine::own_shard: this thread owns shard " +
-                           std::to_string(t_owned.shard->index_) +
+                           std::to_string(t_owned_shard->index_) +
                            " already; a thread owns one shard at a time");
   }
   if (polling_.exchange(true, std::memory_order_seq_cst)) {  // as poll() takes it
@@ -653,14 +655,10 @@ void Shard::own() {
     polling_.store(false, std::memory_order_release);
     throw std::logic_error("tickwheel::Engine::own_shard: the engine is stopped");
   }
-  t_owned.shard = this;
+  t_owned_shard = this;
+  t_release_at_exit.armed = true;
+  loop_now_ = std::max(loop_now_, clock_now());
 }
-
-bool Shard::owned_here_outside_pass() const noexcept {
-  return t_owned.shard == this && t_current_shard != this && !walking_;
-}
-
-bool Shard::is_own_thread() const noexcept { return t_current_shard == this || t_owned.shard == this; }
 
 std::size_t Shard::take_wheel_nodes(std::span<Node*> out) noexcept {
   const std::uint32_t before = wheel_.pool().touched();
@@ -676,7 +674,14 @@ bool Shard::move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadl
   // Acquire: pairs with a canceller's compare-and-swap, so that a cancel seen is seen whole; one
   // that comes after this load leaves the node linked, where its record or the fire path finds it.
   if (node->gen.load(std::memory_order_acquire) != pending_gen) return false;
-  wheel_.move(node, ticks_.due(Nanos(static_cast<Nanos::rep>(deadline_ns))));
+  const std::uint64_t due = ticks_.due(Nanos(static_cast<Nanos::rep>(deadline_ns)));
+  // The owner outside a pass may queue it, as the standalone wheel does; a pass, a walk's aftermath
+  // or a posted record moves it at once.
+  if (owned_here_outside_pass()) {
+    wheel_.move_own(node, due);
+  } else {
+    wheel_.move(node, due);
+  }
   return true;
 }
 
@@ -693,7 +698,8 @@ std::optional<Nanos> Shard::deadline_of(Node* node, std::uint32_t pending_gen) c
   // Relaxed, through std::atomic_ref: every write this can race is atomic (detail::store_due).
   // Within the lifetime (a move, a re-arm) it reads the value before or after the write: both are
   // deadlines this timer had while it was asked, the answer engine.hpp promises.
-  const std::uint64_t due = load_due(node);
+  // A move the owner queued flags the due (ShardWheel::move_own): masked off, it is the new one.
+  const std::uint64_t due = load_due(node) & ~ShardWheel::kMovingBit;
   // Acquire fence: pairs with the release of the write of `due` just read. If that write is of a
   // later lifetime of the node (the timer ended and the node was handed out again meanwhile: the
   // producer's store in EngineCore::commit, or any later one), the end of this timer came before
@@ -718,7 +724,7 @@ std::size_t Shard::clear_here() noexcept {
 }
 
 void Shard::disown() noexcept {
-  t_owned.shard = nullptr;
+  t_owned_shard = nullptr;
   // Release: whoever polls or stops next sees everything this owner did to the wheel.
   polling_.store(false, std::memory_order_release);
 }

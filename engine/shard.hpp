@@ -111,7 +111,7 @@ class Shard {
   // A timer holds its place from its admission until it is claimed to run (a one-shot), its
   // cancel wins, or its schedule fails (unadmit); so the limit is never exceeded, and reached
   // early only by the schedules other threads have admitted and not yet finished or failed.
-  bool admit() noexcept;
+  bool admit() noexcept { return max_pending_ == 0 || admit_limited(); }
   void unadmit() noexcept {
     if (max_pending_ != 0) admitted_.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -136,6 +136,8 @@ class Shard {
   std::uint64_t claimed() const noexcept { return claimed_.load(std::memory_order_acquire); }
   // Timers clear_here() cancelled. Acquire: as claimed().
   std::uint64_t cleared() const noexcept { return cleared_.load(std::memory_order_acquire); }
+  // Cancels the owner won and retired itself (retire_own()). Acquire: as claimed().
+  std::uint64_t own_cancels() const noexcept { return own_cancels_.load(std::memory_order_acquire); }
 
   // ---- The worker thread. ----
   // Creates the worker thread unless it runs already; the thread binds, fills the reserve, then
@@ -164,12 +166,10 @@ class Shard {
   void disown() noexcept;  // by the owner
   // Whether the calling thread owns this shard and is outside a pass of it: its wheel is this
   // thread's to change directly, as a callback's schedules change it.
-  bool owned_here_outside_pass() const noexcept;
-  // A cancel by the owner, outside a pass: unlinks and recycles at once.
-  void retire_direct(Node* node, std::uint32_t cancelled_gen) noexcept { wheel_.retire(node, cancelled_gen); }
+  bool owned_here_outside_pass() const noexcept;  // (inline, below)
   // Whether the calling thread is this shard's: a callback of its pass (a worker, or a thread in
   // poll()), or its owner (Engine::own_shard). What the calls below require.
-  bool is_own_thread() const noexcept;
+  bool is_own_thread() const noexcept;  // (inline, below)
   // Whether a for_each_pending() walk is under way (on the shard's thread): changes to the wheel
   // are posted then, as from another thread, so that the walk's lists stay as they are.
   bool walking() const noexcept { return walking_; }
@@ -197,13 +197,39 @@ class Shard {
   std::size_t poll(Nanos now, std::size_t limit);
   // The wheel's next deadline, or now if hand-offs are waiting. The polling thread only.
   std::optional<Nanos> next_deadline(Nanos now) const noexcept;
-  // A node for, and the linking of, a timer a callback schedules on its own shard: no queue.
+  // The shard's own thread (a callback on it, or its owner): a node for a timer it schedules here,
+  // and the linking of it, with its callable stored, at `deadline` (the engine's clock): its
+  // generation and deadline set, straight into the wheel, no queue. link_own() returns the
+  // generation.
   Node* own_node() noexcept {
-    Node* node = nullptr;
-    take_wheel_nodes(std::span(&node, 1));
+    const std::uint32_t before = wheel_.pool().touched();
+    Node* const node = wheel_.acquire_node();
+    // A fresh node (the free list was empty) gets its locator, as take_wheel_nodes() gives them.
+    if (wheel_.pool().touched() != before) [[unlikely]] {
+      host_.directory().stamp(wheel_.pool(), pool_map_, before, wheel_.pool().touched());
+    }
     return node;
   }
-  void link_direct(Node* node) noexcept;
+  std::uint32_t link_own(Node* node, Nanos deadline) noexcept {
+    const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
+    // Relaxed: other threads get the node through the Timer this schedule returns, which the
+    // caller passes on with its own ordering.
+    node->gen.store(gen, std::memory_order_relaxed);
+    // Release, after the generation: as EngineCore::commit() writes it (see there).
+    store_due(node, ticks_.due(deadline), std::memory_order_release);
+    wheel_.link_new(node);
+    // Release: pairs with direct_scheduled()'s acquire. Only this thread writes it.
+    direct_.store(direct_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    return gen;
+  }
+  // A cancel won by the owner outside a pass (owned_here_outside_pass()): counted, its callable
+  // destroyed, unlinked and recycled at once or with the next batch (ShardWheel::cancel_own()).
+  void retire_own(Node* node) noexcept;
+  // What the shard's own thread counts a relative deadline from: its loop's time, the later of the
+  // last pass's `now` and the clock read when the polling loop last finished a wait
+  // (finish_wait()) or took ownership (own()), as an event loop caches its time once per
+  // iteration. The shard's own thread only.
+  Nanos loop_now() const noexcept { return loop_now_; }
 
   // ---- After join() (the stopping thread, which now owns the shard). ----
   // Waits until every task handed to the executor has run (their threads may still schedule and
@@ -268,6 +294,7 @@ class Shard {
     drain_moves();
     (void)take_in_all();
   }
+  bool admit_limited() noexcept;  // admit() with max_pending_per_shard set
   // The wheel's policy (ShardPolicy) asks these, on the thread in the pass.
   friend struct ShardPolicy;
   // Hands a claimed node to the executor (true), or leaves it to run in the pass (false: none).
@@ -320,6 +347,7 @@ class Shard {
   bool walking_ = false;             // inside walk_here() (the shard's thread)
   std::uint64_t clears_served_ = 0;  // the value of clears_posted_ the last clear served
   bool in_poll_pass_ = false;        // inside poll()'s pass (the polling thread; see poll())
+  Nanos loop_now_{0};                // see loop_now()
   NodeDirectory::PoolMap pool_map_;  // the wheel pool's locators (see directory.hpp)
 
   // Written by the worker, read by any thread (stats(), admit()): relaxed counters, each a
@@ -335,9 +363,10 @@ class Shard {
   // shard (release, after the link). See claimed() and direct_scheduled().
   std::atomic<std::uint64_t> claimed_{0};
   std::atomic<std::uint64_t> direct_{0};
-  std::atomic<std::uint64_t> cleared_{0};     // timers clear_here() cancelled; release, as direct_
-  std::atomic<std::uint64_t> clears_{0};      // clear_here() calls: clear() and served requests
-  std::atomic<std::uint64_t> dispatched_{0};  // tasks handed to the executor
+  std::atomic<std::uint64_t> cleared_{0};      // timers clear_here() cancelled; release, as direct_
+  std::atomic<std::uint64_t> own_cancels_{0};  // cancels retire_own() took; release, as direct_
+  std::atomic<std::uint64_t> clears_{0};       // clear_here() calls: clear() and served requests
+  std::atomic<std::uint64_t> dispatched_{0};   // tasks handed to the executor
   std::atomic<std::uint64_t> passes_{0};
   std::atomic<std::uint64_t> wakeups_{0};
   std::atomic<std::uint64_t> cap_hits_{0};
@@ -403,11 +432,20 @@ std::size_t Shard::walk_here(Visit&& visit) {
   return visited;
 }
 
-// The shard whose worker is the calling thread, or nullptr.
-Shard* current_shard() noexcept;
+// The shard whose pass the calling thread is in (its worker, or a thread inside its poll()), and
+// the shard the calling thread owns (Engine::own_shard), or nullptr: what the schedule, cancel and
+// reschedule paths ask first. Plain thread-locals, constant-initialised, so each is one load, no
+// call. Written by the shard's code only (shard.cpp).
+inline thread_local Shard* t_current_shard = nullptr;
+inline thread_local Shard* t_owned_shard = nullptr;
+inline Shard* current_shard() noexcept { return t_current_shard; }
+inline Shard* owned_shard() noexcept { return t_owned_shard; }
 // The engine whose task the calling thread is running (inside Task::run), or nullptr.
 const ShardHost* current_task_engine() noexcept;
-// The shard the calling thread owns (Engine::own_shard), or nullptr.
-Shard* owned_shard() noexcept;
+
+inline bool Shard::owned_here_outside_pass() const noexcept {
+  return t_owned_shard == this && t_current_shard != this && !walking_;
+}
+inline bool Shard::is_own_thread() const noexcept { return t_current_shard == this || t_owned_shard == this; }
 
 }  // namespace tickwheel::detail

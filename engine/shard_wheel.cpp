@@ -58,6 +58,10 @@ void ShardWheel::move(Node* node, std::uint64_t due) noexcept {
   ++stats_.rescheduled;
   // Each write of `due` here is release, as every write of it that Timer::deadline() can race from
   // another thread (see detail::store_due): a reader racing the move gets the old or the new one.
+  if ((node->due & kMoving) != 0) {  // queued by move_own() (I6): it moves once, to its latest due
+    store_due(node, due | kMoving, std::memory_order_release);
+    return;
+  }
   if (node->pprev == nullptr) {  // pending and not linked: a hand-off not taken in yet
     store_due(node, due, std::memory_order_release);
     return;
@@ -76,7 +80,24 @@ void ShardWheel::move(Node* node, std::uint64_t due) noexcept {
   }
 }
 
+void ShardWheel::move_own(Node* node, std::uint64_t due) noexcept {
+  if ((node->due & kMoving) != 0 || node->pprev == nullptr || in_place(node->due, due) || cur_ != target_ ||
+      in_advance_) {
+    move(node, due);
+    return;
+  }
+  ++stats_.rescheduled;
+  // Release: as in move(); the flag is masked off by the reader (Shard::deadline_of).
+  store_due(node, due | kMoving, std::memory_order_release);
+  if (moves_queued_ == kUnlinkBatch) flush_moves();
+  move_queue_[moves_queued_] = node;
+  move_gen_[moves_queued_++] = node->gen.load(std::memory_order_relaxed);
+  prefetch_neighbours(node);
+  set_quiet_end(0);  // the next advance() moves it (I9)
+}
+
 std::size_t ShardWheel::cancel_all() noexcept {
+  flush_unlinks();  // the owner's queued cancels (cancel_own()): their nodes are cancelled already
   std::size_t cleared = 0;
   for (unsigned word = 0; word < kBitmapWords; ++word) {
     for (std::uint64_t bits = occupied_[word]; bits != 0; bits &= bits - 1) {

@@ -73,6 +73,26 @@ class ShardWheel final : public BasicWheel<ShardPolicy> {
   // recycles it instead if it was cancelled in transit. A periodic node's fixed-rate grid starts at
   // that tick.
   void adopt(Node* node) noexcept;
+  // A node from the pool for the shard's own thread to schedule (see Shard::own_node()); null if
+  // the pool cannot grow.
+  Node* acquire_node() noexcept { return pool_.acquire(); }
+  // Links a node the shard's own thread prepared (callable, pending gen, `due` in ticks) and
+  // scheduled itself: adopt() without the test for a cancel in transit, since there was none.
+  void link_new(Node* node) noexcept {
+    link(node, slot_for(node->due));
+    add_pending();
+  }
+  // The rest of a cancel the shard's owner won outside a pass (its compare-and-swap made the node
+  // cancelled): as Wheel::cancel() after its mark, the callable destroyed and the unlink done at
+  // once or queued with the standalone wheel's batch (I5), which every walk, pass and
+  // next_deadline() flushes first. Precondition: the node is linked, outside a pass.
+  void cancel_own(Node* node) noexcept {
+    if (((node->thunk & kDestructorTag) | (cur_ ^ target_)) != 0) [[unlikely]] {
+      (void)cancel_slow(node);
+      return;
+    }
+    (void)finish_cancel(node);
+  }
   // Unlinks and recycles a node another thread cancelled, if it is still that lifetime and still
   // linked; returns whether it did. A periodic node cancelled while it ran is unlinked: the fire
   // path, whose re-arm the cancel refused, recycles it, and this is a no-op.
@@ -90,6 +110,7 @@ class ShardWheel final : public BasicWheel<ShardPolicy> {
   // O(pending) plus one test per 64 slots. What fn throws leaves the walk and the wheel as it is.
   template <class Fn>
   void for_each_pending_node(Fn&& fn) const {
+    finish_unlinks();  // the owner's queued cancels and moves: each node where it belongs first
     visit_pending(fn);
   }
   // Moves a pending timer to tick `due` (as TickDivider::due gives it), keeping its node: the
@@ -102,6 +123,14 @@ class ShardWheel final : public BasicWheel<ShardPolicy> {
   // node not linked yet (a hand-off not taken in) only takes the new tick. Precondition: the
   // node holds a pending timer of this shard.
   void move(Node* node, std::uint64_t due) noexcept;
+  // move() for the shard's owner outside a pass, as Wheel::reschedule() makes it: in place where
+  // it can be; else, with the wheel caught up, queued with the standalone wheel's batch (flagged
+  // kMovingBit in its due until every walk, pass and next_deadline() flushes the queue first, I6),
+  // so that the neighbours' misses overlap with the owner's next calls; else at once.
+  void move_own(Node* node, std::uint64_t due) noexcept;
+  // The bit a due carries while its node waits in the move queue (move_own()): a reader on another
+  // thread masks it off (Shard::deadline_of()).
+  static constexpr std::uint64_t kMovingBit = kMoving;
   // Cancels every pending timer linked here, each by compare-and-swap against cancels from other
   // threads (one wins), and retires it, and also every node found cancelled whose record has not
   // come yet (that record then finds it gone). Returns how many this call cancelled. The walk

@@ -54,15 +54,17 @@
 //       And quiet_end_ <= lag_bound_, which only those two and a pass or step set (I1).
 //   I5  A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
 //       between its runs: it is unlinked while it runs, state running), except: a node
-//       cancelled by Wheel::cancel() waiting in unlink_queue_ (callable gone; the queue is flushed
+//       cancelled by Wheel::cancel() (or by an Engine shard's owner, ShardWheel::cancel_own)
+//       waiting in unlink_queue_ (callable gone; the queue is flushed
 //       before anything walks the lists), and, in an Engine, a node another thread cancelled
 //       (state kCancelled, callable alive) until its shard retires it or a walk meets it.
 //   I6  A node whose due has the kMoving bit is pending, in move_queue_ and still in the slot of
 //       its deadline before the reschedule() that queued it, not of its due: I2 holds for it only
 //       once flush_moves() has moved it, which every walk, advance() and next_deadline() does
 //       first. Moves are queued only while cur_ == target_ outside a pass, and nothing changes
-//       cur_ or target_ before the queue is flushed. A standalone wheel only (the Engine's shard
-//       never reschedules).
+//       cur_ or target_ before the queue is flushed. In an Engine's shard only its owner queues
+//       moves (ShardWheel::move_own), outside a pass; a move applied meanwhile to a queued node
+//       (ShardWheel::move) only changes its flagged due.
 #pragma once
 
 #include "tickwheel/wheel.hpp"
@@ -425,7 +427,10 @@ void BasicWheel<Policy>::flush_moves() noexcept {
     if (node->gen.load(std::memory_order_relaxed) != move_gen_[i]) continue;
     assert((node->due & kMoving) != 0 && node->pprev != nullptr);
     unlink(node);
-    node->due &= ~kMoving;
+    // Release in an Engine's shard, whose owner queues moves too: Timer::deadline() may read `due`
+    // from another thread (see detail::store_due); relaxed, a plain store, in a standalone wheel.
+    detail::store_due(node, node->due & ~kMoving,
+                      Policy::kShared ? std::memory_order_release : std::memory_order_relaxed);
     link(node, slot_for(node->due));
   }
   moves_queued_ = 0;

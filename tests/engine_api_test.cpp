@@ -157,6 +157,30 @@ TEST(EngineApi, RescheduleToAPastOrOverflowingDeadlineIsAsASchedule) {
   EXPECT_TRUE(far.cancel());
 }
 
+// The owner's relative deadlines count from the shard's loop time (no clock read): the clock when
+// it took ownership, then the `now` of each poll, or the clock when its loop returns from
+// finish_wait(); another thread's count from the clock.
+TEST(EngineApi, TheOwnersRelativeDeadlinesCountFromTheLoopTime) {
+  Tally t(1);
+  Owned o;
+  advance_clock(5ms);  // no poll, no wait: the loop's time is still that of own_shard()
+  Timer a = o.engine.schedule_after(10ms, Probe(&t, 0));
+  EXPECT_EQ(a.deadline(), o.start + 10ms);
+  EXPECT_EQ(a.reschedule_after(20ms).outcome(), Moved::Outcome::moved);
+  EXPECT_EQ(a.deadline(), o.start + 20ms);
+  EXPECT_EQ(o.engine.poll(0), 0u);  // the loop's time: now start + 5ms
+  EXPECT_EQ(o.engine.schedule_after(10ms, [] {}).deadline(), o.start + 15ms);
+  advance_clock(3ms);
+  if (o.engine.prepare_wait(0, o.engine.next_deadline(0))) o.engine.finish_wait(0);  // start + 8ms
+  EXPECT_EQ(o.engine.schedule_after(10ms, [] {}).deadline(), o.start + 18ms);
+  EXPECT_EQ(o.engine.schedule_at(at(fake_now() + 1ms), [] {}).deadline(), o.start + 9ms) << "exact";
+  std::thread([&] {
+    advance_clock(1ms);
+    EXPECT_EQ(o.engine.schedule_on(0, 10ms, [] {}).deadline(), o.start + 19ms) << "the clock";
+  }).join();
+  EXPECT_EQ(o.engine.clear(0), 5u);
+}
+
 // ---- reschedule from another thread: posted, applied by the shard's next pass ----
 
 TEST(EngineApi, AReschedulePostedFromAnotherThreadTakesEffectAtTheNextPass) {

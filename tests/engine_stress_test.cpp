@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -92,6 +93,7 @@ struct Ctx {
       : produced(produced_ids),
         capacity(produced_ids + reschedule_ids),
         due(zeroed<std::int64_t>(capacity)),
+        floor(zeroed<std::int64_t>(capacity)),
         handle(new Timer[capacity]),
         ready(zeroed<std::atomic<bool>>(capacity)),
         scheduled(zeroed<std::uint8_t>(capacity)),
@@ -108,6 +110,9 @@ struct Ctx {
   // Per id. `due` and `handle` are written by the scheduling thread: due before the schedule (the
   // engine publishes it to the callback), handle before `ready` is released to the cancellers.
   std::unique_ptr<std::int64_t[]> due;  // earliest legal fire time (steady clock, ns)
+  // A lower bound of the engine's deadline, a past one included (what a pass that runs the timer
+  // has reached): what the timers its callback schedules count from (see maybe_reschedule()).
+  std::unique_ptr<std::int64_t[]> floor;
   std::unique_ptr<Timer[]> handle;
   std::unique_ptr<std::atomic<bool>[]> ready;
   std::unique_ptr<std::uint8_t[]> scheduled;  // schedule succeeded; read after every thread joined
@@ -123,10 +128,13 @@ struct Ctx {
   std::atomic<std::uint64_t> early{0}, ok_after_stop{0}, bad_failure{0}, failed_stopped{0}, double_cancel{0},
       rescheduled{0}, both_states{0};
 
-  void attempt(std::size_t id, How how, Nanos delay, std::size_t shard) {
+  // `from`: what the delay may count from, if not the clock now (see maybe_reschedule()).
+  void attempt(std::size_t id, How how, Nanos delay, std::size_t shard,
+               std::optional<std::int64_t> from = {}) {
     const bool after_stop = stop_returned.load();
     const std::int64_t start = now_ns();
-    due[id] = start + std::max<std::int64_t>(delay.count(), 0);
+    due[id] = from.value_or(start) + std::max<std::int64_t>(delay.count(), 0);
+    floor[id] = from.value_or(start) + delay.count();
     Timer t;
     switch (how) {
       case kAfter: t = engine->schedule_after(delay, Job(this, id)); break;
@@ -146,7 +154,10 @@ struct Ctx {
   }
 
   // In a callback: one in eight schedules a new timer, 0..50 ms out, on its own shard (a direct
-  // insertion) or handed to a chosen shard (possibly another worker's).
+  // insertion) or handed to a chosen shard (possibly another worker's). On its own shard the delay
+  // counts from the pass's now, not the clock: a pass that runs this timer has reached its
+  // deadline (at least `floor`), but may have read its clock before this timer was even scheduled
+  // (a hand-off due at once), so the new timer's earliest legal fire time is floor + delay.
   void maybe_reschedule(std::uint32_t id) {
     const std::uint64_t r = mix(id ^ 0x5eed);
     if (r % 8 != 0) return;
@@ -154,7 +165,7 @@ struct Ctx {
     if (nid >= capacity) return;
     rescheduled.fetch_add(1, std::memory_order_relaxed);
     const Nanos delay((r >> 8) % 50'000'000);
-    attempt(nid, (r >> 40) % 2 == 0 ? kAfter : kOn, delay, (r >> 50) % kShards);
+    attempt(nid, (r >> 40) % 2 == 0 ? kAfter : kOn, delay, (r >> 50) % kShards, floor[id]);
   }
 };
 

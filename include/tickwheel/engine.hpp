@@ -231,9 +231,10 @@ class Timer {
   // Moves a pending timer to a new deadline in place, keeping this handle (and every copy and raw
   // form of it) and its callable: nothing is destroyed, constructed, or taken from the pool. The
   // deadline is taken as schedule_at() takes it (the engine's clock; rounded up to the tick, a
-  // past one due at once); reschedule_after() counts from the engine's clock now, as
-  // schedule_after() does. A periodic timer between its runs: its next run moves there, and the
-  // runs after it follow from that one (Wheel::reschedule: fixed rate restarts its grid there).
+  // past one due at once); reschedule_after() counts as schedule_after() does (the engine's clock
+  // now, or on the shard's own thread its loop time). A periodic timer between its runs: its next
+  // run moves there, and the runs after it follow from that one (Wheel::reschedule: fixed rate
+  // restarts its grid there).
   // Of several reschedules of one timer, from any threads, the last to return wins: one that
   // returned before another began is never applied after it.
   //
@@ -407,8 +408,16 @@ class Engine {
   // destroy: a compile error otherwise). Fails, with nothing scheduled, when the engine is stopped
   // (Status::stopped), the shard holds max_pending_per_shard timers (Status::max_pending_reached),
   // or no node could be had (Status::out_of_memory); a null function pointer fails with
-  // Status::null_callback, not counted as rejected. Lock-free; no allocation in steady state
-  // (a thread's first schedule on a shard allocates its producer token and node cache). The one
+  // Status::null_callback, not counted as rejected.
+  // Where `delay` counts from: on another thread, the engine's clock now (or an upper bound of it:
+  // a timer never fires early); on the shard's own thread (a callback on it, or its owner), the
+  // shard's loop time, as the Wheel counts from its last advance() and an event loop caches its
+  // time once per iteration: the `now` of its last pass, or, if later, the clock read when its
+  // polling loop last returned from finish_wait() or took ownership. No clock read there; for a
+  // deadline from the exact clock, pass one to schedule_at(). Cost on the shard's own thread: the
+  // Wheel's schedule plus a thread-local load, no queue, no fence. Lock-free; no allocation in
+  // steady state (a thread's first schedule on a shard allocates its producer token and node
+  // cache). The one
   // exception to lock-free: a schedule whose hand-off races stop() on another thread waits, on the
   // engine's lifecycle mutex, until stop() has joined the workers and drained the queues, to learn
   // whether its timer was taken (it then stands, among those stop() returns) or not (it fails with
@@ -463,7 +472,9 @@ class Engine {
     if (r.status != Status::ok) return Timer(r.status);
     detail::store_periodic_callable(r.node, meta, std::forward<F>(fn));
     const Nanos delay = opts.initial_delay.value_or(period);
-    return commit(r, delay > Nanos(0) ? delay : Nanos(0), /*relative=*/true);
+    const Nanos from_now = delay > Nanos(0) ? delay : Nanos(0);
+    if (r.producer == nullptr) return commit_own(r.node, r.shard, from_now, /*relative=*/true);
+    return commit(r.node, r.shard, r.producer, from_now, /*relative=*/true);
   }
 
   // Starts the workers, if not started: each binds to its core, maps its first node memory and
@@ -568,7 +579,8 @@ class Engine {
   // Caller-driven mode: makes the calling thread the owner of `shard`, the shard it polls. From now
   // on its schedule_after()/schedule_at() without a shard go to that shard, and its schedules and
   // cancels on it go straight into the shard's wheel, as a callback's do: no queue, no fence, no
-  // wake-up, so next_deadline() is exact right after them. Only the owner polls the shard. The
+  // wake-up, so next_deadline() is exact right after them, and a relative deadline counts from the
+  // shard's loop time, not a clock read (see schedule_after()). Only the owner polls the shard. The
   // ownership ends with release_shard(), with the thread's exit, as the owner's own stop() begins,
   // or at the owner's first poll() after stop() began: stop() from another thread wakes the
   // owner's loop (as a producer would) and waits for that poll, or for the owner's stop(). A
@@ -694,13 +706,20 @@ class Engine {
     const detail::Reservation r = acquire(shard);
     if (r.status != Status::ok) return Timer(r.status);
     detail::store_callable(r.node, std::forward<F>(fn));
-    return commit(r, when, relative);
+    if (r.producer == nullptr) return commit_own(r.node, r.shard, when, relative);
+    return commit(r.node, r.shard, r.producer, when, relative);
   }
   // Out of line (EngineCore::acquire): picks the shard, checks admission, takes a node.
   detail::Reservation acquire(std::size_t shard) noexcept;
   // Out of line (EngineCore::commit): sets the deadline and generation, hands the node over (or
   // links it directly).
-  Timer commit(const detail::Reservation& r, Nanos when, bool relative) noexcept;
+  // The reservation's parts as arguments, in registers: read back from memory right after the
+  // callable's store, a reference to the struct cost the owner's schedule a stall.
+  Timer commit(detail::Node* node, detail::Shard* shard, detail::ProducerState* producer, Nanos when,
+               bool relative) noexcept;
+  // commit() for the shard's own thread (a null producer): straight into its wheel, in a function
+  // of its own, so the owner's schedule pays none of the hand-off's registers.
+  Timer commit_own(detail::Node* node, detail::Shard* shard, Nanos when, bool relative) noexcept;
   // for_each_pending(), type-erased: each(context, timer, deadline) per pending timer.
   std::size_t walk_shard(std::size_t shard, void* context,
                          void (*each)(void* context, Timer timer, Nanos deadline));

@@ -281,8 +281,11 @@ class EngineRun {
     std::map<std::uint64_t, std::set<std::uint32_t>> linked;  // live timers in the wheel, by due
     std::vector<std::uint32_t> returned;                      // nodes back from the executor
     std::int64_t wheel_now = 0;                               // the latest now a poll gave it
-    std::uint64_t scheduled = 0;                              // timers that reached the wheel
-    std::uint64_t rescheduled = 0;                            // moves the shard applied
+    // The shard's loop time (Shard::loop_now()), what its own thread's relative deadlines count
+    // from: the latest now a poll gave it, or the clock when the fuzz thread took ownership.
+    std::int64_t loop_now = 0;
+    std::uint64_t scheduled = 0;              // timers that reached the wheel
+    std::uint64_t rescheduled = 0;            // moves the shard applied
     std::uint64_t published_scheduled = 0;    // ShardStats::scheduled and rescheduled as the shard
     std::uint64_t published_rescheduled = 0;  // last published them (a pass's end, clear(), stop())
     std::uint64_t cur_floor = 0;              // a tick the wheel has surely reached: the now of
@@ -479,10 +482,11 @@ class EngineRun {
     std::size_t asked = Engine::any_shard;
     if (kind == 2) asked = in_.u8() % shards_;
     if (kind == 3) asked = shards_ + in_.u8() % 2;
-    // The deadline, as the engine computes it: now on its clock plus the delay, or absolute.
+    // The deadline, as the engine computes it: the delay from its clock (or the shard's loop time,
+    // see base_for()), or absolute.
     const bool absolute = kind == 1;
-    const std::int64_t deadline = absolute ? d : sat_add(g_clock, d);
     const Expect e = expect(asked);
+    const std::int64_t deadline = absolute ? d : sat_add(base_for(e), d);
     tickwheel::Timer t;
     {
       Fire fn(this, serial);
@@ -542,7 +546,16 @@ class EngineRun {
     Rec rec;
     rec.periodic = true;
     rec.rule = call.rule(tick_);
-    record(t, serial, e, rec, sat_add(g_clock, first));
+    record(t, serial, e, rec, sat_add(base_for(e), first));
+  }
+
+  // What a relative deadline counts from (Engine::schedule_after): the shard's loop time where the
+  // schedule goes straight into the wheel (a callback on its own shard; the owner, outside a
+  // callback of another shard), else the engine's clock now.
+  std::int64_t base_for(const Expect& e) const {
+    if (!e.target || *e.target >= shards_) return g_clock;
+    const bool direct = polls_.empty() ? owner_ == *e.target : polls_.back().shard == *e.target;
+    return direct ? model_[*e.target].loop_now : g_clock;
   }
 
   Expect expect(std::size_t asked) {
@@ -787,6 +800,7 @@ class EngineRun {
     }
     const std::uint64_t last_T = tick_of(m.wheel_now);  // the wheel's now until this pass moves it
     m.wheel_now = std::max(m.wheel_now, now ? *now : g_clock);
+    m.loop_now = std::max(m.loop_now, now ? *now : g_clock);
     PollCtx ctx{.shard = shard, .T = tick_of(m.wheel_now), .limit = limit, .id = ++polls_made_};
     ++m.passes;
     m.cancelled_in_poll = 0;     // the pass drains the cancels posted before it
@@ -1371,7 +1385,7 @@ class EngineRun {
     ShardModel& m = model_[r.shard];
     const bool here = own_thread(r.shard) && !m.walking;
     const bool expected = movable(r) && (here || !stopped_);
-    const std::int64_t deadline = absolute ? d : sat_add(g_clock, d);
+    const std::int64_t deadline = absolute ? d : sat_add(here ? m.loop_now : g_clock, d);
     const bool got = absolute ? h.reschedule(at(d)) : h.reschedule_after(Nanos(d));
     TICKWHEEL_FUZZ_TRACE("reschedule #%u to %lld (%s) -> %d", serial, ll(deadline), here ? "here" : "posted",
                          got);
@@ -1675,6 +1689,7 @@ class EngineRun {
             static_cast<long long>(s));
       return;
     }
+    if (!release && owner_ != s) model_[s].loop_now = std::max(model_[s].loop_now, g_clock);
     call();
     owner_ = release ? std::nullopt : std::optional<std::size_t>(s);
   }
