@@ -23,14 +23,14 @@ std::atomic<bool> g_warned_engines{false};
 // The engine whose stop() is handing timers back on this thread, under its lifecycle mutex.
 thread_local const EngineCore* t_handing_back = nullptr;
 
-// The generation word this engine's nodes start from (NodeDirectory): its uid through splitmix64's
-// finaliser, a multiple of 4. Uids are never reused, so neither another engine's raw values nor a
-// destroyed one's start where this engine's do (see Engine::timer_from_raw()).
 // A deadline as the move records carry it: nanoseconds, a negative one as 0 (due at once).
 std::uint64_t to_ns(Nanos deadline) noexcept {
   return static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));
 }
 
+// The generation word this engine's nodes start from (NodeDirectory): its uid through splitmix64's
+// finaliser, a multiple of 4. Uids are never reused, so neither another engine's raw values nor a
+// destroyed one's start where this engine's do (see Engine::timer_from_raw()).
 std::uint32_t first_generation(std::uint64_t uid) noexcept {
   std::uint64_t z = uid * 0x9E3779B97F4A7C15ULL;
   z = (z ^ (z >> 30U)) * 0xBF58476D1CE4E5B9ULL;
@@ -168,13 +168,10 @@ Reservation EngineCore::acquire(std::size_t index) noexcept {
       return {.status = Status::out_of_memory};  // a worker thread could not be created
     }
   }
+  if (index != Engine::any_shard && index >= shards_.size()) return {.status = Status::no_such_shard};
   ProducerState* const state = producers_.mine();
   if (state == nullptr) return {.status = Status::out_of_memory};
-  if (index == Engine::any_shard) {
-    index = producers_.home(*state);
-  } else if (index >= shards_.size()) {
-    return {.status = Status::no_such_shard};
-  }
+  if (index == Engine::any_shard) index = producers_.home(*state);
   Shard& shard = *shards_[index];
   if (stopped_.load(std::memory_order_relaxed)) {
     shard.count_rejected();

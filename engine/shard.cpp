@@ -663,10 +663,7 @@ void Shard::own() {
 std::size_t Shard::take_wheel_nodes(std::span<Node*> out) noexcept {
   const std::uint32_t before = wheel_.pool().touched();
   const std::size_t n = wheel_.take_free_nodes(out);
-  // Fresh nodes come last, in index order (the pool's free list is used up first).
-  if (const std::uint32_t after = wheel_.pool().touched(); after != before) {
-    host_.directory().stamp(wheel_.pool(), pool_map_, before, after);
-  }
+  stamp_since(before);  // fresh nodes come last, in index order (the free list is used up first)
   return n;
 }
 

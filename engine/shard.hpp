@@ -204,10 +204,7 @@ class Shard {
   Node* own_node() noexcept {
     const std::uint32_t before = wheel_.pool().touched();
     Node* const node = wheel_.acquire_node();
-    // A fresh node (the free list was empty) gets its locator, as take_wheel_nodes() gives them.
-    if (wheel_.pool().touched() != before) [[unlikely]] {
-      host_.directory().stamp(wheel_.pool(), pool_map_, before, wheel_.pool().touched());
-    }
+    stamp_since(before);
     return node;
   }
   std::uint32_t link_own(Node* node, Nanos deadline) noexcept {
@@ -287,6 +284,13 @@ class Shard {
   void refill() noexcept;
   // ShardWheel::take_free_nodes, and the locators (see directory.hpp) of the nodes handed out fresh.
   std::size_t take_wheel_nodes(std::span<Node*> out) noexcept;
+  // Gives the nodes the wheel's pool handed out fresh since it had handed out `before` their
+  // locators (a fresh node comes only once the free list is empty).
+  void stamp_since(std::uint32_t before) noexcept {
+    if (const std::uint32_t after = wheel_.pool().touched(); after != before) [[unlikely]] {
+      host_.directory().stamp(wheel_.pool(), pool_map_, before, after);
+    }
+  }
   // Drains posted cancels and moves and takes every waiting hand-off in: what clear_here() and
   // walk_here() do first, so that they see every pending timer as it is now.
   void settle() noexcept {
