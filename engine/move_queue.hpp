@@ -14,12 +14,14 @@
 // after it (never loses them): the consumer sees waiting() and looks again at its next pass.
 //
 // Records come from a cache per producer thread and shard (MoveRecordCache): the consumer gives each
-// back once it has moved past it, through a stack only that consumer pushes to and only the cache's
-// thread empties, so a record is reused without allocation once the cache holds as many as the
+// back once it has moved past it, through a stack that only the cache's thread empties (all at
+// once, so no ABA), so a record is reused without allocation once the cache holds as many as the
 // thread ever had in flight at once.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <new>
 #include <utility>
@@ -34,8 +36,7 @@ class MoveRecordCache;
 // deadline in nanoseconds (see Shard::move_here).
 struct MoveRecord {
   std::atomic<MoveRecord*> next{nullptr};  // the record posted after this one
-  MoveRecord* spare = nullptr;             // link in its cache's stacks of records to reuse
-  MoveRecord* made = nullptr;              // link in its cache's list of every record it made
+  MoveRecord* spare = nullptr;             // link in its cache's lists of records to reuse
   MoveRecordCache* home = nullptr;         // where it goes back to; null for a queue's own stub
   Node* node = nullptr;
   std::uint64_t deadline_ns = 0;
@@ -43,49 +44,64 @@ struct MoveRecord {
 };
 
 // A producer thread's records for one shard. take() by that thread only; give_back() by the
-// shard's thread only.
+// shard's thread. Records are made a block at a time and reused oldest first, so that the shard's
+// walk of a burst of moves reads consecutive memory.
 class MoveRecordCache {
  public:
   MoveRecordCache() = default;
   ~MoveRecordCache() {
-    while (made_ != nullptr)
-      delete std::exchange(made_, made_->made);  // NOLINT(cppcoreguidelines-owning-memory)
+    while (blocks_ != nullptr)
+      delete std::exchange(blocks_, blocks_->next);  // NOLINT(cppcoreguidelines-owning-memory)
   }
   MoveRecordCache(const MoveRecordCache&) = delete;
   MoveRecordCache& operator=(const MoveRecordCache&) = delete;
   MoveRecordCache(MoveRecordCache&&) = delete;
   MoveRecordCache& operator=(MoveRecordCache&&) = delete;
 
-  // A record given back, else a new one (an allocation, only while this thread's moves in flight
-  // grow to their peak); null if none can be had.
+  // A record given back, else one of a new block (an allocation, only while this thread's moves in
+  // flight grow to their peak); null if none can be had.
   MoveRecord* take() noexcept {
-    // Acquire: pairs with give_back()'s release, so the consumer's last reads of each record taken
-    // back come before this thread writes it again.
-    if (local_ == nullptr) local_ = given_back_.exchange(nullptr, std::memory_order_acquire);
-    if (MoveRecord* record = local_) {
-      local_ = record->spare;
-      return record;
+    if (local_ == nullptr) {
+      // Acquire: pairs with give_back()'s release, so the shard's last reads of each record taken
+      // back come before this thread writes it again. The stack holds the last given back first:
+      // reversed, the oldest is reused first.
+      for (MoveRecord* r = given_back_.exchange(nullptr, std::memory_order_acquire); r != nullptr;) {
+        local_ = std::exchange(r, std::exchange(r->spare, local_));
+      }
     }
-    auto* record = new (std::nothrow) MoveRecord();  // NOLINT(cppcoreguidelines-owning-memory): in made_
-    if (record == nullptr) return nullptr;
-    record->home = this;
-    record->made = made_;
-    made_ = record;
-    return record;
+    if (local_ == nullptr && !grow()) return nullptr;
+    return std::exchange(local_, local_->spare);
   }
 
   void give_back(MoveRecord* record) noexcept {
     MoveRecord* top = given_back_.load(std::memory_order_relaxed);
     do {
       record->spare = top;
-      // Release: see take(). Only this thread pushes, so a retry means take() emptied the stack.
+      // Release: see take(). A retry means another push, or take() emptying the stack, came first.
     } while (!given_back_.compare_exchange_weak(top, record, std::memory_order_release,
                                                 std::memory_order_relaxed));
   }
 
  private:
-  MoveRecord* local_ = nullptr;  // records taken back, not yet reused (the producer's)
-  MoveRecord* made_ = nullptr;   // every record this cache made, to delete (the producer's)
+  static constexpr std::size_t kBlock = 32;
+  struct Block {
+    std::array<MoveRecord, kBlock> records;
+    Block* next = nullptr;
+  };
+  // A new block's records, in address order, on local_. False if there is no memory for one.
+  bool grow() noexcept {
+    auto* block = new (std::nothrow) Block();  // NOLINT(cppcoreguidelines-owning-memory): in blocks_
+    if (block == nullptr) return false;
+    block->next = std::exchange(blocks_, block);
+    for (std::size_t i = kBlock; i-- != 0;) {
+      block->records[i].home = this;
+      block->records[i].spare = std::exchange(local_, &block->records[i]);
+    }
+    return true;
+  }
+
+  MoveRecord* local_ = nullptr;  // records to reuse, oldest first (the producer's)
+  Block* blocks_ = nullptr;      // every block this cache made, to delete (the producer's)
   alignas(kCacheLine) std::atomic<MoveRecord*> given_back_{nullptr};
 };
 
