@@ -438,22 +438,7 @@ std::size_t EngineCore::shut_down(const HandBack* back) {
   if (owned != nullptr) owned->disown();
   std::unique_lock lock(lifecycle_mutex_);
   if (!stopped_.load(std::memory_order_relaxed)) {
-    stopped_.store(true, std::memory_order_relaxed);
-    // Dekker with commit(): a hand-off whose producer then reads stopped_ as false is seen by the
-    // drains below; one that reads true is settled by its producer under this mutex (settle_late).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    for (auto& shard : shards_) shard->request_stop();
-    for (auto& shard : shards_) shard->join();
-    if (has_executor_) {
-      // Callbacks still running on executor threads may schedule or cancel: let them, then wait
-      // them out. A hand-off that comes meanwhile stands (settle_late sees joined_ still false) and
-      // a cancel is posted; the drains below take both.
-      lock.unlock();
-      for (auto& shard : shards_) shard->wait_for_tasks();
-      lock.lock();
-    }
-    for (auto& shard : shards_) shard->drain_stopped();
-    joined_ = true;  // from here cancels retire their nodes directly (on_cancel, under this mutex)
+    stop_and_drain(lock);
   } else {
     // Another stop() waits for executor tasks, without the mutex: wait with it (so this one, too,
     // returns once every task has run), running meanwhile the tasks only this thread would run
@@ -467,15 +452,37 @@ std::size_t EngineCore::shut_down(const HandBack* back) {
     // Handed back already; or (with no executor) the stop() that set stopped_ threw before its drain.
     if (!joined_ || handed_back_) return 0;
   }
-  if (back == nullptr) return 0;
+  return back != nullptr ? hand_back(*back) : 0;
+}
+
+void EngineCore::stop_and_drain(std::unique_lock<std::mutex>& lock) {
+  stopped_.store(true, std::memory_order_relaxed);
+  // Dekker with commit(): a hand-off whose producer then reads stopped_ as false is seen by the
+  // drains below; one that reads true is settled by its producer under this mutex (settle_late).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (auto& shard : shards_) shard->request_stop();
+  for (auto& shard : shards_) shard->join();
+  if (has_executor_) {
+    // Callbacks still running on executor threads may schedule or cancel: let them, then wait
+    // them out. A hand-off that comes meanwhile stands (settle_late sees joined_ still false) and
+    // a cancel is posted; the drains below take both.
+    lock.unlock();
+    for (auto& shard : shards_) shard->wait_for_tasks();
+    lock.lock();
+  }
+  for (auto& shard : shards_) shard->drain_stopped();
+  joined_ = true;  // from here cancels retire their nodes directly (on_cancel, under this mutex)
+}
+
+std::size_t EngineCore::hand_back(const HandBack& back) {
   std::size_t most = 0;
   for (const auto& shard : shards_) most += shard->wheel_pending();
-  back->reserve(back->context, most);  // may throw: then nothing is handed back yet, nor lost
+  back.reserve(back.context, most);  // may throw: then nothing is handed back yet, nor lost
   std::size_t handed = 0;
   t_handing_back = this;
   for (auto& shard : shards_) {
     shard->hand_back([&](Timer timer) noexcept {
-      back->each(back->context, timer);
+      back.each(back.context, timer);
       ++handed;
     });
   }

@@ -94,6 +94,10 @@ class EngineCore final : public ShardHost {
   // were not handed back before, hands them back and returns how many. With `back` null (the
   // destructor) it allocates nothing and leaves the timers for the wheels to destroy.
   std::size_t shut_down(const HandBack* back);
+  // shut_down()'s parts, under lifecycle_mutex_: the first stop() stops, joins and drains the
+  // shards (letting the mutex go while executor tasks finish); then the timers are handed back.
+  void stop_and_drain(std::unique_lock<std::mutex>& lock);
+  std::size_t hand_back(const HandBack& back);
   std::size_t poll(std::size_t index, Nanos now, std::size_t limit);
   std::optional<Nanos> next_deadline(std::size_t index) const;
   int wakeup_fd(std::size_t index) const;

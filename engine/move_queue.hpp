@@ -50,8 +50,9 @@ class MoveRecordCache {
  public:
   MoveRecordCache() = default;
   ~MoveRecordCache() {
-    while (blocks_ != nullptr)
+    while (blocks_ != nullptr) {
       delete std::exchange(blocks_, blocks_->next);  // NOLINT(cppcoreguidelines-owning-memory)
+    }
   }
   MoveRecordCache(const MoveRecordCache&) = delete;
   MoveRecordCache& operator=(const MoveRecordCache&) = delete;
@@ -108,6 +109,7 @@ class MoveRecordCache {
 class MoveQueue {
  public:
   MoveQueue() = default;
+  ~MoveQueue() = default;
   MoveQueue(const MoveQueue&) = delete;
   MoveQueue& operator=(const MoveQueue&) = delete;
   MoveQueue(MoveQueue&&) = delete;

@@ -719,7 +719,7 @@ class Engine {
                bool relative) noexcept;
   // commit() for the shard's own thread (a null producer): straight into its wheel, in a function
   // of its own, so the owner's schedule pays none of the hand-off's registers.
-  Timer commit_own(detail::Node* node, detail::Shard* shard, Nanos when, bool relative) noexcept;
+  static Timer commit_own(detail::Node* node, detail::Shard* shard, Nanos when, bool relative) noexcept;
   // for_each_pending(), type-erased: each(context, timer, deadline) per pending timer.
   std::size_t walk_shard(std::size_t shard, void* context,
                          void (*each)(void* context, Timer timer, Nanos deadline));
