@@ -81,7 +81,11 @@ EngineCore::EngineCore(EngineOptions opts)
       ticks_(static_cast<std::uint64_t>(opts_.tick.count())),
       directory_(first_generation(uid_)),
       producers_(uid_, shards_) {
-  const std::size_t cores = topology_.core_pus().size();
+  // The topology only where a mode needs it: workers to place and bind, or a shard per core to
+  // count. Loading it costs milliseconds and megabytes of hwloc's memory that a caller-driven
+  // engine with its shard count given would carry for nothing.
+  if (opts_.threads == Threads::workers || opts_.shards == 0) topology_.emplace();
+  const std::size_t cores = topology_ ? topology_->core_pus().size() : 0;
   const std::size_t n = opts_.shards != 0 ? opts_.shards : cores;
   const Nanos start = now();
   if (start.count() < 0) {
@@ -92,8 +96,8 @@ EngineCore::EngineCore(EngineOptions opts)
   }
   shards_.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
-    shards_.push_back(std::make_unique<Shard>(
-        *this, i, topology_.pu_for(i, opts_.cpus, Topology::From::first_core), opts_, start));
+    const unsigned pu = topology_ ? topology_->pu_for(i, opts_.cpus, Topology::From::first_core) : 0;
+    shards_.push_back(std::make_unique<Shard>(*this, i, pu, opts_, start));
   }
   has_executor_ = opts_.executor != nullptr && dynamic_cast<InlineExecutor*>(opts_.executor.get()) == nullptr;
   // Relaxed: a count, ordering nothing.

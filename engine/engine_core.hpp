@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -42,7 +43,11 @@ class EngineCore final : public ShardHost {
   Nanos now() const noexcept override { return opts_.clock != nullptr ? opts_.clock() : monotonic_now(); }
   void note_once(Notice kind, const std::string& message) override;
   void report_callback_error(std::exception_ptr error) noexcept override;
-  const Topology& topology() const noexcept override { return topology_; }
+  // Workers only (they bind): a caller-driven engine may have loaded none (see the constructor).
+  const Topology& topology() const noexcept override {
+    assert(topology_.has_value());
+    return *topology_;
+  }
   moodycamel::ProducerToken* returned_token(std::size_t shard) noexcept override;
   // Frees the timer's place, counts the cancel, and, if the node is still linked (`linked`: it was
   // pending, not a periodic run), has it unlinked: a record on the shard's cancel queue, or after
@@ -159,8 +164,8 @@ class EngineCore final : public ShardHost {
   EngineOptions opts_;
   const std::uint64_t uid_;
   const DeadlineClock deadline_clock_;
-  const TickDivider ticks_;  // a deadline's tick, computed by the producer (see commit())
-  Topology topology_;
+  const TickDivider ticks_;           // a deadline's tick, computed by the producer (see commit())
+  std::optional<Topology> topology_;  // loaded where a mode needs it (see the constructor)
 
   // Before the shards and the producers, whose pools' nodes it maps (it reads none at teardown).
   NodeDirectory directory_;
