@@ -318,6 +318,9 @@ void Shard::retire_own(Node* node) noexcept {
   // Release: pairs with own_cancels()'s acquire, as a producer's cancel count. Only the shard's
   // thread (its owner, one at a time) writes it.
   own_cancels_.store(own_cancels_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  // A hand-off not taken in yet (scheduled from another thread, or before this thread owned the
+  // shard) is not linked: adopt() finds it cancelled and recycles it, as for any cancel in transit.
+  if (node->pprev == nullptr) return;
   wheel_.cancel_own(node);
 }
 

@@ -220,7 +220,8 @@ class Shard {
     return gen;
   }
   // A cancel won by the owner outside a pass (owned_here_outside_pass()): counted, its callable
-  // destroyed, unlinked and recycled at once or with the next batch (ShardWheel::cancel_own()).
+  // destroyed, unlinked and recycled at once or with the next batch (ShardWheel::cancel_own()); a
+  // hand-off not taken in yet is left to adopt(), which recycles it.
   void retire_own(Node* node) noexcept;
   // What the shard's own thread counts a relative deadline from: its loop's time, the later of the
   // last pass's `now` and the clock read when the polling loop last finished a wait

@@ -181,6 +181,25 @@ TEST(EngineApi, TheOwnersRelativeDeadlinesCountFromTheLoopTime) {
   EXPECT_EQ(o.engine.clear(0), 5u);
 }
 
+// The owner cancels a timer still in transit (handed over by another thread, not taken in yet): it
+// is not linked, so the cancel leaves it for the shard's next pass, which recycles it unrun.
+TEST(EngineApi, TheOwnersCancelOfAHandOffNotTakenInYet) {
+  Tally t(2);
+  Owned o;
+  Timer there;
+  std::thread([&] { there = o.engine.schedule_on(0, 1ms, Probe(&t, 0)); }).join();
+  Timer here = o.engine.schedule_after(1ms, Probe(&t, 1));
+  EXPECT_TRUE(there.cancel());
+  EXPECT_TRUE(here.cancel());
+  EXPECT_EQ(o.engine.stats().pending, 0u);
+  advance_clock(2ms);
+  EXPECT_EQ(o.engine.poll(0), 0u);
+  EXPECT_EQ(t.ran[0].load() + t.ran[1].load(), 0);
+  EXPECT_EQ(t.destroyed[0].load(), 1);
+  EXPECT_EQ(t.destroyed[1].load(), 1);
+  EXPECT_EQ(o.engine.stats().cancelled, 2u);
+}
+
 // ---- reschedule from another thread: posted, applied by the shard's next pass ----
 
 TEST(EngineApi, AReschedulePostedFromAnotherThreadTakesEffectAtTheNextPass) {
