@@ -1373,8 +1373,9 @@ class EngineRun {
   }
 
   // Timer::reschedule (bit 0 of `how`) or reschedule_after, through the handle or its raw form (bit
-  // 1), or through `use`. On the shard's own thread, but for a walk of it, the move is made there
-  // and then, and true says it was: exactly when the timer is pending between runs. Elsewhere it is
+  // 1), or through `use`. On the shard's own thread, but for a walk of it, the moves posted before
+  // are applied and then this one, and true says it was: exactly when the timer is pending between
+  // runs. Elsewhere it is
   // posted: true iff the timer was pending between runs when asked and stop() had not begun; the
   // shard applies it when it next drains its records, if the timer still is (drain_moves).
   void reschedule(std::uint32_t serial, std::uint8_t how, const tickwheel::Timer* use = nullptr) {
@@ -1393,6 +1394,8 @@ class EngineRun {
     if (!got) return;
     const std::uint64_t due = due_tick(deadline, tick_);
     if (here) {
+      // The moves posted before this one are applied first: the last to return wins.
+      drain_moves(r.shard, tick_of(m.wheel_now));
       apply_move(serial, due, tick_of(m.wheel_now));
     } else {
       m.moves.push_back(Move{serial, due});
