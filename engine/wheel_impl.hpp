@@ -791,11 +791,16 @@ std::uint64_t BasicWheel<Policy>::next_level0_tick() const noexcept {
 
 // The first tick after cur_ at which something happens: a level-0 slot fires, or an upper-level
 // slot's unit starts. UINT64_MAX if the wheel levels are empty. O(levels).
+// With `dues` (next_deadline() only), the earliest due of a node instead: an upper level's
+// earliest slot is read for its nodes' dues (earliest_due()), and counts as its unit's start, a
+// lower bound of those dues (I2), only when it holds more than kDeadlineScan nodes. next_event_
+// and the passes step by the events, which a unit start must stop, since the slot moves down
+// there. O(levels * kDeadlineScan).
 template <class Policy>
-std::uint64_t BasicWheel<Policy>::next_event_tick(unsigned top) const noexcept {
+std::uint64_t BasicWheel<Policy>::next_event_tick(unsigned top, bool dues) const noexcept {
   std::uint64_t best = ~std::uint64_t{0};
   if (!level_empty(0)) {
-    best = next_level0_tick();
+    best = next_level0_tick();  // a level-0 slot's tick is its nodes' due (I2)
     // An upper level's events are starts of its units after cur_'s (I2), all multiples of 256
     // ticks: none comes before the next level-1 unit, so a level-0 event before it is the next.
     if (best < ((cur_ >> kLevelBits) + 1) << kLevelBits) return best;
@@ -806,33 +811,9 @@ std::uint64_t BasicWheel<Policy>::next_event_tick(unsigned top) const noexcept {
     const std::uint64_t from = (cur_ >> shift) + 1;
     const unsigned d = find_from(level_words(level), static_cast<unsigned>(from & (kSlots - 1)));
     assert(d < kSlots);
-    best = std::min(best, (from + d) << shift);
-  }
-  return best;
-}
-
-// The earliest due of a node in the wheel levels (they all lie after cur_, I2), except that an
-// upper level's earliest slot of more than kDeadlineScan nodes counts as the start of its unit,
-// a lower bound of its nodes' dues (I2); UINT64_MAX if the levels are empty. For next_deadline()
-// only: next_event_ and the passes step by next_event_tick(), which a unit start must stop, since
-// the slot moves down there. O(levels * kDeadlineScan).
-template <class Policy>
-std::uint64_t BasicWheel<Policy>::next_due_tick(unsigned top) const noexcept {
-  std::uint64_t best = ~std::uint64_t{0};
-  if (!level_empty(0)) {
-    best = next_level0_tick();  // a level-0 slot's tick is its nodes' due (I2)
-    // As in next_event_tick(): no upper level's unit, so none of its dues, comes before this.
-    if (best < ((cur_ >> kLevelBits) + 1) << kLevelBits) return best;
-  }
-  for (unsigned level = 1; level <= top; ++level) {
-    if (level_empty(level)) continue;
-    const unsigned shift = kLevelBits * level;
-    const std::uint64_t from = (cur_ >> shift) + 1;
-    const unsigned d = find_from(level_words(level), static_cast<unsigned>(from & (kSlots - 1)));
-    assert(d < kSlots);
     const std::uint64_t start = (from + d) << shift;
     // A level's later slots hold later units; a slot starting at or after `best` cannot beat it.
-    if (start < best) best = std::min(best, earliest_due(slot_of(level, from + d), start));
+    if (start < best) best = dues ? std::min(best, earliest_due(slot_of(level, from + d), start)) : start;
   }
   return best;
 }
@@ -1101,7 +1082,7 @@ std::optional<Nanos> BasicWheel<Policy>::next_deadline() const noexcept {
       occupied(static_cast<unsigned>(cur_ & (kSlots - 1)))) {
     return now_;
   }
-  const std::uint64_t t = next_due_tick(top_level());
+  const std::uint64_t t = next_event_tick(top_level(), /*dues=*/true);
   // Nothing linked although pending_ > 0: the one pending timer is a periodic timer whose callback
   // is running (this is called from inside it); its next run is not known until it returns.
   if (t == ~std::uint64_t{0}) return std::nullopt;

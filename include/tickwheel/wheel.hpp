@@ -758,8 +758,7 @@ class BasicWheel {
   void quiet_advance(std::uint64_t target) noexcept;
   void plan_pace(unsigned top) noexcept;
   bool lookahead_occupied(unsigned top) const noexcept;
-  std::uint64_t next_event_tick(unsigned top) const noexcept;
-  std::uint64_t next_due_tick(unsigned top) const noexcept;
+  std::uint64_t next_event_tick(unsigned top, bool dues = false) const noexcept;
   std::uint64_t earliest_due(unsigned slot, std::uint64_t start) const noexcept;
   using LevelWords = std::span<const std::uint64_t, kWordsPerLevel>;  // one level's occupancy bits
   LevelWords level_words(unsigned level) const noexcept;
