@@ -415,17 +415,16 @@ class Engine {
   // time once per iteration: the `now` of its last pass, or, if later, the clock read when its
   // polling loop last returned from finish_wait() or took ownership. No clock read there; for a
   // deadline from the exact clock, pass one to schedule_at(). Cost on the shard's own thread: the
-  // Wheel's schedule plus a thread-local load, no queue, no fence. Lock-free; no allocation in
-  // steady state (a thread's first schedule on a shard allocates its producer token and node
-  // cache). The one
-  // exception to lock-free: a schedule whose hand-off races stop() on another thread waits, on the
-  // engine's lifecycle mutex, until stop() has joined the workers and drained the queues, to learn
-  // whether its timer was taken (it then stands, among those stop() returns) or not (it fails with
-  // Status::stopped). So a callback must not wait for a thread that may be scheduling on this
-  // engine while stop() runs: stop() waits for the callback, which waits for that thread, which
-  // waits for stop(). A schedule from a callback itself does not deadlock: on a worker or polling
-  // thread it never waits, and on an executor's thread it waits at most until stop() lets the
-  // mutex go to wait for the executor's tasks.
+  // Wheel's schedule plus a thread-local load and a few loads of the shard's state, no queue, no
+  // fence. Lock-free; no allocation in steady state (a thread's first schedule on a shard allocates
+  // its producer token and node cache). The one exception to lock-free: a schedule whose hand-off
+  // races stop() on another thread waits, on the engine's lifecycle mutex, until stop() has joined
+  // the workers and drained the queues, to learn whether its timer was taken (it then stands, among
+  // those stop() returns) or not (it fails with Status::stopped). So a callback must not wait for a
+  // thread that may be scheduling on this engine while stop() runs: stop() waits for the callback,
+  // which waits for that thread, which waits for stop(). A schedule from a callback itself does not
+  // deadlock: on a worker or polling thread it never waits, and on an executor's thread it waits at
+  // most until stop() lets the mutex go to wait for the executor's tasks.
   template <class F>
   [[nodiscard]] Timer schedule_after(Nanos delay, F&& fn) noexcept {
     return schedule_on(any_shard, delay, std::forward<F>(fn));
