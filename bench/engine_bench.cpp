@@ -101,6 +101,10 @@
 #include "heap_baseline.hpp"
 #include "tickwheel/engine.hpp"
 
+namespace tickwheel_bench {
+void register_mix();  // mix_bench.cpp: the owner/other-thread mixes
+}  // namespace tickwheel_bench
+
 namespace {
 
 using Nanos = std::chrono::nanoseconds;
@@ -1093,6 +1097,8 @@ void register_all() {
       "producer-side cost of moving one pending timer to a new random delay from a thread other "
       "than its shard's, one shard with worker threads, N pending (second arg); first arg 0: "
       "Timer::reschedule_after, 1: cancel + schedule_after (a new handle)");
+  names += ",mix";
+  tickwheel_bench::register_mix();
   names += ",owned";
   for (const auto& [queue, fn] : {std::pair{OwnedWheel::kName, &BM_Owned<OwnedWheel>},
                                   std::pair{OwnedEngine::kName, &BM_Owned<OwnedEngine>}}) {
