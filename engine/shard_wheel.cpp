@@ -87,13 +87,8 @@ void ShardWheel::move_own(Node* node, std::uint64_t due) noexcept {
     return;
   }
   ++stats_.rescheduled;
-  // Release: as in move(); the flag is masked off by the reader (Shard::deadline_of).
-  store_due(node, due | kMoving, std::memory_order_release);
-  if (moves_queued_ == kUnlinkBatch) flush_moves();
-  move_queue_[moves_queued_] = node;
-  move_gen_[moves_queued_++] = node->gen.load(std::memory_order_relaxed);
-  prefetch_neighbours(node);
-  set_quiet_end(0);  // the next advance() moves it (I9)
+  // The flag in its due is masked off by a reader on another thread (Shard::deadline_of).
+  queue_move(node, node->gen.load(std::memory_order_relaxed), due);
 }
 
 std::size_t ShardWheel::cancel_all() noexcept {

@@ -86,13 +86,7 @@ class ShardWheel final : public BasicWheel<ShardPolicy> {
   // cancelled): as Wheel::cancel() after its mark, the callable destroyed and the unlink done at
   // once or queued with the standalone wheel's batch (I5), which every walk, pass and
   // next_deadline() flushes first. Precondition: the node is linked, outside a pass.
-  void cancel_own(Node* node) noexcept {
-    if (((node->thunk & kDestructorTag) | (cur_ ^ target_)) != 0) [[unlikely]] {
-      (void)cancel_slow(node);
-      return;
-    }
-    (void)finish_cancel(node);
-  }
+  void cancel_own(Node* node) noexcept { (void)cancel_marked(node); }
   // Unlinks and recycles a node another thread cancelled, if it is still that lifetime and still
   // linked; returns whether it did. A periodic node cancelled while it ran is unlinked: the fire
   // path, whose re-arm the cancel refused, recycles it, and this is a no-op.

@@ -269,15 +269,7 @@ bool BasicWheel<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
     return true;
   }
   if (cur_ == target_ && !in_advance_) {
-    // Outside a pass, with the wheel caught up: the move is queued, like a cancel's unlink, so that
-    // the neighbours' misses overlap with the calls until the flush (flush_moves()); the node stays
-    // where it is, flagged, until then (I6). Its new due is set now, for deadline().
-    node->due = due | kMoving;
-    if (moves_queued_ == kUnlinkBatch) flush_moves();
-    move_queue_[moves_queued_] = node;
-    move_gen_[moves_queued_++] = id.gen_;
-    detail::prefetch_neighbours(node);
-    set_quiet_end(0);  // the next advance() moves it (I9)
+    queue_move(node, id.gen_, due);
     return true;
   }
   // Inside a pass (the lists must be exact when the callback returns), or while the wheel lags
@@ -293,6 +285,22 @@ bool BasicWheel<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
     step(target_, 0);
   }
   return true;
+}
+
+// Outside a pass, with the wheel caught up: a move is queued, like a cancel's unlink, so that the
+// neighbours' misses overlap with the calls until the flush (flush_moves()); the node stays where
+// it is, flagged, until then (I6). Its new due is set now, for deadline() (release in an Engine's
+// shard, whose Timer::deadline() reads it from other threads, see detail::store_due).
+template <class Policy>
+void BasicWheel<Policy>::queue_move(Node* node, std::uint32_t gen, std::uint64_t due) noexcept {
+  assert(cur_ == target_ && !in_advance_);
+  detail::store_due(node, due | kMoving,
+                    Policy::kShared ? std::memory_order_release : std::memory_order_relaxed);
+  if (moves_queued_ == kUnlinkBatch) flush_moves();
+  move_queue_[moves_queued_] = node;
+  move_gen_[moves_queued_++] = gen;
+  detail::prefetch_neighbours(node);
+  set_quiet_end(0);  // the next advance() moves it (I9)
 }
 
 template <class Policy>

@@ -626,7 +626,11 @@ class BasicWheel {
   Status acquire_failure() const noexcept;
   Node* pending_node(TimerId id) const noexcept;
   bool cancel_running(Node* node, std::uint32_t pending_gen) noexcept;
+  bool cancel_marked(Node* node) noexcept;
   bool finish_cancel(Node* node) noexcept;
+  // Queues a move of a linked node to `due` (I6): flagged in its due, moved by flush_moves().
+  // Precondition: the wheel caught up (cur_ == target_), outside a pass.
+  void queue_move(Node* node, std::uint32_t gen, std::uint64_t due) noexcept;
   // Out of line (never inlined), so that cancel() itself makes no call and GCC gives it no
   // prologue: every instruction of a cancel at a million timers is one more in the window the core
   // overlaps its node's DRAM miss with (with the flush inlined, every cancel saved and restored
@@ -1004,8 +1008,15 @@ inline bool BasicWheel<Policy>::cancel(TimerId id) noexcept {
     return cancel_running(node, id.gen_);
   }
   node->gen.store(detail::in_state(id.gen_, detail::kCancelled), std::memory_order_relaxed);
-  // One branch for the two rare cases, both out of line: a callable with a destructor to run, and
-  // a wheel whose cur_ lags behind target_ (a pass under way, or one cut short by its limit).
+  return cancel_marked(node);
+}
+
+// The rest of a cancel once the node is marked cancelled (cancel(), and an Engine shard's owner:
+// ShardWheel::cancel_own). One branch for the two rare cases, both out of line: a callable with a
+// destructor to run, and a wheel whose cur_ lags behind target_ (a pass under way, or one cut
+// short by its limit).
+template <class Policy>
+inline bool BasicWheel<Policy>::cancel_marked(Node* node) noexcept {
   if (((node->thunk & detail::kDestructorTag) | (cur_ ^ target_)) != 0) [[unlikely]] {
     return cancel_slow(node);
   }
