@@ -40,26 +40,39 @@ void Wakeup::wait(std::uint32_t seq, const std::optional<Nanos>& until) noexcept
 
 void Wakeup::finish() noexcept {
   planned_ns_.store(kAwake, std::memory_order_relaxed);
-  if (fd_ >= 0) {
-    std::uint64_t count = 0;
-    (void)::read(fd_, &count, sizeof count);  // resets the counter; EAGAIN when it was 0
-  }
+  if (fd_ < 0) return;
+  // Acquire: pairs with signal()'s release, which follows its write to the fd. So every signal
+  // this load counts has written, and the read below resets what they wrote. A signal it does not
+  // count may have written too (the read takes that as well) or may write later; either way its
+  // bump comes after this load, so a later finish() sees the word moved and drains again: the fd
+  // is never left readable with no drain to come.
+  const std::uint32_t seen = futex_.load(std::memory_order_acquire);
+  if (seen == drained_) return;
+  drained_ = seen;
+  std::uint64_t count = 0;
+  (void)::read(fd_, &count, sizeof count);  // resets the counter; EAGAIN when it was 0
 }
 
 void Wakeup::signal() noexcept {
-  // Release: pairs with prepare()'s acquire load of the word.
-  futex_.fetch_add(1, std::memory_order_release);
   switch (kind_) {
     case Kind::futex:
+      // Release: pairs with prepare()'s acquire load of the word. Before the wake-up: a sleeper
+      // not yet blocked then finds the word moved from its `seq`, and does not block.
+      futex_.fetch_add(1, std::memory_order_release);
       ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&futex_), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr,
                 0);
       return;
     case Kind::eventfd: {
       const std::uint64_t one = 1;
       (void)::write(fd_, &one, sizeof one);  // fails only when the counter would overflow: set anyway
+      // Release, after the write: pairs with finish()'s acquire load (see there).
+      futex_.fetch_add(1, std::memory_order_release);
       return;
     }
-    case Kind::callback: try { (*callback_)(index_);
+    case Kind::callback:
+      futex_.fetch_add(1, std::memory_order_release);  // release: the record of a signal, as above
+      try {
+        (*callback_)(index_);
       } catch (...) {
         // EngineOptions::wake_loop must not throw; what it throws is dropped, as documented there.
       }

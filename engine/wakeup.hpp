@@ -60,8 +60,9 @@ class Wakeup {
   }
   // A worker's sleep: blocks while the futex word is `seq`, until `until` (CLOCK_MONOTONIC) if given.
   void wait(std::uint32_t seq, const std::optional<Nanos>& until) noexcept;
-  // Awake again: producers stop signalling. A loop's eventfd is drained, so that a signal that
-  // came after the loop had already woken does not make its next wait return at once.
+  // Awake again: producers stop signalling. A loop's eventfd is drained if a signal came since
+  // the last drain, so that a signal that came after the loop had already woken does not make its
+  // next wait return at once; with none, no system call.
   void finish() noexcept;
 
   // ---- Producers (any thread) ----
@@ -97,8 +98,9 @@ class Wakeup {
   // sleeper around a sleep: its own line.
   alignas(kCacheLine) std::atomic<std::uint64_t> planned_ns_{kAwake};
   // Bumped (release) by each signal: the futex word a worker waits on, and, for the others, a
-  // record that a signal came. Its own line too.
+  // record that a signal came (for an eventfd, after its write: see signal()). Its own line too.
   alignas(kCacheLine) std::atomic<std::uint32_t> futex_{0};
+  std::uint32_t drained_ = 0;  // the sleeper's: futex_ as its last drain of the eventfd saw it
   const Kind kind_;
   const std::size_t index_;
   const std::function<void(std::size_t)>* const callback_;

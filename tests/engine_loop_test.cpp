@@ -10,6 +10,7 @@
 // short, so a missing wake-up fails the bounded wait instead of passing late. No timing figure is
 // asserted.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -231,6 +232,28 @@ TEST(EngineLoop, AnEpollLoopAsleepForAnHourWakesForATwoMillisecondTimer) {
   EXPECT_TRUE(eventually([&] { return ran.load() == 1; }, 30s)) << "the loop slept through an earlier timer";
   loop.finish();
   EXPECT_EQ(e.stop().size(), 1u);
+}
+
+// finish_wait() reads the wake-up fd only when a signal came since its last read: the fd must
+// still be clear after every wait that a producer woke, and stay clear across waits nobody woke.
+TEST(EngineLoop, FinishWaitClearsTheWakeupFdAfterEveryWakeAndReadsNothingElse) {
+  Engine e(real_manual());
+  const int fd = e.wakeup_fd(0);
+  const auto readable = [fd] {
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    return ::poll(&p, 1, 0) == 1;
+  };
+  for (int round = 0; round < 50; ++round) {
+    const bool woken = round % 3 != 0;
+    ASSERT_TRUE(e.prepare_wait(0, std::nullopt));
+    if (woken) {
+      std::thread([&e] { ASSERT_TRUE(e.schedule_after(0ns, [] {})); }).join();
+      ASSERT_TRUE(readable()) << "round " << round << ": a hand-off did not wake the waiting loop";
+    }
+    e.finish_wait(0);
+    EXPECT_FALSE(readable()) << "round " << round << ": finish_wait() left the fd readable";
+    (void)e.poll(0);  // takes the hand-off in, so that the next prepare_wait() finds nothing waiting
+  }
 }
 
 // ---- Shard ownership ----

@@ -557,7 +557,8 @@ class Engine {
   // cancels to the shard since its last nudge wakes it whatever its plan, so a loop asleep until a
   // far deadline cannot let them pile up. stop() wakes it too. A producer pays a system call only
   // when it wakes the loop, never while the loop is awake. The polling thread only; one wait at a
-  // time. Cost: a store and a fence; finish_wait() a read of the eventfd. Throws as poll().
+  // time. Cost: a store and a fence; finish_wait() a read of the eventfd if it was signalled.
+  // Throws as poll().
   //   for (;;) {
   //     engine.poll(shard);
   //     const std::optional<Nanos> until = engine.next_deadline(shard);
