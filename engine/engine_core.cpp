@@ -81,10 +81,10 @@ EngineCore::EngineCore(EngineOptions opts)
       ticks_(static_cast<std::uint64_t>(opts_.tick.count())),
       directory_(first_generation(uid_)),
       producers_(uid_, shards_) {
-  // The topology only where a mode needs it: workers to place and bind, or a shard per core to
-  // count. Loading it costs milliseconds and megabytes of hwloc's memory that a caller-driven
-  // engine with its shard count given would carry for nothing.
-  if (opts_.threads == Threads::workers || opts_.shards == 0) topology_.emplace();
+  // The topology only where a mode needs it: pinned workers to place and bind, or a shard per core
+  // to count. Loading it costs milliseconds and megabytes of hwloc's memory that an engine with its
+  // shard count given and nothing to pin (caller-driven, or unpinned workers) would carry for nothing.
+  if ((opts_.threads == Threads::workers && opts_.pin_workers) || opts_.shards == 0) topology_.emplace();
   const std::size_t cores = topology_ ? topology_->core_pus().size() : 0;
   const std::size_t n = opts_.shards != 0 ? opts_.shards : cores;
   const Nanos start = now();
