@@ -25,6 +25,12 @@ Usage:
   tools/bench_table.py [BINARY] [--repetitions R] [--filter REGEX] [--cpu K] [--json FILE]
                        [--doc FILE --section NAME] [BINARY FLAGS]
   tools/bench_table.py --from-json FILE [--doc FILE --section NAME]   # format a saved run
+  tools/bench_table.py --check docs/benchmarks.md   # each section == its docs/bench/<NAME>.json?
+
+--check regenerates every generated section of the file from the JSON beside it
+(bench/<NAME>.json, relative to the file) and fails naming each section that differs or has no
+JSON, so a figure typed into the file by hand, or a JSON changed without its section, is caught
+(CTest `tools.bench_doc`).
 
 Exit status 1 if any benchmark reported an error (a lost timer, an early fire). Standard library
 only.
@@ -66,6 +72,8 @@ def parse_args():
     p.add_argument("--doc", default=None,
                    help="write the tables into this Markdown file (with --section), replacing that section")
     p.add_argument("--section", default=None, help="the section of --doc to replace (a word: [a-z0-9_-]+)")
+    p.add_argument("--check", default=None, metavar="FILE",
+                   help="check that every generated section of FILE is what its saved JSON gives")
     args, extra = p.parse_known_args()
     if (args.doc is None) != (args.section is None):
         p.error("--doc and --section go together")
@@ -453,24 +461,62 @@ def render(data, repetitions):
     return "\n".join(lines)
 
 
+SECTION = re.compile(r"<!-- bench_table.py section=([a-z0-9_-]+) begin.*?-->\n(.*?)\n"
+                     r"<!-- bench_table.py section=\1 end -->", re.S)
+
+
+def with_section(text, section, block):
+    """text with the block between section's markers replaced (or a new section appended)."""
+    new = (f"<!-- bench_table.py section={section} begin: generated, edit tools/bench_table.py instead -->\n"
+           f"{block}\n<!-- bench_table.py section={section} end -->")
+    for m in SECTION.finditer(text):
+        if m.group(1) == section:
+            return text[:m.start()] + new + text[m.end():]
+    return (text.rstrip("\n") + "\n\n" if text else "") + new + "\n"
+
+
 def write_section(path, section, block):
-    """Replaces the block between section's markers in path (or appends one): a re-run replaces."""
-    begin = f"<!-- bench_table.py section={section} begin: generated, edit tools/bench_table.py instead -->"
-    end = f"<!-- bench_table.py section={section} end -->"
-    text = read_text(path) or ""
-    pattern = re.compile(re.escape(begin.split(":", 1)[0]) + r".*?" + re.escape(end), re.S)
-    new = f"{begin}\n{block}\n{end}"
-    if pattern.search(text):
-        text = pattern.sub(lambda _: new, text, count=1)
-    else:
-        text = (text + "\n\n" if text else "") + new
+    """A re-run replaces its section of the file instead of adding to it."""
+    text = with_section(read_text(path) or "", section, block)
     with open(path, "w", encoding="utf-8") as f:
-        f.write(text + "\n")
+        f.write(text.rstrip("\n") + "\n")
     print(f"wrote section '{section}' of {path}", file=sys.stderr)
+
+
+def check_doc(path):
+    """0 if every generated section of path is what bench/<section>.json beside it gives."""
+    text = read_text(path)
+    if text is None:
+        print(f"{path}: cannot read it", file=sys.stderr)
+        return 1
+    sections = [m.group(1) for m in SECTION.finditer(text)]
+    failed = 0
+    for section in sections:
+        source = os.path.join(os.path.dirname(path), "bench", section + ".json")
+        try:
+            with open(source, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"{path}: section '{section}' has no readable JSON ({source}: {e})", file=sys.stderr)
+            failed = 1
+            continue
+        if with_section(text, section, render(data, 0)) != text:
+            print(f"{path}: section '{section}' is not what {source} gives: regenerate it with "
+                  f"tools/bench_table.py --from-json {source} --doc {path} --section {section}",
+                  file=sys.stderr)
+            failed = 1
+    if not sections:
+        print(f"{path}: no generated section", file=sys.stderr)
+        failed = 1
+    if not failed:
+        print(f"{path}: {len(sections)} sections, each as its JSON gives it ({', '.join(sections)})")
+    return failed
 
 
 def main():
     args = parse_args()
+    if args.check:
+        return check_doc(args.check)
     if args.from_json:
         with open(args.from_json, encoding="utf-8") as f:
             data = json.load(f)
