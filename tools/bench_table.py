@@ -14,6 +14,14 @@ one table each. Every figure comes from the benchmark's JSON output, and so do t
 descriptions: the binary writes them into the JSON context from the same table that registers the
 cases, so nothing here is typed by hand and nothing can drift.
 
+Given tickwheel-stress (or a JSON report it wrote), it runs the harness once and renders its floor
+table (what the engine adds above the platform's own wake-up jitter, per percentile), the lateness
+of every fire, the throughput and the accounting, from the harness's own JSON report.
+
+Given examples/gateway/run_gateway.py (its own arguments after it: --server, --load, --asio and the
+load), it runs the reference gateway on tickwheel and on Boost.Asio and renders the runner's table
+of medians from the report it writes.
+
 With --doc FILE --section NAME the tables, the machine they ran on (CPU, cores, clock source,
 kernel, load average, date, commit) and the commands that made them replace the block between
 `<!-- bench_table.py section=NAME begin -->` and its `end` marker in FILE (appended when FILE has
@@ -38,6 +46,7 @@ only.
 
 import argparse
 import datetime
+import tempfile
 import json
 import os
 import platform
@@ -56,7 +65,7 @@ BASE_N = 1_000_000  # the size the "×(N vs 1M)" column compares against
 
 def parse_args():
     default_binary = os.path.join(ROOT, "build", "bench", "tickwheel-bench")
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0], allow_abbrev=False)
     p.add_argument("binary", nargs="?", default=default_binary,
                    help="the benchmark binary (default: build/bench/tickwheel-bench)")
     p.add_argument("--repetitions", "-r", type=int, default=5,
@@ -155,9 +164,8 @@ def run_benchmark(args):
     # Beside the benchmark's own output, so that --from-json can say where and how it was made.
     data["tickwheel_run"] = {
         "machine": machine,
-        "benchmark_command": shlex.join(os.path.relpath(c, ROOT) if c == args.binary else c for c in cmd),
-        "table_command": "python3 tools/bench_table.py " + shlex.join(
-            os.path.relpath(a, ROOT) if os.path.isabs(a) and a.startswith(ROOT) else a for a in sys.argv[1:]),
+        "benchmark_command": shlex.join(relative(c) for c in cmd),
+        "table_command": "python3 tools/bench_table.py " + shlex.join(relative(a) for a in sys.argv[1:]),
         "repetitions": args.repetitions,
     }
     if args.json:
@@ -165,6 +173,134 @@ def run_benchmark(args):
             json.dump(data, f, indent=1)
             f.write("\n")
     return data
+
+
+def is_stress(binary):
+    return os.path.basename(binary).startswith("tickwheel-stress")
+
+
+def run_stress(args):
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "report.json")
+        cmd = [args.binary, "--json", report, "--svg", "", "--quiet", *args.extra]
+        return run_tool(args, cmd, report, [args.binary, "--json", "REPORT.json", "--svg", "", "--quiet",
+                                            *args.extra])
+
+
+def is_gateway(binary):
+    return os.path.basename(binary) == "run_gateway.py"
+
+
+def relative(a):
+    return os.path.relpath(a, ROOT) if os.path.isabs(a) and a.startswith(ROOT) else a
+
+
+def run_tool(args, cmd, report, record):
+    """Runs a tool that writes a JSON report; the report, with this script's record of the run."""
+    print("running: " + shlex.join(cmd), file=sys.stderr)
+    machine = machine_facts()
+    rc = subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL).returncode
+    machine["load_after"] = load_average()
+    with open(report, encoding="utf-8") as f:
+        data = json.load(f)
+    data["tickwheel_run"] = {
+        "machine": machine,
+        "benchmark_command": shlex.join(relative(c) for c in record),
+        "table_command": "python3 tools/bench_table.py " + shlex.join(relative(a) for a in sys.argv[1:]),
+        "exit_status": rc,
+    }
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+    return data
+
+
+def run_gateway(args):
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, args.binary, *args.extra, "--out", tmp]
+        return run_tool(args, cmd, os.path.join(tmp, "gateway.json"),
+                        ["python3", args.binary, *args.extra, "--out", "DIR"])
+
+
+def render_gateway(data):
+    run = data.get("tickwheel_run", {})
+    m = run.get("machine", {})
+    par = data.get("parameters", {})
+    lines = [
+        f"Machine: {m.get('cpus_online', '?')} CPUs of {m.get('cpu', '?')}, clock source "
+        f"{m.get('clocksource', '?')}, Linux {m.get('kernel', '?')}; load average {m.get('load_before', '?')} "
+        f"before the runs and {m.get('load_after', '?')} after; {m.get('date_utc', '?')}; commit "
+        f"{m.get('commit', '?')}.", ""]
+    if run:
+        lines += [f"Command: `{run['table_command']}`", "", f"It ran: `{run['benchmark_command']}`", ""]
+    lines += [f"Load: {par.get('runs', '?')} run(s) of {par.get('seconds', '?')} s per configuration (medians), "
+              f"{par.get('loops', '?')} loop thread(s), request timeout {par.get('timeout_us', '?')} us, upstream "
+              f"mean service time {par.get('service_us', '?')} us, {100 * par.get('drop', 0):g}% never answered, "
+              f"idle timeout {par.get('idle_ms', '?')} ms; shapes are connections x requests a second per "
+              f"connection" + (f"; servers under SCHED_FIFO {par['rt_priority']}" if par.get("rt_priority") else "")
+              + ".", "", data["table"], "",
+              "Lateness is a request timeout's fire time minus its deadline; past the tick, for tickwheel, "
+              "minus the deadline rounded up to the tick (what the engine adds beyond its rounding). CPU is "
+              "the server process's per request; violations count every broken rule (a timer early, twice "
+              "or after a winning cancel, a reply lost or doubled) and must be 0."]
+    return "\n".join(lines)
+
+
+def fmt_us(ns):
+    return "–" if ns is None else fmt_ns(ns / 1e3)
+
+
+STRESS_PCTS = ("p50", "p90", "p99", "p99_9", "p99_99", "max")
+
+
+def render_stress(data):
+    """The stress harness's report: where it ran, the floor, lateness, throughput, accounting."""
+    run = data.get("tickwheel_run", {})
+    m = run.get("machine", {})
+    o, plat, place = data["options"], data["platform"], data["placement"]
+    lines = [
+        f"Machine: {m.get('cpus_online', plat.get('allowed_cpus', '?'))} CPUs of {m.get('cpu', '?')}, "
+        f"clock source {plat.get('clocksource', '?')}, Linux {m.get('kernel', plat.get('kernel', '?'))}, "
+        f"isolated CPUs: {plat.get('isolated', '?')}, THP {plat.get('thp', '?')}; load average "
+        f"{plat.get('loadavg_start', '?')} at the start and {plat.get('loadavg_end', '?')} at the end; "
+        f"{m.get('date_utc', '?')}; commit {m.get('commit', '?')}.", ""]
+    if run:
+        lines += [f"Command: `{run['table_command']}`", "", f"It ran: `{run['benchmark_command']}`", ""]
+    lines += [f"Workload: {data.get('config', '?')}. Placement: workers on CPU {place.get('workers', '?')}, "
+              f"load threads on {place.get('load', '?')} ({o['threads']}); it ran {data['run']['seconds']:.1f} s.", ""]
+    floor = data.get("floor", [])
+    if floor:
+        lines += ["**What the engine adds above the platform** (us; the control thread sleeps to the same "
+                  "tick grid and does nothing else)", ""]
+        header = ["percentile", "tick probe", "control", "probe − control", "past the tick",
+                  "past the tick − control"]
+        rows = [[r["percentile"].replace("_", "."), fmt_us(r.get("tick_probe_ns")), fmt_us(r.get("control_ns")),
+                 fmt_us(r.get("probe_minus_control_ns")), fmt_us(r.get("past_tick_ns")),
+                 fmt_us(r.get("past_tick_minus_control_ns"))] for r in floor]
+        lines += markdown(header, rows) + [""]
+    fire = data["fire"]
+    lat = [("every fire", fire.get("lateness_ns")), ("one-shot timers", fire.get("oneshot_lateness_ns")),
+           ("periodic runs", fire.get("periodic_lateness_ns"))]
+    rows = [[name, f"{h['count']:,}"] + [fmt_us(h.get(p)) for p in STRESS_PCTS] for name, h in lat if h]
+    if rows:
+        lines += ["**Lateness: callback start − deadline** (us; a deadline is rounded up to the tick, so "
+                  "a one-shot timer waits up to a tick for its rounding)", ""]
+        lines += markdown(["timers", "fires", *[p.replace("_", ".") for p in STRESS_PCTS]], rows) + [""]
+    acc = data.get("accounting", {})
+    broken = {k: v for k, v in acc.items() if isinstance(v, (int, float)) and v and k in (
+        "double_fires", "overlapping_runs", "fired_after_cancel", "stray_fires", "early_fires",
+        "fired_before_tick", "moved_early", "refused_pending", "pending_not_returned")}
+    lines += [f"Throughput: {data['schedule']['per_second']:,.0f} schedules, {data['cancel']['per_second']:,.0f} "
+              f"cancels and {fire['per_second']:,.0f} fires a second. Accounting: "
+              f"{'PASS' if data.get('ok') else 'FAIL'} ({acc.get('scheduled', 0):,} scheduled, "
+              f"{acc.get('fired', 0):,} fired, {acc.get('cancelled', 0):,} cancelled, "
+              f"{acc.get('returned_at_stop', 0):,} returned by stop()"
+              + (", broken: " + ", ".join(f"{k} {v}" for k, v in broken.items()) if broken else "") + ")."]
+    warnings = place.get("warnings", [])
+    if warnings:
+        lines += ["", "The harness's warnings about this run:"] + [f"- {w}" for w in warnings]
+    return "\n".join(lines)
 
 
 def split_name(run):
@@ -461,7 +597,7 @@ def render(data, repetitions):
     return "\n".join(lines)
 
 
-SECTION = re.compile(r"<!-- bench_table.py section=([a-z0-9_-]+) begin.*?-->\n(.*?)\n"
+SECTION = re.compile(r"<!-- bench_table.py section=([a-z0-9_-]+) begin.*?-->\n(?:(.*?)\n)?"
                      r"<!-- bench_table.py section=\1 end -->", re.S)
 
 
@@ -500,7 +636,9 @@ def check_doc(path):
             print(f"{path}: section '{section}' has no readable JSON ({source}: {e})", file=sys.stderr)
             failed = 1
             continue
-        if with_section(text, section, render(data, 0)) != text:
+        block = (render_stress(data) if data.get("tool") == "tickwheel-stress"
+                 else render_gateway(data) if "configurations" in data else render(data, 0))
+        if with_section(text, section, block) != text:
             print(f"{path}: section '{section}' is not what {source} gives: regenerate it with "
                   f"tools/bench_table.py --from-json {source} --doc {path} --section {section}",
                   file=sys.stderr)
@@ -520,8 +658,19 @@ def main():
     if args.from_json:
         with open(args.from_json, encoding="utf-8") as f:
             data = json.load(f)
+    elif is_stress(args.binary):
+        data = run_stress(args)
+    elif is_gateway(args.binary):
+        data = run_gateway(args)
     else:
         data = run_benchmark(args)
+    if data.get("tool") == "tickwheel-stress" or "configurations" in data:
+        block = render_stress(data) if data.get("tool") == "tickwheel-stress" else render_gateway(data)
+        if args.doc:
+            write_section(args.doc, args.section, block)
+        else:
+            print(block)
+        return 0 if data.get("ok", data.get("violations", 1) == 0 and data.get("errors", 1) == 0) else 1
     block = render(data, args.repetitions)
     if args.doc:
         write_section(args.doc, args.section, block)
