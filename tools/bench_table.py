@@ -120,7 +120,7 @@ def source_commit():
     commit = git("rev-parse", "--short=12", "HEAD")
     if commit is None:
         return "unknown (not a git checkout)"
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", "include", "engine", "bench",
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "include", "engine", "bench", "stress", "examples",
                   "CMakeLists.txt", "CMakePresets.json", "cmake")
     return commit + (" with uncommitted changes to the sources" if changed else "")
 
@@ -361,7 +361,7 @@ def med(reps, field):
 def fmt_ns(v):
     if v is None:
         return "–"
-    return f"{v:.1f}" if v < 100 else f"{v:.0f}"
+    return f"{v:.1f}" if abs(v) < 100 else f"{v:,.0f}"
 
 
 def fmt_num(v, digits=1):
