@@ -120,8 +120,8 @@ def source_commit():
     commit = git("rev-parse", "--short=12", "HEAD")
     if commit is None:
         return "unknown (not a git checkout)"
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", "include", "engine", "bench", "stress", "examples",
-                  "CMakeLists.txt", "CMakePresets.json", "cmake")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", "include", "engine", "bench",
+                  "stress", "examples", "CMakeLists.txt", "CMakePresets.json", "cmake")
     return commit + (" with uncommitted changes to the sources" if changed else "")
 
 
@@ -229,17 +229,17 @@ def render_gateway(data):
     par = data.get("parameters", {})
     lines = [
         f"Machine: {m.get('cpus_online', '?')} CPUs of {m.get('cpu', '?')}, clock source "
-        f"{m.get('clocksource', '?')}, Linux {m.get('kernel', '?')}; load average {m.get('load_before', '?')} "
-        f"before the runs and {m.get('load_after', '?')} after; {m.get('date_utc', '?')}; commit "
-        f"{m.get('commit', '?')}.", ""]
+        f"{m.get('clocksource', '?')}, Linux {m.get('kernel', '?')}; load average "
+        f"{m.get('load_before', '?')} before the runs and {m.get('load_after', '?')} after; "
+        f"{m.get('date_utc', '?')}; commit {m.get('commit', '?')}.", ""]
     if run:
         lines += [f"Command: `{run['table_command']}`", "", f"It ran: `{run['benchmark_command']}`", ""]
-    lines += [f"Load: {par.get('runs', '?')} run(s) of {par.get('seconds', '?')} s per configuration (medians), "
-              f"{par.get('loops', '?')} loop thread(s), request timeout {par.get('timeout_us', '?')} us, upstream "
-              f"mean service time {par.get('service_us', '?')} us, {100 * par.get('drop', 0):g}% never answered, "
-              f"idle timeout {par.get('idle_ms', '?')} ms; shapes are connections x requests a second per "
-              f"connection" + (f"; servers under SCHED_FIFO {par['rt_priority']}" if par.get("rt_priority") else "")
-              + ".", "", data["table"], "",
+    fifo = f"; servers under SCHED_FIFO {par['rt_priority']}" if par.get("rt_priority") else ""
+    lines += [f"Load: {par.get('runs', '?')} run(s) of {par.get('seconds', '?')} s per configuration "
+              f"(medians), {par.get('loops', '?')} loop thread(s), request timeout "
+              f"{par.get('timeout_us', '?')} us, upstream mean service time {par.get('service_us', '?')} us, "
+              f"{100 * par.get('drop', 0):g}% never answered, idle timeout {par.get('idle_ms', '?')} ms; "
+              f"shapes are connections x requests a second per connection{fifo}.", "", data["table"], "",
               "Lateness is a request timeout's fire time minus its deadline; past the tick, for tickwheel, "
               "minus the deadline rounded up to the tick (what the engine adds beyond its rounding). CPU is "
               "the server process's per request; violations count every broken rule (a timer early, twice "
@@ -267,17 +267,18 @@ def render_stress(data):
         f"{m.get('date_utc', '?')}; commit {m.get('commit', '?')}.", ""]
     if run:
         lines += [f"Command: `{run['table_command']}`", "", f"It ran: `{run['benchmark_command']}`", ""]
-    lines += [f"Workload: {data.get('config', '?')}. Placement: workers on CPU {place.get('workers', '?')}, "
-              f"load threads on {place.get('load', '?')} ({o['threads']}); it ran {data['run']['seconds']:.1f} s.", ""]
+    lines += [f"Workload: {data.get('config', '?')}. Placement: workers on CPU "
+              f"{place.get('workers', '?')}, load threads on {place.get('load', '?')} ({o['threads']}); it "
+              f"ran {data['run']['seconds']:.1f} s.", ""]
     floor = data.get("floor", [])
     if floor:
         lines += ["**What the engine adds above the platform** (us; the control thread sleeps to the same "
                   "tick grid and does nothing else)", ""]
         header = ["percentile", "tick probe", "control", "probe − control", "past the tick",
                   "past the tick − control"]
-        rows = [[r["percentile"].replace("_", "."), fmt_us(r.get("tick_probe_ns")), fmt_us(r.get("control_ns")),
-                 fmt_us(r.get("probe_minus_control_ns")), fmt_us(r.get("past_tick_ns")),
-                 fmt_us(r.get("past_tick_minus_control_ns"))] for r in floor]
+        fields = ("tick_probe_ns", "control_ns", "probe_minus_control_ns", "past_tick_ns",
+                  "past_tick_minus_control_ns")
+        rows = [[r["percentile"].replace("_", ".")] + [fmt_us(r.get(f)) for f in fields] for r in floor]
         lines += markdown(header, rows) + [""]
     fire = data["fire"]
     lat = [("every fire", fire.get("lateness_ns")), ("one-shot timers", fire.get("oneshot_lateness_ns")),
@@ -291,8 +292,9 @@ def render_stress(data):
     broken = {k: v for k, v in acc.items() if isinstance(v, (int, float)) and v and k in (
         "double_fires", "overlapping_runs", "fired_after_cancel", "stray_fires", "early_fires",
         "fired_before_tick", "moved_early", "refused_pending", "pending_not_returned")}
-    lines += [f"Throughput: {data['schedule']['per_second']:,.0f} schedules, {data['cancel']['per_second']:,.0f} "
-              f"cancels and {fire['per_second']:,.0f} fires a second. Accounting: "
+    lines += [f"Throughput: {data['schedule']['per_second']:,.0f} schedules, "
+              f"{data['cancel']['per_second']:,.0f} cancels and {fire['per_second']:,.0f} fires a second. "
+              f"Accounting: "
               f"{'PASS' if data.get('ok') else 'FAIL'} ({acc.get('scheduled', 0):,} scheduled, "
               f"{acc.get('fired', 0):,} fired, {acc.get('cancelled', 0):,} cancelled, "
               f"{acc.get('returned_at_stop', 0):,} returned by stop()"
@@ -574,7 +576,8 @@ def render(data, repetitions):
         blocks.append(("Fired timers inline and through an executor", executor_rows(table, order),
                        EXECUTOR_NOTES))
     else:
-        note = NOTES if "ref" in queues else NOTES.replace(NOTES[NOTES.index("ref is the"):NOTES.index("min–max is")], "")
+        ref_note = NOTES[NOTES.index("ref is the"):NOTES.index("min–max is")]
+        note = NOTES if "ref" in queues else NOTES.replace(ref_note, "")
         blocks.append((None, wheel_rows(table, order), note))
     titled = sum(1 for _, rows, _ in blocks if rows) > 1
     for title, rows, note in blocks:
