@@ -545,7 +545,7 @@ struct Periodic {
   static void run(benchmark::State& s) { BM_Periodic<Q>(s); }
 };
 
-// The one table of scenarios: registration, names and the README's descriptions all come from it.
+// The one table of scenarios: registration, names and the descriptions in docs/benchmarks.md come from it.
 const std::array kCases = {
     make_case<Fresh>(
         "fresh", "schedule N timers into a fresh queue (W1): its memory mapped and faulted in as it fills",
@@ -664,7 +664,7 @@ bool apply(const Flags& flags) {
     benchmark::AddCustomContext("pinned_cpu", std::to_string(flags.cpu));
   }
   // The library advises its large blocks for transparent huge pages; turning THP off for the
-  // process is how a deployment opts out, and how the README's with/without figures were taken.
+  // process is how a deployment opts out, and how --tickwheel_thp=off measures without huge pages.
   if (flags.thp_off && ::prctl(PR_SET_THP_DISABLE, 1UL, 0UL, 0UL, 0UL) != 0) {
     std::fprintf(stderr, "tickwheel-bench: PR_SET_THP_DISABLE refused: %s\n", std::strerror(errno));
     return false;

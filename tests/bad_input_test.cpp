@@ -1,4 +1,4 @@
-// Tier 1 (bad input): one test per row of the README's "Bad input" table, each checking the defined
+// Tier 1 (bad input): one test per row of the table in docs/bad-input.md, each checking the defined
 // result of that input on the Wheel and on the Engine, as their headers state it: delays that are
 // zero, negative or overflowing and deadlines in the past; option values out of range (the
 // constructor throws std::invalid_argument naming the option and the value); shard counts of zero

@@ -2,7 +2,7 @@
 // the clock, a lateness histogram, a JSON writer, the request and connection bookkeeping that
 // checks every timer's rule, the simulated upstream, and the socket helpers.
 //
-// The gateway (README, "Inside a real gateway") is a TCP server on 127.0.0.1 that forwards each
+// The gateway (docs/gateway.md) is a TCP server on 127.0.0.1 that forwards each
 // request to a simulated upstream and answers the client when the upstream answers, or with an
 // error when the request's timeout fires first; connections idle for too long are closed. Two
 // servers speak the same protocol: tickwheel_server.cpp (caller-driven loops that own their shards,

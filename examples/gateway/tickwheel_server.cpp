@@ -9,7 +9,7 @@
 //            in the set, so that another thread's earlier hand-off wakes it. The sleep is timed in
 //            nanoseconds with epoll_pwait2 (--wait ns, the default); --wait ms rounds it up to
 //            epoll_wait's milliseconds, which costs up to a millisecond past each tick when the tick
-//            is shorter (the README's "Embedding in your event loop" has the measurement).
+//            is shorter (docs/gateway.md says what the comparison showed).
 //   workers  engine worker threads time the shards (one per loop, unpinned) and hand each fired
 //            timer to a LoopExecutor whose lane i is loop i: the loop drains the lane when its fd
 //            is readable, so every callback still runs on the loop that owns its connection.
