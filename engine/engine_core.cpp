@@ -204,13 +204,14 @@ Timer EngineCore::commit(Node* node, Shard* shard, ProducerState* producer, Nano
   // handle of the node's last lifetime may read this `due`; its acquire fence then pairs with this
   // store, so its second load of the generation sees this lifetime's (or later), never the one it
   // holds, and it answers nullopt (see Shard::deadline_of). A plain mov on x86-64.
-  store_due(node, ticks_.due(deadline), std::memory_order_release);
+  const std::uint64_t due = ticks_.due(deadline);
+  store_due(node, due, std::memory_order_release);
   ProducerState::PerShard& mine = producer->shards[shard->index()];
   const Reservation r{.node = node, .shard = shard, .producer = producer};
   // Counted before the hand-off (whose enqueue releases it), so that no claim of the timer can be
   // seen without it; fail() takes it back. Relaxed: see ProducerState::PerShard.
   mine.scheduled.store(mine.scheduled.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (!shard->hand_over(*mine.transfer, node, deadline)) return fail(r, Status::out_of_memory);
+  if (!shard->hand_over(*mine.transfer, node, due)) return fail(r, Status::out_of_memory);
   ProducerState::posted_to(*shard, mine);
   // hand_over() ended with a seq_cst fence after the enqueue, and stop() has one between its store
   // of stopped_ and its drain of the queues (Dekker): so if this load sees false, stop()'s drain

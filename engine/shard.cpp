@@ -100,16 +100,23 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
 
 // ---- Any thread ----
 
-bool Shard::hand_over(moodycamel::ProducerToken& token, Node* node, Nanos deadline) noexcept {
-  const auto due = static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));
+bool Shard::hand_over(moodycamel::ProducerToken& token, Node* node, std::uint64_t due_tick) noexcept {
   // The enqueue publishes the node (release; the worker's dequeue acquires it). It allocates only
   // when the producer's block list must grow, which stops once it covers the peak backlog; if
   // that allocation fails nothing was handed over and the caller fails the schedule.
   if (!transfers_.enqueue(token, node)) return false;
   // The caller's load of stopped_ relies on the fence in here too (EngineCore::commit): one fence
   // per hand-off serves both pairings.
-  wake_.wake_if_before(due);
+  wake_for(due_tick);
   return true;
+}
+
+void Shard::wake_for(std::uint64_t due_tick) noexcept {
+  // A timer fires once its tick has ended, and a worker's plan is such an end (the wheel's
+  // next_deadline()): a timer due within the tick the sleeper wakes for anyway, a due-now answer
+  // among them, needs no signal. (A loop's plan may be any time: it then wakes by itself no later
+  // than the timer's end, and its pass takes the node in.)
+  wake_.wake_if_before(due_tick * ticks_.tick());
 }
 
 bool Shard::dispatch(Node* node) noexcept {
@@ -133,7 +140,7 @@ void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noex
     callback_threw();
   }
   t_task_engine = outer;
-  std::uint64_t next_ns = std::numeric_limits<std::uint64_t>::max();  // a one-shot wakes no one
+  std::uint64_t next_tick = 0;  // the tick of the next run; a one-shot wakes no one
   if (meta != 0) {
     if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay)) {
       // The next run is one period after this one ended: its tick goes back in `due`
@@ -142,12 +149,13 @@ void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noex
       // Timer::deadline() can race from another thread (see detail::store_due).
       const Nanos next =
           detail::saturating_add(run_end(), Nanos(static_cast<Nanos::rep>(Meta::period(meta))));
-      store_due(node, ticks_.due(next), std::memory_order_release);
-      next_ns = static_cast<std::uint64_t>(next.count());
+      next_tick = ticks_.due(next);
+      store_due(node, next_tick, std::memory_order_release);
     } else {
       // The next grid point, or a later one if the timer misfired: waking for the first is never
-      // late. `due` is the run's tick, written by the worker before it handed the task over.
-      next_ns = detail::saturating_add(node->due * ticks_.tick(), Meta::period(meta));
+      // late. `due` is the run's tick, written by the worker before it handed the task over; a
+      // fixed rate's period is a whole number of ticks.
+      next_tick = std::min(node->due + ticks_.floor(Meta::period(meta)), ticks_.max_tick());
     }
   }
   // An enqueue fails only when the queue cannot allocate; a node must not be lost, so try again
@@ -156,7 +164,7 @@ void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noex
     returned_token = nullptr;
     std::this_thread::yield();
   }
-  if (meta != 0) wake_.wake_if_before(next_ns);
+  if (meta != 0) wake_for(next_tick);
   completed_.fetch_add(1, std::memory_order_release);  // see completed_
 }
 
@@ -209,7 +217,7 @@ bool Shard::post_move(MoveRecordCache& records, Node* node, std::uint32_t pendin
   // A timer moved earlier than the sleeper's plan must not wait for it: the producers' protocol
   // (a seq_cst fence, then the plan), as for a hand-off; the post's exchange comes before the
   // fence, so either the poster sees the plan or the sleeper sees moves_.waiting().
-  wake_.wake_if_before(deadline_ns);
+  wake_for(ticks_.due(Nanos(static_cast<Nanos::rep>(deadline_ns))));
   return true;
 }
 

@@ -72,10 +72,10 @@ class Shard {
   ShardHost& host() const noexcept { return host_; }
 
   // ---- Any thread. ----
-  // Hands a prepared node to the worker; wakes it iff the node's deadline (in nanoseconds, the
-  // node's `due` being its tick) is before the worker's planned wake-up. False, with nothing handed
+  // Hands a prepared node, due at tick `due_tick` (its `due`), to the worker; wakes it iff that
+  // tick ends before the worker's planned wake-up (see wake_for()). False, with nothing handed
   // over, if the queue could not allocate room.
-  [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node, Nanos deadline) noexcept;
+  [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node, std::uint64_t due_tick) noexcept;
   void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
   // Asks the shard's thread to move a timer that was pending with generation `pending_gen` to
   // deadline_ns (a record from `records` on moves_, applied at the start of the next pass, right
@@ -313,6 +313,9 @@ class Shard {
   // The engine's clock: CLOCK_MONOTONIC, or EngineOptions::clock through the host.
   Nanos clock_now() const noexcept { return own_clock_ ? host_.now() : monotonic_now(); }
   static std::uint64_t plan_of(const std::optional<Nanos>& until) noexcept;  // a plan for Wakeup
+  // After posting work due at tick `due_tick`: signals the sleeper iff that tick ends before its
+  // plan. Any thread.
+  void wake_for(std::uint64_t due_tick) noexcept;
   bool nothing_waits() const noexcept;  // no hand-off, no returned node, no stop: a sleep may begin
   void publish_stats() noexcept;
 

@@ -80,6 +80,27 @@ TEST(EngineLoop, AnEarlierHandOffWakesAWaitingLoopAndNothingElseDoes) {
   EXPECT_EQ(e.stop().size(), 104u);
 }
 
+// A timer fires once its tick has ended: one due within the tick the loop wakes at anyway (an
+// answer due now, the usual cross-thread hand-off of a gateway) must not cost a wake-up.
+TEST(EngineLoop, AHandOffDueWithinTheTickTheLoopWakesForDoesNotWakeIt) {
+  WakeCount w;
+  Engine e(counted(w));
+  advance_clock(300us);  // inside a tick
+  const Nanos tick_end = std::chrono::ceil<std::chrono::milliseconds>(fake_now());
+  ASSERT_TRUE(e.prepare_wait(0, tick_end));
+  ASSERT_TRUE(e.schedule_on(0, 0ns, [] {}));
+  ASSERT_TRUE(e.schedule_on(0, tick_end - fake_now(), [] {}));
+  EXPECT_EQ(w.calls.load(), 0) << "a hand-off due by the end of the tick the loop wakes at woke it";
+  ASSERT_TRUE(e.schedule_on(0, tick_end - fake_now() + 1ns, [] {}));
+  EXPECT_EQ(w.calls.load(), 0) << "a hand-off due in a later tick woke the loop";
+  ASSERT_TRUE(e.schedule_on(0, -1ms, [] {}));
+  EXPECT_EQ(w.calls.load(), 1) << "a hand-off of an ended tick did not wake the loop";
+  e.finish_wait(0);
+  advance_clock(tick_end - fake_now());
+  EXPECT_EQ(e.poll(0), 3u) << "the three hand-offs due by the tick's end run at its end";
+  EXPECT_EQ(e.stop().size(), 1u);
+}
+
 TEST(EngineLoop, CancelsPiledUpUnderAFarWaitNudgeTheLoopOncePer4096Posts) {
   WakeCount w;
   Engine e(counted(w));

@@ -552,7 +552,7 @@ class Engine {
   // loop waits, prepare_wait(shard, until) announces how long it means to: `until` in the engine's
   // clock (normally next_deadline(shard); nullopt: until woken). It returns false when hand-offs
   // already wait (poll at once instead of waiting); otherwise, until finish_wait(shard), a producer
-  // whose hand-off is due before `until` wakes the loop: it writes the shard's wakeup_fd(), or calls
+  // whose hand-off's tick ends before `until` wakes the loop: it writes the shard's wakeup_fd(), or calls
   // EngineOptions::wake_loop. Cancels never wake it, but a thread that has posted 4096 hand-offs and
   // cancels to the shard since its last nudge wakes it whatever its plan, so a loop asleep until a
   // far deadline cannot let them pile up. stop() wakes it too. A producer pays a system call only
