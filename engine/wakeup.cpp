@@ -41,14 +41,18 @@ void Wakeup::wait(std::uint32_t seq, const std::optional<Nanos>& until) noexcept
 void Wakeup::finish() noexcept {
   planned_ns_.store(kAwake, std::memory_order_relaxed);
   if (fd_ < 0) return;
-  // Acquire: pairs with signal()'s release, which follows its write to the fd. So every signal
-  // this load counts has written, and the read below resets what they wrote. A signal it does not
-  // count may have written too (the read takes that as well) or may write later; either way its
-  // bump comes after this load, so a later finish() sees the word moved and drains again: the fd
-  // is never left readable with no drain to come.
-  const std::uint32_t seen = futex_.load(std::memory_order_acquire);
-  if (seen == drained_) return;
-  drained_ = seen;
+  // An eventfd signal counts itself in started_ before its write and in futex_ after it. Nothing
+  // to read when every signal begun has been counted done by an earlier drain (drained_): their
+  // writes came before that drain's read, which reset them. Otherwise read; the drain covers the
+  // signals done before it (acquire: pairs with the release after their writes). One begun and
+  // not done keeps started_ above drained_, so each later finish() reads again until it is done:
+  // the fd is never left readable with no read to come, and a signaller held up between its write
+  // and its count costs a read per wait, never a loop spinning on a readable fd.
+  const std::uint32_t done = futex_.load(std::memory_order_acquire);
+  // Relaxed: a stale value only delays the read by one turn of the loop (the fd stays readable,
+  // so the next wait returns at once, and the next finish() sees the bump).
+  if (started_.load(std::memory_order_relaxed) == drained_) return;
+  drained_ = done;
   std::uint64_t count = 0;
   (void)::read(fd_, &count, sizeof count);  // resets the counter; EAGAIN when it was 0
 }
@@ -63,6 +67,7 @@ void Wakeup::signal() noexcept {
                 0);
       return;
     case Kind::eventfd: {
+      started_.fetch_add(1, std::memory_order_relaxed);  // relaxed: see finish()
       const std::uint64_t one = 1;
       (void)::write(fd_, &one, sizeof one);  // fails only when the counter would overflow: set anyway
       // Release, after the write: pairs with finish()'s acquire load (see there).

@@ -100,7 +100,10 @@ class Wakeup {
   // Bumped (release) by each signal: the futex word a worker waits on, and, for the others, a
   // record that a signal came (for an eventfd, after its write: see signal()). Its own line too.
   alignas(kCacheLine) std::atomic<std::uint32_t> futex_{0};
-  std::uint32_t drained_ = 0;  // the sleeper's: futex_ as its last drain of the eventfd saw it
+  // Kind::eventfd: signals begun (futex_ counts those done), and the sleeper's own record of
+  // futex_ at its last read of the fd (see finish()).
+  std::atomic<std::uint32_t> started_{0};
+  std::uint32_t drained_ = 0;
   const Kind kind_;
   const std::size_t index_;
   const std::function<void(std::size_t)>* const callback_;
