@@ -16,6 +16,7 @@
 
 #include "clock.hpp"
 #include "control.hpp"
+#include "cyclictest.hpp"
 #include "format.hpp"
 #include "hlog.hpp"
 #include "passes.hpp"
@@ -107,6 +108,7 @@ class Driver {
   Placement placement_;
   std::vector<pid_t> worker_tids_;  // shard order; empty when unknown (a pool runs the probes)
   std::unique_ptr<ControlThread> control_;
+  std::unique_ptr<Cyclictest> cyclictest_;  // beside the control thread
   Interrupts irq_before_;
   std::unique_ptr<HlogWriter> hlog_;
   std::unique_ptr<Histogram> previous_past_tick_ = std::make_unique<Histogram>();
@@ -590,6 +592,10 @@ Report Driver::run() {
                                                o_.rt_priority);
     control_->start();
     r_.control_ran = true;
+    cyclictest_ = std::make_unique<Cyclictest>(o_.tick_ns, placement_.control, o_.rt_priority, o_.mlock);
+    cyclictest_->start();
+  } else {
+    r_.cyclictest.reason = "no control thread (--no-control) to run it beside";
   }
 
   irq_before_ = read_interrupts();
@@ -620,6 +626,7 @@ Report Driver::run() {
   for (auto& t : canceller_threads_) t.join();
   if (repeated_) r_.repeated = repeated_->finish();
   if (control_) control_->stop();
+  if (cyclictest_) r_.cyclictest = cyclictest_->stop();
   const std::int64_t stop_at = Clock::now();
   r_.run_s = static_cast<double>(stop_at - start_ns_) / 1e9;
   if (pollers) pollers->stop();

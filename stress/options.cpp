@@ -482,8 +482,8 @@ CommandLine parse_command_line(int argc, char** argv) {
       ->capture_default_str();
   CLI::Option* svg_opt =
       app.add_option("--svg", o.svg_path,
-                     "Write the lateness plot (percentile curve, and p99 and max per second) as a "
-                     "self-contained SVG to this file; '' = none")
+                     "Write the lateness plot (percentile curve, and p99 and max per second) as an SVG "
+                     "to this file (stress/plot.py, matplotlib); '' = none")
           ->capture_default_str();
   app.add_option("--svg-from", o.svg_from,
                  "Run nothing: render --svg from this JSON report, as written by --json")
@@ -528,7 +528,8 @@ CommandLine parse_command_line(int argc, char** argv) {
     profile->apply(from_profile);
     from_profile.profile = o.profile;
     bind.fill_from(from_profile);
-    if (!o.compare.empty() && svg_opt->count() == 0) o.svg_path.clear();  // a plot only when asked for
+    o.svg_required = svg_opt->count() != 0;
+    if (!o.compare.empty() && !o.svg_required) o.svg_path.clear();  // a plot only when asked for
     if (o.fit) {
       o.fitted = fit_to_machine(o, std::max<std::size_t>(1, allowed_cpus().size()), shards_opt->count() != 0,
                                 producers_opt->count() != 0, cancellers_opt->count() != 0);

@@ -1,6 +1,6 @@
 // stress/report.hpp — everything a stress run measured, the accounting rules that judge it, and
-// its renderings: the text report on stdout and the JSON document (which the SVG plot is drawn
-// from, see svg.hpp). Every figure is filled in by the driver from a count, a clock read, the
+// its renderings: the text report on stdout and the JSON document (which stress/plot.py draws the
+// SVG plot from). Every figure is filled in by the driver from a count, a clock read, the
 // engine's stats() or a system call made during the run; none is derived from the options alone.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cyclictest.hpp"
 #include "histogram.hpp"
 #include "options.hpp"
 #include "placement.hpp"
@@ -121,6 +122,7 @@ struct Report {
   // The platform's floor and the engine's tick lag, side by side (control.hpp, workload.hpp).
   bool control_ran = false;
   Histogram control;                     // the control thread's wake-up lateness
+  CyclictestResult cyclictest;           // beside the control thread (cyclictest.hpp)
   std::vector<ShardProbe> shard_probes;  // per shard
   Histogram probe_lag;                   // every shard's probe lag together
   std::uint64_t tick_probes = 0;         // probe timers scheduled (one per shard)
