@@ -187,8 +187,8 @@ void Driver::build(Engine& engine) {
   r_.harness_bytes = std::uint64_t{probes_.end} * sizeof(Slot) +
                      std::uint64_t{periodic + shards} * sizeof(PeriodicTrack) +
                      callback_threads * sizeof(Recorder) + shards * sizeof(ProbeState) + passes_.bytes() +
-                     std::uint64_t{timers} * sizeof(std::uint32_t) +
-                     producers * (sizeof(Producer) + Calendar::kBuckets * sizeof(std::vector<Event>));
+                     std::uint64_t{timers} * sizeof(std::uint32_t) + producers * sizeof(Producer);
+  for (const auto& p : producers_) r_.harness_bytes += p->agenda_base_bytes();
 }
 
 // One periodic timer per shard at a period of one tick, armed from this thread as a producer arms
@@ -337,7 +337,7 @@ Sample Driver::sample(std::int64_t now, Engine& engine) {
     r_.peak_pending = s.pending + s.queued;
     r_.rss_at_peak_bytes = s.rss_bytes;
     r_.calendar_bytes_at_peak = 0;
-    for (const auto& p : producers_) r_.calendar_bytes_at_peak += p->calendar_bytes.get();
+    for (const auto& p : producers_) r_.calendar_bytes_at_peak += p->agenda_bytes.get();
   }
   previous_ = s;
   previous_lateness_ = std::move(lateness);

@@ -68,7 +68,8 @@ def percentile_axis(ax, title, tick_ns):
     ax.xaxis.set_major_formatter(lambda x, _: "0%" if x <= 1 else f"{100 - 100 / x:g}%")
     ax.set_xlabel("percentile (log of 1 / (1 - p); each curve ends at its maximum)")
     ax.set_ylabel("us")
-    ax.axhline(tick_ns / 1e3, color="#999999", dashes=(4, 3), linewidth=1, label="one tick")
+    if tick_ns:
+        ax.axhline(tick_ns / 1e3, color="#999999", dashes=(4, 3), linewidth=1, label="one tick")
     ax.grid(True, which="major", color="#eeeeee")
 
 
@@ -246,8 +247,7 @@ def plot_gateway(plt, report, svg):
                  "dotted; a 100 us tick: thinner. Each configuration's run with the median p99.",
                  x=0.01, ha="left", fontsize=10)
     for ax, shape in zip(axes[0], shapes):
-        percentile_axis(ax, f"{shape} (connections x req/s each)", 0)
-        ax.lines[0].remove()
+        percentile_axis(ax, f"{shape} (connections x req/s each)", None)
         for c in configs:
             if c["shape"] != shape:
                 continue

@@ -535,7 +535,7 @@ void print_report(const Report& r, std::ostream& out) {
   }
   s += format(
       "memory      %.1f B per pending timer: RSS grew %.1f MiB from the baseline to the second "
-      "with the most timers pending (%llu), less %.1f MiB of the producers' calendars\n"
+      "with the most timers pending (%llu), less %.1f MiB of the producers' agendas\n"
       "            peak RSS %.1f MiB (whole process; the harness's own arrays %.1f MiB, allocated "
       "before the baseline)\n",
       r.bytes_per_pending(),

@@ -200,7 +200,7 @@ struct Report {
 
   // Memory. The baseline is taken with the engine started and every harness array allocated and
   // touched; the growth is read at the sample with the most timers pending, less what the
-  // producers' calendars (the harness's only growing structure) held then.
+  // producers' agendas (the harness's only growing structure; JSON: calendar_bytes_at_peak) held then.
   std::uint64_t rss_base_bytes = 0;
   std::uint64_t rss_at_peak_bytes = 0;
   std::uint64_t calendar_bytes_at_peak = 0;

@@ -1,5 +1,5 @@
 // examples/gateway/common.hpp — what the reference gateway's three programs share: the wire format,
-// the clock, a lateness histogram, a JSON writer, the request and connection bookkeeping that
+// the clock, a lateness histogram, its JSON, the request and connection bookkeeping that
 // checks every timer's rule, the simulated upstream, and the socket helpers.
 //
 // The gateway (README, "Inside a real gateway") is a TCP server on 127.0.0.1 that forwards each
@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -155,30 +156,10 @@ class Histogram {
   std::uint64_t count_ = 0, negative_ = 0, max_ = 0;
 };
 
-// ---- A JSON writer (objects and arrays by begin/end, keys in order; enough for the reports) ----
+// ---- The reports' JSON (nlohmann-json) ----
 
-class Json {
- public:
-  explicit Json(std::ostream& out) : out_(out) {}
-  Json& begin_object(std::string_view key = {});
-  Json& end_object();
-  Json& begin_array(std::string_view key = {});
-  Json& end_array();
-  Json& field(std::string_view key, std::string_view value);
-  Json& field(std::string_view key, const char* value) { return field(key, std::string_view(value)); }
-  Json& field(std::string_view key, double value);
-  Json& field(std::string_view key, std::uint64_t value);
-  Json& field(std::string_view key, std::int64_t value);
-  Json& field(std::string_view key, int value) { return field(key, static_cast<std::int64_t>(value)); }
-  Json& field(std::string_view key, bool value);
-  // {"count", "p50_ns", "p99_ns", "p999_ns", "max_ns", "below_zero", "curve": [[pct, ns], ...]}
-  Json& histogram(std::string_view key, const Histogram& h);
-
- private:
-  void key(std::string_view k);
-  std::ostream& out_;
-  std::vector<bool> first_{true};
-};
+// {"count", "p50_ns", "p99_ns", "p999_ns", "max_ns", "below_zero", "curve": [[pct, ns], ...]}
+nlohmann::ordered_json histogram_json(const Histogram& h);
 
 // ---- CPU and memory of this process ----
 
