@@ -64,7 +64,6 @@ def percentile_axis(ax, title, tick_ns):
     ax.set_title(title, loc="left", pad=4)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlim(left=1)
     ax.xaxis.set_major_formatter(lambda x, _: "0%" if x <= 1 else f"{100 - 100 / x:g}%")
     ax.set_xlabel("percentile (log of 1 / (1 - p); each curve ends at its maximum)")
     ax.set_ylabel("us")
@@ -243,9 +242,9 @@ def plot_gateway(plt, report, svg):
     shapes = list(dict.fromkeys(c["shape"] for c in report["configurations"]))
     fig, axes = plt.subplots(1, len(shapes), figsize=(7 * len(shapes), 6), layout="constrained", squeeze=False)
     title = report["title"]
-    fig.suptitle(title + "\nrequest-timeout lateness (fire time - deadline): solid; tickwheel past the tick: "
-                 "dotted; a 100 us tick: thinner. Each configuration's run with the median p99.",
-                 x=0.01, ha="left", fontsize=10)
+    note = ("request-timeout lateness (fire time - deadline): solid; tickwheel past the tick: dotted; a 100 us "
+            "tick: thinner. Each configuration's run with the median p99.")
+    fig.suptitle("\n".join([title] + textwrap.wrap(note, 60 * len(shapes))), x=0.01, ha="left", fontsize=10)
     for ax, shape in zip(axes[0], shapes):
         percentile_axis(ax, f"{shape} (connections x req/s each)", None)
         for c in configs:

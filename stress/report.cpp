@@ -281,8 +281,10 @@ double Report::bytes_per_pending() const noexcept {
 
 std::uint64_t Report::total_rejected() const noexcept { return sum(rejected); }
 
-void check_accounting(Report& r) {
-  r.failures.clear();
+namespace {
+
+// Every timer accounted for once: fires, cancels, moves, and what stop() handed back.
+void check_fires_and_stop(Report& r) {
   const std::uint64_t scheduled = r.total_scheduled();
   const std::uint64_t cancelled = r.total_cancelled();
   rule(r, scheduled + r.periodic_runs != r.fired + cancelled + r.returned,
@@ -344,6 +346,12 @@ void check_accounting(Report& r) {
   rule(r, r.stop_returned != r.returned,
        format("Engine::stop(visit) returned %llu but handed %llu timers to its visitor", ull(r.stop_returned),
               ull(r.returned)));
+}
+
+// The engine's own counters against the harness's, the periodic and repeated timers, the executor.
+void check_engine_and_timers(Report& r) {
+  const std::uint64_t scheduled = r.total_scheduled();
+  const std::uint64_t cancelled = r.total_cancelled();
   // The visitor's cancels are posted for the engine's destructor to recycle (Engine::stop(visit)):
   // pending counts them at once, stats().cancelled (timers recycled) not yet.
   const EngineStats& e = r.engine;
@@ -414,13 +422,22 @@ void check_accounting(Report& r) {
        format("%llu callbacks threw, though none of the harness's can", ull(e.callback_errors)));
 }
 
-void print_report(const Report& r, std::ostream& out) {
+}  // namespace
+
+void check_accounting(Report& r) {
+  r.failures.clear();
+  check_fires_and_stop(r);
+  check_engine_and_timers(r);
+}
+
+namespace {
+
+// The clock, the run, and the producers' and cancellers' calls.
+std::string calls_text(const Report& r) {
   const Options& o = r.options;
   const double sched_ns = ns_per_call(r.schedule_ns, r.schedule_batches, r.schedule_calls, r.clock_read_ns);
   const double cancel_ns = ns_per_call(r.cancel_ns, r.cancel_batches, r.cancel_calls, r.clock_read_ns);
   std::string s;
-  s += "tickwheel-stress: " + r.config + "\n";
-  s += platform_text(r);
   s += format(
       "clock       steady_clock::now() costs %.1f ns per read (median of 5 loops of 1M reads); "
       "|steady_clock - CLOCK_MONOTONIC| %lld ns. Every fire's lateness includes one read, every "
@@ -482,6 +499,12 @@ void print_report(const Report& r, std::ostream& out) {
           ? static_cast<double>(r.reschedule_calls) / static_cast<double>(r.reschedule_batches)
           : 0.0,
       ull(r.moved_fires), ull(r.moved_raced));
+  return s;
+}
+
+// The fires' lateness, the periodic policies, and the worst tick lag per shard.
+std::string fire_text(const Report& r) {
+  std::string s;
   s += format("fire        %llu callbacks (%.0f/s), of which %llu periodic runs (%.0f/s)\n", ull(r.fired),
               per_second(r.fired, r.run_s), ull(r.periodic_runs), per_second(r.periodic_runs, r.run_s));
   s += "  lateness, callback start - deadline (us), every fire:\n    " + percentile_line(r.lateness) + "\n";
@@ -500,8 +523,14 @@ void print_report(const Report& r, std::ostream& out) {
                 i + 1 < e.shards.size() ? "," : "");
   }
   s += "\n";
-  s += floor_text(r);
-  s += passes_text(r);
+  return s;
+}
+
+// The engine's counters, per shard, the executor and the threads that ran callbacks.
+std::string engine_text(const Report& r) {
+  const Options& o = r.options;
+  const EngineStats& e = r.engine;
+  std::string s;
   s += format(
       "engine      transfer-cap hits %llu (passes that moved %zu hand-offs and left more); passes "
       "%llu (%.0f/s); wake-ups %llu (%.0f/s); callback errors %llu\n",
@@ -533,6 +562,12 @@ void print_report(const Report& r, std::ostream& out) {
                us(static_cast<double>(t.lateness.percentile(50))),
                us(static_cast<double>(t.lateness.percentile(99))), us(static_cast<double>(t.lateness.max())));
   }
+  return s;
+}
+
+// Memory and the machine's load.
+std::string memory_text(const Report& r) {
+  std::string s;
   s += format(
       "memory      %.1f B per pending timer: RSS grew %.1f MiB from the baseline to the second "
       "with the most timers pending (%llu), less %.1f MiB of the producers' agendas\n"
@@ -545,8 +580,13 @@ void print_report(const Report& r, std::ostream& out) {
       "machine     context switches during the run: %llu voluntary, %llu involuntary (preempted); "
       "load average (1 min) %.2f at the start, %.2f at the end\n",
       ull(r.voluntary_switches), ull(r.involuntary_switches), r.loadavg_start, r.loadavg_end);
-  s += threads_text(r);
-  for (const std::string& n : r.notices) s += "notice      " + n + "\n";
+  return s;
+}
+
+// The exactly-once accounting and the verdict.
+std::string accounting_text(const Report& r) {
+  const EngineStats& e = r.engine;
+  std::string s;
   s += format(
       "accounting  scheduled %llu + periodic runs %llu = fired %llu + cancelled %llu + returned at stop %llu "
       "(probes %llu included; rejected %llu accounted separately)\n",
@@ -584,7 +624,17 @@ void print_report(const Report& r, std::ostream& out) {
     s += format("result      FAIL: %zu rule(s) broken\n", r.failures.size());
     for (const std::string& f : r.failures) s += "  - " + f + "\n";
   }
-  out << s << std::flush;
+  return s;
+}
+
+}  // namespace
+
+void print_report(const Report& r, std::ostream& out) {
+  out << "tickwheel-stress: " << r.config << "\n"
+      << platform_text(r) << calls_text(r) << fire_text(r) << floor_text(r) << passes_text(r)
+      << engine_text(r) << memory_text(r) << threads_text(r);
+  for (const std::string& n : r.notices) out << "notice      " << n << "\n";
+  out << accounting_text(r) << std::flush;
 }
 
 namespace {
