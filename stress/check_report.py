@@ -6,6 +6,7 @@ Usage: check_report.py REPORT.json [--svg PLOT.svg] [--expect-cap-hits] [--expec
                        [--expect-misfires]
        check_report.py --compare BINARY A.json B.json PLOT.svg
        check_report.py --refused BINARY MESSAGE [--unprivileged] [--memlock BYTES] -- ARGS...
+       check_report.py --no-matplotlib BINARY REPORT.json
 
 The report must parse and hold every section and field the program promises, with numbers where
 numbers belong, and its figures must agree with each other: ok with no failures; scheduled +
@@ -39,6 +40,8 @@ recorded wake-ups. With --hlog the HdrHistogram interval log is decoded as HdrHi
 reader would (base64, the compressed V2 cookie, zlib, the V2 header with 2 significant digits,
 ZigZag LEB128 counts with zero runs) and its intervals must add up to no more than the report's
 totals, with the same maximum bucket as the log's Interval_Max says.
+--no-matplotlib runs stress/plot.py and BINARY --svg-from where matplotlib cannot be imported and
+checks that the text report is still printed, no plot is written, and both say so and fail.
 --compare runs BINARY --compare A B --svg PLOT and checks the side-by-side text (every section) and
 the plot (both runs' curves in each panel). --refused runs BINARY ARGS and checks that it exits
 non-zero, before running anything, with MESSAGE in its output; with --memlock, under an
@@ -72,7 +75,7 @@ FIELDS = {
                 "max_pending", "executor", "pool_threads", "threads", "lead_ns", "rearm", "fit",
                 "worker_cpus", "producer_cpus", "control_cpu", "control", "rt_priority", "mlock"],
     "platform": ["kernel", "clocksource", "isolcpus", "nohz_full", "rcu_nocbs", "isolated", "governor", "thp",
-                 "rt_runtime_us", "rt_period_us", "allowed_cpus", "smt_siblings", "loadavg_start",
+                 "rt_runtime_us", "rt_period_us", "rt_known", "allowed_cpus", "smt_siblings", "loadavg_start",
                  "loadavg_end", "interrupts", "threads"],
     "placement": ["workers", "load", "control", "fitted", "warnings"],
     "control": ["ran", "mode", "cpu", "lateness_ns", "curve"],
@@ -137,7 +140,8 @@ STRINGS = {("options", "profile"), ("options", "delay"), ("options", "wait"), ("
                                                                  "rcu_nocbs", "isolated", "governor", "thp",
                                                                  "allowed_cpus"]}
 BOOLEANS = {("options", "pin"), ("options", "rearm"), ("options", "fit"), ("options", "control"),
-            ("options", "mlock"), ("control", "ran"), ("cyclictest", "ran")}
+            ("options", "mlock"), ("control", "ran"), ("cyclictest", "ran"),
+            ("platform", "rt_known")}
 OBJECTS = {("schedule", "rejected"), ("schedule", "bursts"), ("executor", "threads"),
            ("fire", "lateness_ns"), ("fire", "oneshot_lateness_ns"), ("fire", "periodic_lateness_ns"),
            ("fire", "lateness_past_tick_ns"), ("fire", "lateness_curve"), ("platform", "smt_siblings"),
@@ -641,6 +645,27 @@ def check_compare(binary, a, b, svg):
         check(legend in texts, f"the compare plot's legend has '{legend}'")
 
 
+def check_no_matplotlib(binary, report):
+    """Where matplotlib cannot be imported (a module of that name that refuses to load, first on every
+    interpreter's path): the text report still printed, no SVG, the reason said, exit 3 from plot.py;
+    tickwheel-stress --svg-from exits 2, its plot having been asked for."""
+    with tempfile.TemporaryDirectory() as blocked:
+        with open(os.path.join(blocked, "matplotlib.py"), "w", encoding="ascii") as f:
+            f.write("raise ImportError('matplotlib blocked by check_report.py')\n")
+        env = {**os.environ, "PYTHONPATH": blocked}
+        svg = os.path.join(blocked, "plot.svg")
+        plot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plot.py")
+        run = subprocess.run([sys.executable, plot, "stress", report, "--text", "--svg", svg], env=env,
+                             capture_output=True, text=True, check=False)
+        check(run.returncode == 3, f"plot.py without matplotlib exits 3 (is {run.returncode}: {run.stderr.strip()})")
+        check("matplotlib cannot be imported" in run.stderr, f"plot.py says why: {run.stderr.strip()}")
+        check("accounting  scheduled" in run.stdout, "the text report is printed without matplotlib")
+        check(not os.path.exists(svg), "no SVG is written without matplotlib")
+        run = subprocess.run([binary, "--svg-from", report, "--svg", svg], env=env, capture_output=True,
+                             text=True, check=False)
+        check(run.returncode == 2, f"--svg-from without matplotlib exits 2 (is {run.returncode})")
+
+
 def check_refused(command, message, rest):
     run = subprocess.run([*command, *rest, "--quiet"], capture_output=True, text=True, check=False, cwd="/")
     check(run.returncode != 0, f"{rest} exits non-zero (is {run.returncode})")
@@ -685,6 +710,7 @@ def main():
     parser.add_argument("--hlog")
     parser.add_argument("--compare", nargs=4, metavar=("BINARY", "A", "B", "SVG"))
     parser.add_argument("--refused", nargs=2, metavar=("BINARY", "MESSAGE"))
+    parser.add_argument("--no-matplotlib", metavar="BINARY")
     parser.add_argument("--unprivileged", action="store_true")
     parser.add_argument("--memlock", type=int, metavar="BYTES")
     argv = sys.argv[1:]
@@ -704,6 +730,9 @@ def main():
     elif args.compare:
         check_compare(*args.compare)
         name = "--compare"
+    elif args.no_matplotlib:
+        check_no_matplotlib(args.no_matplotlib, args.report)
+        name = f"--no-matplotlib {args.report}"
     else:
         name = args.report
         try:

@@ -1,9 +1,9 @@
 // stress/main.cpp — tickwheel-stress: the command line around the driver, and the files.
 //
 // Runs the stress test (or, with --svg-from, only renders a plot from a JSON report; with --compare,
-// only compares two reports), prints the report on stdout (the status line goes to stderr while it
-// runs), writes the JSON report and has stress/plot.py draw the SVG plot from it, says where they
-// went, and turns the accounting verdict into the exit status.
+// only compares two reports), writes the JSON report, has stress/plot.py print the text report on
+// stdout and draw the SVG plot from it (the status line goes to stderr while it runs), says where
+// the files went, and turns the accounting verdict into the exit status.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -67,7 +67,7 @@ int run_plot(std::vector<std::string> args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : kExitSetupFailed;
 }
 
-// A temporary copy of the JSON report, for the plot when no --json file was asked for.
+// A temporary copy of the JSON report, for plot.py when no --json file was written.
 std::string temporary_json(const std::string& json) {
   std::string path = (std::filesystem::temp_directory_path() / "tickwheel-stress-XXXXXX.json").string();
   const int fd = mkstemps(path.data(), 5);
@@ -75,6 +75,27 @@ std::string temporary_json(const std::string& json) {
   close(fd);
   std::ofstream(path, std::ios::trunc) << json;
   return path;
+}
+
+// The text report on stdout and the plot, both drawn by stress/plot.py from the JSON report: the
+// --json file when it was written, else a temporary copy. False when the text could not be printed
+// or a plot asked for (--svg given) could not be drawn; `plotted` says whether the SVG was written.
+bool print_and_plot(const Options& o, const std::string& json, bool json_written, bool& plotted) {
+  constexpr int kNoMatplotlib = 3;  // plot.py: the text printed, no plot
+  const std::string from = json_written ? o.json_path : temporary_json(json);
+  std::vector<std::string> args{"stress", from, "--text"};
+  if (!o.svg_path.empty()) args.insert(args.end(), {"--svg", o.svg_path});
+  const int status = run_plot(args);
+  if (!json_written) std::filesystem::remove(from);
+  plotted = status == 0 && !o.svg_path.empty();
+  if (status == 0) return true;
+  if (status != kNoMatplotlib) {
+    std::cerr << "tickwheel-stress: no text report: stress/plot.py failed (above)\n";
+    return false;
+  }
+  std::cerr << "tickwheel-stress: no SVG plot"
+            << (o.svg_required ? "\n" : " (the default one: not an error)\n");
+  return !o.svg_required;
 }
 
 }  // namespace
@@ -102,25 +123,14 @@ int main(int argc, char** argv) {
     }
 
     const Report report = run_stress(o, std::cerr, isatty(STDERR_FILENO) != 0);
-    print_report(report, std::cout);
-
     const std::string json = report_json(report);
     bool written = true;
     if (json_file.is_open()) {
       json_file << json;
-      written = finish_output(json_file, o.json_path, "JSON report") && written;
+      written = finish_output(json_file, o.json_path, "JSON report");
     }
     bool plotted = false;
-    if (!o.svg_path.empty()) {
-      const std::string from = o.json_path.empty() ? temporary_json(json) : o.json_path;
-      plotted = run_plot({"stress", from, "--svg", o.svg_path}) == 0;
-      if (o.json_path.empty()) std::filesystem::remove(from);
-      if (!plotted) {
-        std::cerr << "tickwheel-stress: no SVG plot"
-                  << (o.svg_required ? "\n" : " (the default one: not an error)\n");
-        written = written && !o.svg_required;
-      }
-    }
+    written = print_and_plot(o, json, json_file.is_open() && written, plotted) && written;
     if (hlog_file.is_open()) {
       hlog_file << report.hlog;
       written = finish_output(hlog_file, o.hlog_path, "HdrHistogram log") && written;

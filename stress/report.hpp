@@ -1,12 +1,11 @@
-// stress/report.hpp — everything a stress run measured, the accounting rules that judge it, and
-// its renderings: the text report on stdout and the JSON document (which stress/plot.py draws the
-// SVG plot from). Every figure is filled in by the driver from a count, a clock read, the
-// engine's stats() or a system call made during the run; none is derived from the options alone.
+// stress/report.hpp — everything a stress run measured, the accounting rules that judge it, and the
+// JSON document, from which stress/plot.py prints the text report and draws the SVG plot. Every
+// figure is filled in by the driver from a count, a clock read, the engine's stats() or a system
+// call made during the run; none is derived from the options alone.
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -255,8 +254,7 @@ struct Report {
 // Fills report.failures from the accounting fields. Called once, after the run.
 void check_accounting(Report& report);
 
-void print_report(const Report& report, std::ostream& out);
-// The whole report as one JSON document (the SVG is drawn from it).
+// The whole report as one JSON document (the text report and the SVG are drawn from it).
 std::string report_json(const Report& report);
 
 }  // namespace tickwheel::stress
