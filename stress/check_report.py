@@ -7,6 +7,7 @@ Usage: check_report.py REPORT.json [--svg PLOT.svg] [--expect-cap-hits] [--expec
        check_report.py --compare BINARY A.json B.json PLOT.svg
        check_report.py --refused BINARY MESSAGE [--unprivileged] [--memlock BYTES] -- ARGS...
        check_report.py --no-matplotlib BINARY REPORT.json
+       check_report.py --no-cyclictest BINARY
 
 The report must parse and hold every section and field the program promises, with numbers where
 numbers belong, and its figures must agree with each other: ok with no failures; scheduled +
@@ -42,6 +43,8 @@ ZigZag LEB128 counts with zero runs) and its intervals must add up to no more th
 totals, with the same maximum bucket as the log's Interval_Max says.
 --no-matplotlib runs stress/plot.py and BINARY --svg-from where matplotlib cannot be imported and
 checks that the text report is still printed, no plot is written, and both say so and fail.
+--no-cyclictest runs BINARY on a PATH without cyclictest and checks that the run passes and its
+report says cyclictest is not installed.
 --compare runs BINARY --compare A B --svg PLOT and checks the side-by-side text (every section) and
 the plot (both runs' curves in each panel). --refused runs BINARY ARGS and checks that it exits
 non-zero, before running anything, with MESSAGE in its output; with --memlock, under an
@@ -666,6 +669,27 @@ def check_no_matplotlib(binary, report):
         check(run.returncode == 2, f"--svg-from without matplotlib exits 2 (is {run.returncode})")
 
 
+def check_no_cyclictest(binary):
+    """A run on a PATH without cyclictest (only the Python that prints the report): it passes, and its
+    report says cyclictest is not installed, in the JSON and in the text."""
+    with tempfile.TemporaryDirectory() as bare:
+        os.symlink(sys.executable, os.path.join(bare, "python3"))
+        json_path = os.path.join(bare, "report.json")
+        run = subprocess.run([binary, "--profile", "idle", "--duration", "1s", "--quiet", "--json", json_path,
+                              "--svg", ""], env={**os.environ, "PATH": bare}, capture_output=True, text=True,
+                             check=False)
+        check(run.returncode == 0, f"a run without cyclictest passes (exit {run.returncode}: {run.stderr.strip()})")
+        check("cyclictest  not run: not installed" in run.stdout, "the text says cyclictest is not installed")
+        try:
+            with open(json_path, encoding="utf-8") as f:
+                cyclic = json.load(f)["cyclictest"]
+        except (OSError, ValueError, KeyError) as e:
+            errors.append(f"the report of a run without cyclictest: {e}")
+            return
+        check(not cyclic["ran"] and cyclic["reason"].startswith("not installed"),
+              f"the JSON says cyclictest is not installed: {cyclic}")
+
+
 def check_refused(command, message, rest):
     run = subprocess.run([*command, *rest, "--quiet"], capture_output=True, text=True, check=False, cwd="/")
     check(run.returncode != 0, f"{rest} exits non-zero (is {run.returncode})")
@@ -711,6 +735,7 @@ def main():
     parser.add_argument("--compare", nargs=4, metavar=("BINARY", "A", "B", "SVG"))
     parser.add_argument("--refused", nargs=2, metavar=("BINARY", "MESSAGE"))
     parser.add_argument("--no-matplotlib", metavar="BINARY")
+    parser.add_argument("--no-cyclictest", metavar="BINARY")
     parser.add_argument("--unprivileged", action="store_true")
     parser.add_argument("--memlock", type=int, metavar="BYTES")
     argv = sys.argv[1:]
@@ -730,6 +755,9 @@ def main():
     elif args.compare:
         check_compare(*args.compare)
         name = "--compare"
+    elif args.no_cyclictest:
+        check_no_cyclictest(args.no_cyclictest)
+        name = "--no-cyclictest"
     elif args.no_matplotlib:
         check_no_matplotlib(args.no_matplotlib, args.report)
         name = f"--no-matplotlib {args.report}"

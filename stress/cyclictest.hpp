@@ -5,8 +5,10 @@
 // writes its --json results), under the same placement and priority: the control thread's CPU
 // (`-a`), SCHED_FIFO at --rt-priority (`-p`) or else SCHED_OTHER (`--policy=other`), `-m` with
 // --mlock, one wake-up per engine tick (`-i`, whole microseconds). It always sleeps
-// (clock_nanosleep to an absolute time), as the control thread does unless the workers spin; its
-// histogram has 1 us buckets up to 100 ms, and a wake-up past that is counted at its maximum.
+// (clock_nanosleep to an absolute time), as the control thread does unless the workers spin: then
+// the control thread spins on that CPU and each cyclictest wake-up takes the CPU from it, which
+// both floors show (the text report says so). Its histogram has 1 us buckets up to 100 ms, and a
+// wake-up past that is counted at its maximum.
 // `--laptop` keeps it from writing /dev/cpu_dma_latency, which the engine and the control thread
 // do not touch either: both measure the same platform.
 //
