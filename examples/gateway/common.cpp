@@ -1,5 +1,5 @@
-// examples/gateway/common.cpp — the out-of-line half of common.hpp: histogram quantiles, the JSON
-// writer, getrusage, the socket helpers and the server report.
+// examples/gateway/common.cpp — the out-of-line half of common.hpp: the histogram's curve, the
+// reports' JSON, getrusage, the socket helpers and the server report.
 #include "common.hpp"
 
 #include <arpa/inet.h>
@@ -22,26 +22,15 @@
 
 namespace gateway {
 
-std::uint64_t Histogram::quantile(double q) const {
-  if (count_ == 0) return 0;
-  const auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(count_)));
-  std::uint64_t seen = 0;
-  for (std::size_t i = 0; i < kBuckets; ++i) {
-    seen += counts_[i];
-    if (seen >= std::max<std::uint64_t>(rank, 1)) return std::min(lower(i) + width(i) / 2, max_);
-  }
-  return max_;
-}
-
 std::vector<std::pair<double, std::uint64_t>> Histogram::curve() const {
   std::vector<std::pair<double, std::uint64_t>> points;
-  if (count_ == 0) return points;
+  if (count() == 0) return points;
   for (int p = 0; p < 90; p += 10) points.emplace_back(p, quantile(std::max(p, 1) / 100.0));
   // 90, 99, 99.9, ... while a sample lies beyond.
-  for (double tail = 0.1; tail * static_cast<double>(count_) >= 1.0; tail /= 10) {
+  for (double tail = 0.1; tail * static_cast<double>(count()) >= 1.0; tail /= 10) {
     points.emplace_back(100.0 * (1.0 - tail), quantile(1.0 - tail));
   }
-  points.emplace_back(100.0, max_);
+  points.emplace_back(100.0, max());
   return points;
 }
 
