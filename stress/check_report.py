@@ -6,6 +6,8 @@ Usage: check_report.py REPORT.json [--svg PLOT.svg] [--expect-cap-hits] [--expec
                        [--expect-misfires]
        check_report.py --compare BINARY A.json B.json PLOT.svg
        check_report.py --refused BINARY MESSAGE [--unprivileged] [--memlock BYTES] -- ARGS...
+       check_report.py --no-matplotlib BINARY REPORT.json
+       check_report.py --no-cyclictest BINARY
 
 The report must parse and hold every section and field the program promises, with numbers where
 numbers belong, and its figures must agree with each other: ok with no failures; scheduled +
@@ -26,7 +28,8 @@ the plot must be well-formed XML (xml.etree), an <svg> root with a title, every 
 one with every pass's curve) and a drawn curve. With --expect-cap-hits (the burst case) the
 transfer-cap hit counter must have moved; with --expect-executor the run must have used that
 executor (inline or pool); with --expect-threads, caller-driven (manual: polling threads) or not.
-The platform, placement, control, tick-lag and floor sections must be there and agree: one tick
+The platform, placement, control, cyclictest, tick-lag and floor sections must be there and agree
+(cyclictest either ran on the control thread's CPU and recorded wake-ups, or says why it did not): one tick
 probe per shard, each with samples; the floor's rows in percentile order, each difference the
 probe's (or past-the-tick) figure minus the control's; the passes section (every pass, from the
 engine's on_pass hook) with one entry per shard whose pass count is the engine's stats().passes for
@@ -38,6 +41,10 @@ recorded wake-ups. With --hlog the HdrHistogram interval log is decoded as HdrHi
 reader would (base64, the compressed V2 cookie, zlib, the V2 header with 2 significant digits,
 ZigZag LEB128 counts with zero runs) and its intervals must add up to no more than the report's
 totals, with the same maximum bucket as the log's Interval_Max says.
+--no-matplotlib runs stress/plot.py and BINARY --svg-from where matplotlib cannot be imported and
+checks that the text report is still printed, no plot is written, and both say so and fail.
+--no-cyclictest runs BINARY on a PATH without cyclictest and checks that the run passes and its
+report says cyclictest is not installed.
 --compare runs BINARY --compare A B --svg PLOT and checks the side-by-side text (every section) and
 the plot (both runs' curves in each panel). --refused runs BINARY ARGS and checks that it exits
 non-zero, before running anything, with MESSAGE in its output; with --memlock, under an
@@ -71,10 +78,11 @@ FIELDS = {
                 "max_pending", "executor", "pool_threads", "threads", "lead_ns", "rearm", "fit",
                 "worker_cpus", "producer_cpus", "control_cpu", "control", "rt_priority", "mlock"],
     "platform": ["kernel", "clocksource", "isolcpus", "nohz_full", "rcu_nocbs", "isolated", "governor", "thp",
-                 "rt_runtime_us", "rt_period_us", "allowed_cpus", "smt_siblings", "loadavg_start",
+                 "rt_runtime_us", "rt_period_us", "rt_known", "allowed_cpus", "smt_siblings", "loadavg_start",
                  "loadavg_end", "interrupts", "threads"],
     "placement": ["workers", "load", "control", "fitted", "warnings"],
     "control": ["ran", "mode", "cpu", "lateness_ns", "curve"],
+    "cyclictest": ["ran", "command", "reason", "overflows", "latency_ns", "curve"],
     "tick_lag": ["probes", "lag_ns", "curve", "shards"],
     "passes": ["count", "tick_lag_ns", "curve", "shards"],
     "environment": ["clock_read_ns", "clock_monotonic_offset_ns", "hardware_threads", "shards",
@@ -118,7 +126,7 @@ PASS_TOTALS = ["fired", "moved", "transferred", "cancels"]
 SECOND = ["t_s", "scheduled_per_s", "cancelled_per_s", "fired_per_s", "pending", "queued",
           "lateness_p99_ns", "lateness_max_ns", "lateness_p99_so_far_ns", "rss_bytes",
           "transfer_cap_hits", "executing", "control_p99_ns", "probe_p99_ns"]
-FLOOR = ["percentile", "past_tick_ns", "tick_probe_ns", "control_ns", "probe_minus_control_ns",
+FLOOR = ["percentile", "past_tick_ns", "tick_probe_ns", "control_ns", "cyclictest_ns", "probe_minus_control_ns",
          "past_tick_minus_control_ns"]
 FLOOR_ROWS = ["p50", "p90", "p99", "p99_9", "p99_99", "max"]
 THREAD_INFO = ["role", "index", "tid", "cpus", "known", "voluntary_switches", "involuntary_switches", "last_cpu"]
@@ -131,18 +139,19 @@ MUST_BE_ZERO = ["double_fires", "overlapping_runs", "fired_after_cancel", "stray
 STRINGS = {("options", "profile"), ("options", "delay"), ("options", "wait"), ("options", "periodic_policy"),
            ("options", "executor"), ("executor", "kind"), ("options", "threads"), ("options", "worker_cpus"),
            ("options", "producer_cpus"), ("control", "mode"), ("placement", "workers"), ("placement", "load"),
-           ("placement", "fitted")} | {("platform", f) for f in ["kernel", "clocksource", "isolcpus", "nohz_full",
+           ("placement", "fitted"), ("cyclictest", "command"), ("cyclictest", "reason")} | {("platform", f) for f in ["kernel", "clocksource", "isolcpus", "nohz_full",
                                                                  "rcu_nocbs", "isolated", "governor", "thp",
                                                                  "allowed_cpus"]}
 BOOLEANS = {("options", "pin"), ("options", "rearm"), ("options", "fit"), ("options", "control"),
-            ("options", "mlock"), ("control", "ran")}
+            ("options", "mlock"), ("control", "ran"), ("cyclictest", "ran"),
+            ("platform", "rt_known")}
 OBJECTS = {("schedule", "rejected"), ("schedule", "bursts"), ("executor", "threads"),
            ("fire", "lateness_ns"), ("fire", "oneshot_lateness_ns"), ("fire", "periodic_lateness_ns"),
            ("fire", "lateness_past_tick_ns"), ("fire", "lateness_curve"), ("platform", "smt_siblings"),
            ("platform", "interrupts"), ("platform", "threads"), ("placement", "warnings"),
            ("control", "lateness_ns"), ("control", "curve"), ("tick_lag", "lag_ns"), ("tick_lag", "curve"),
            ("tick_lag", "shards"), ("periodic", "policies"), ("repeated", "engine"), ("passes", "tick_lag_ns"),
-           ("passes", "curve"), ("passes", "shards")}
+           ("passes", "curve"), ("passes", "shards"), ("cyclictest", "latency_ns"), ("cyclictest", "curve")}
 
 errors = []
 SKIPPED = 77  # the tests' SKIP_RETURN_CODE (stress/CMakeLists.txt)
@@ -203,6 +212,28 @@ def check_floor(report):
             check(row["past_tick_minus_control_ns"] == row["past_tick_ns"] - row["control_ns"],
                   f"floor {name}: past tick - control is the difference")
     check(len(control["curve"]) > 0 or not control["ran"], "the control's curve is drawn when it ran")
+    check_cyclictest(report)
+
+
+def check_cyclictest(report):
+    """cyclictest beside the control thread: its floor in the floor table, or the reason it is not."""
+    cyclic = report["cyclictest"]
+    check_histogram("cyclictest.latency_ns", cyclic["latency_ns"])
+    if cyclic["ran"]:
+        check(cyclic["reason"] == "" and cyclic["command"].startswith("cyclictest "),
+              f"cyclictest ran with its command and no reason: {cyclic['command']!r}, {cyclic['reason']!r}")
+        check(cyclic["latency_ns"]["count"] > 0 and len(cyclic["curve"]) > 0, "cyclictest recorded wake-ups")
+        check(report["control"]["ran"], "cyclictest ran only beside the control thread")
+        if report["options"]["control_cpu"] >= 0 or report["control"]["cpu"] >= 0:
+            check(f"-a{report['control']['cpu']}" in cyclic["command"].split(),
+                  f"cyclictest on the control thread's CPU {report['control']['cpu']}: {cyclic['command']}")
+        check(cyclic["overflows"] <= cyclic["latency_ns"]["count"], "cyclictest's overflows are among its samples")
+    else:
+        check(cyclic["reason"] != "", "where cyclictest did not run, the report says why")
+        check(cyclic["latency_ns"]["count"] == 0, "no cyclictest samples where it did not run")
+    for row in report["floor"]:
+        name = row["percentile"]
+        check(row["cyclictest_ns"] == cyclic["latency_ns"][name], f"floor {name}: the cyclictest column is its own")
 
 
 def check_curve(name, curve):
@@ -498,22 +529,24 @@ def check_executor(report):
 
 
 def check_svg(path):
+    """The plot stress/plot.py draws with matplotlib: its panels, legends and curves as SVG elements."""
     try:
         root = ET.parse(path).getroot()
-    except ET.ParseError as e:
+    except (ET.ParseError, OSError) as e:
         errors.append(f"{path} is not well-formed XML: {e}")
         return
     ns = "{http://www.w3.org/2000/svg}"
     check(root.tag == ns + "svg", f"the root is <svg> (is {root.tag})")
     check(root.find(ns + "title") is not None, "the plot has a <title>")
-    texts = [t.text or "" for t in root.iter(ns + "text")]
+    texts = ["".join(t.itertext()) for t in root.iter(ns + "text")]
     check(any("Lateness by percentile" in t for t in texts), "the percentile panel is there")
     check(any("Lateness over time" in t for t in texts), "the time panel is there")
     check(any(t.startswith("Tick lag by percentile") for t in texts), "the tick-lag panel is there")
     check(any("every pass, every shard" in t for t in texts), "the tick-lag panel has every pass's curve")
     check(any(t.startswith("profile ") or t.startswith("A: profile ") for t in texts),
           "the title holds the configuration")
-    check(len(list(root.iter(ns + "polyline"))) >= 1, "at least one curve is drawn")
+    lines = [g for g in root.iter(ns + "g") if g.get("id", "").startswith("line2d") and g.find(ns + "path") is not None]
+    check(len(lines) >= 1, "at least one curve is drawn")
     return texts
 
 
@@ -615,6 +648,48 @@ def check_compare(binary, a, b, svg):
         check(legend in texts, f"the compare plot's legend has '{legend}'")
 
 
+def check_no_matplotlib(binary, report):
+    """Where matplotlib cannot be imported (a module of that name that refuses to load, first on every
+    interpreter's path): the text report still printed, no SVG, the reason said, exit 3 from plot.py;
+    tickwheel-stress --svg-from exits 2, its plot having been asked for."""
+    with tempfile.TemporaryDirectory() as blocked:
+        with open(os.path.join(blocked, "matplotlib.py"), "w", encoding="ascii") as f:
+            f.write("raise ImportError('matplotlib blocked by check_report.py')\n")
+        env = {**os.environ, "PYTHONPATH": blocked}
+        svg = os.path.join(blocked, "plot.svg")
+        plot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plot.py")
+        run = subprocess.run([sys.executable, plot, "stress", report, "--text", "--svg", svg], env=env,
+                             capture_output=True, text=True, check=False)
+        check(run.returncode == 3, f"plot.py without matplotlib exits 3 (is {run.returncode}: {run.stderr.strip()})")
+        check("matplotlib cannot be imported" in run.stderr, f"plot.py says why: {run.stderr.strip()}")
+        check("accounting  scheduled" in run.stdout, "the text report is printed without matplotlib")
+        check(not os.path.exists(svg), "no SVG is written without matplotlib")
+        run = subprocess.run([binary, "--svg-from", report, "--svg", svg], env=env, capture_output=True,
+                             text=True, check=False)
+        check(run.returncode == 2, f"--svg-from without matplotlib exits 2 (is {run.returncode})")
+
+
+def check_no_cyclictest(binary):
+    """A run on a PATH without cyclictest (only the Python that prints the report): it passes, and its
+    report says cyclictest is not installed, in the JSON and in the text."""
+    with tempfile.TemporaryDirectory() as bare:
+        os.symlink(sys.executable, os.path.join(bare, "python3"))
+        json_path = os.path.join(bare, "report.json")
+        run = subprocess.run([binary, "--profile", "idle", "--duration", "1s", "--quiet", "--json", json_path,
+                              "--svg", ""], env={**os.environ, "PATH": bare}, capture_output=True, text=True,
+                             check=False)
+        check(run.returncode == 0, f"a run without cyclictest passes (exit {run.returncode}: {run.stderr.strip()})")
+        check("cyclictest  not run: not installed" in run.stdout, "the text says cyclictest is not installed")
+        try:
+            with open(json_path, encoding="utf-8") as f:
+                cyclic = json.load(f)["cyclictest"]
+        except (OSError, ValueError, KeyError) as e:
+            errors.append(f"the report of a run without cyclictest: {e}")
+            return
+        check(not cyclic["ran"] and cyclic["reason"].startswith("not installed"),
+              f"the JSON says cyclictest is not installed: {cyclic}")
+
+
 def check_refused(command, message, rest):
     run = subprocess.run([*command, *rest, "--quiet"], capture_output=True, text=True, check=False, cwd="/")
     check(run.returncode != 0, f"{rest} exits non-zero (is {run.returncode})")
@@ -659,6 +734,8 @@ def main():
     parser.add_argument("--hlog")
     parser.add_argument("--compare", nargs=4, metavar=("BINARY", "A", "B", "SVG"))
     parser.add_argument("--refused", nargs=2, metavar=("BINARY", "MESSAGE"))
+    parser.add_argument("--no-matplotlib", metavar="BINARY")
+    parser.add_argument("--no-cyclictest", metavar="BINARY")
     parser.add_argument("--unprivileged", action="store_true")
     parser.add_argument("--memlock", type=int, metavar="BYTES")
     argv = sys.argv[1:]
@@ -678,6 +755,12 @@ def main():
     elif args.compare:
         check_compare(*args.compare)
         name = "--compare"
+    elif args.no_cyclictest:
+        check_no_cyclictest(args.no_cyclictest)
+        name = "--no-cyclictest"
+    elif args.no_matplotlib:
+        check_no_matplotlib(args.no_matplotlib, args.report)
+        name = f"--no-matplotlib {args.report}"
     else:
         name = args.report
         try:

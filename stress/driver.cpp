@@ -16,6 +16,7 @@
 
 #include "clock.hpp"
 #include "control.hpp"
+#include "cyclictest.hpp"
 #include "format.hpp"
 #include "hlog.hpp"
 #include "passes.hpp"
@@ -92,7 +93,15 @@ class Driver {
   }
   Sample sample(std::int64_t now, Engine& engine);
   void print_status(const Sample& s);
+  void plan();
+  EngineOptions engine_options();
+  void start_floor();
+  void sample_until_end(Engine& engine);
+  void stop_load();
   void collect(Engine& engine);
+  void collect_calls();
+  void collect_recorders();
+  void collect_probes_and_passes();
   void collect_periodic();
   void check_slots();
 
@@ -107,6 +116,7 @@ class Driver {
   Placement placement_;
   std::vector<pid_t> worker_tids_;  // shard order; empty when unknown (a pool runs the probes)
   std::unique_ptr<ControlThread> control_;
+  std::unique_ptr<Cyclictest> cyclictest_;  // beside the control thread
   Interrupts irq_before_;
   std::unique_ptr<HlogWriter> hlog_;
   std::unique_ptr<Histogram> previous_past_tick_ = std::make_unique<Histogram>();
@@ -185,8 +195,8 @@ void Driver::build(Engine& engine) {
   r_.harness_bytes = std::uint64_t{probes_.end} * sizeof(Slot) +
                      std::uint64_t{periodic + shards} * sizeof(PeriodicTrack) +
                      callback_threads * sizeof(Recorder) + shards * sizeof(ProbeState) + passes_.bytes() +
-                     std::uint64_t{timers} * sizeof(std::uint32_t) +
-                     producers * (sizeof(Producer) + Calendar::kBuckets * sizeof(std::vector<Event>));
+                     std::uint64_t{timers} * sizeof(std::uint32_t) + producers * sizeof(Producer);
+  for (const auto& p : producers_) r_.harness_bytes += p->agenda_base_bytes();
 }
 
 // One periodic timer per shard at a period of one tick, armed from this thread as a producer arms
@@ -335,7 +345,7 @@ Sample Driver::sample(std::int64_t now, Engine& engine) {
     r_.peak_pending = s.pending + s.queued;
     r_.rss_at_peak_bytes = s.rss_bytes;
     r_.calendar_bytes_at_peak = 0;
-    for (const auto& p : producers_) r_.calendar_bytes_at_peak += p->calendar_bytes.get();
+    for (const auto& p : producers_) r_.calendar_bytes_at_peak += p->agenda_bytes.get();
   }
   previous_ = s;
   previous_lateness_ = std::move(lateness);
@@ -360,7 +370,8 @@ void Driver::print_status(const Sample& s) {
   status_ << (in_place_ ? "\r" : "") << line << (in_place_ ? "\x1b[K" : "\n") << std::flush;
 }
 
-void Driver::collect(Engine& engine) {
+// The producers' and cancellers' calls.
+void Driver::collect_calls() {
   for (const auto& p : producers_) {
     r_.schedule_calls += p->schedules.calls.get();
     r_.scheduled += p->scheduled.get();
@@ -404,8 +415,10 @@ void Driver::collect(Engine& engine) {
     add_cancels(c->cancels);
     r_.cancels_by_cancellers += c->cancels.times.calls.get();
   }
+}
 
-  r_.engine = engine.stats();
+// What the threads that ran callbacks recorded, thread by thread.
+void Driver::collect_recorders() {
   r_.min_lateness_ns = std::numeric_limits<std::int64_t>::max();
   for (const Recorder& rec : recorders_->claimed()) {
     ThreadReport thread;
@@ -443,6 +456,10 @@ void Driver::collect(Engine& engine) {
     r_.callback_threads.push_back(std::move(thread));
   }
   r_.unrecorded_fires = recorders_->unrecorded();
+}
+
+// Each shard's tick probe and passes.
+void Driver::collect_probes_and_passes() {
   for (const ProbeState& p : recorders_->probes()) {
     r_.shard_probes.emplace_back();
     p.lag.add_to(r_.shard_probes.back().lag);
@@ -466,6 +483,13 @@ void Driver::collect(Engine& engine) {
     out.cancels_total = p.cancels_total.get();
     r_.pass_lag.merge(out.tick_lag);
   }
+}
+
+void Driver::collect(Engine& engine) {
+  collect_calls();
+  r_.engine = engine.stats();
+  collect_recorders();
+  collect_probes_and_passes();
   if (control_) control_->lateness().add_to(r_.control);
   r_.lateness.merge(r_.oneshot_lateness);
   r_.lateness.merge(r_.periodic_lateness);
@@ -529,15 +553,8 @@ void Driver::check_slots() {
   }
 }
 
-Report Driver::run() {
-  r_.options = o_;
-  r_.fitted = o_.fitted;
-  r_.clock_read_ns = Clock::measure_read_cost();
-  r_.clock_monotonic_offset_ns = Clock::monotonic_offset_ns();
-  r_.hardware_threads = std::thread::hardware_concurrency();
-  if (o_.mlock) lock_memory();
-
-  // Where the threads go, planned before the engine exists (its workers take their CPUs from it).
+// Where the threads go, planned before the engine exists (its workers take their CPUs from it).
+void Driver::plan() {
   const Platform machine = read_platform({});
   const std::size_t planned_shards =
       o_.shards != 0 ? o_.shards : std::max<std::size_t>(1, core_count(machine.allowed));
@@ -549,7 +566,9 @@ Report Driver::run() {
   of_interest.erase(std::unique(of_interest.begin(), of_interest.end()), of_interest.end());
   r_.platform = read_platform(of_interest);
   r_.placement = placement_;
+}
 
+EngineOptions Driver::engine_options() {
   EngineOptions eo;
   eo.shards = o_.shards;
   eo.tick = std::chrono::nanoseconds(o_.tick_ns);
@@ -568,7 +587,57 @@ Report Driver::run() {
     pool.log = eo.log;
     eo.executor = std::make_shared<ThreadPoolExecutor>(std::move(pool));
   }
-  Engine engine(std::move(eo));
+  return eo;
+}
+
+// The platform's floor beside the engine: the control thread, and cyclictest beside it.
+void Driver::start_floor() {
+  if (o_.control) {
+    control_ = std::make_unique<ControlThread>(o_.tick_ns, o_.wait == WaitStrategy::spin, placement_.control,
+                                               o_.rt_priority);
+    control_->start();
+    r_.control_ran = true;
+    cyclictest_ = std::make_unique<Cyclictest>(o_.tick_ns, placement_.control, o_.rt_priority, o_.mlock);
+    cyclictest_->start();
+  } else {
+    r_.cyclictest.reason = "no control thread (--no-control) to run it beside";
+  }
+}
+
+// One sample per second until the run's end.
+void Driver::sample_until_end(Engine& engine) {
+  const std::int64_t end = start_ns_ + o_.duration_ns;
+  for (std::int64_t next = start_ns_ + kSecond;; next += kSecond) {
+    Clock::sleep_until(std::min(next, end));
+    const std::int64_t now = Clock::now();
+    r_.series.push_back(sample(now, engine));
+    print_status(r_.series.back());
+    if (now >= end) break;
+  }
+}
+
+// Stops the load: producers, cancellers, the repeated timers and the floor's threads.
+void Driver::stop_load() {
+  shared_.stop.store(true, std::memory_order_relaxed);
+  for (auto& t : producer_threads_) t.join();
+  for (auto& c : cancellers_) c->finish();
+  for (auto& t : canceller_threads_) t.join();
+  if (repeated_) r_.repeated = repeated_->finish();
+  if (control_) control_->stop();
+  if (cyclictest_) r_.cyclictest = cyclictest_->stop();
+}
+
+Report Driver::run() {
+  r_.options = o_;
+  r_.fitted = o_.fitted;
+  r_.clock_read_ns = Clock::measure_read_cost();
+  r_.clock_monotonic_offset_ns = Clock::monotonic_offset_ns();
+  r_.hardware_threads = std::thread::hardware_concurrency();
+  if (o_.mlock) lock_memory();
+
+  plan();
+
+  Engine engine(engine_options());
   // Sized before any pass: the constructor starts no thread, and the workers (or polling threads)
   // start below.
   passes_.resize(engine.shard_count());
@@ -585,12 +654,7 @@ Report Driver::run() {
                                                [this](std::string_view line) { note(std::string(line)); });
   }
   start_probes(engine, pollers.get());
-  if (o_.control) {
-    control_ = std::make_unique<ControlThread>(o_.tick_ns, o_.wait == WaitStrategy::spin, placement_.control,
-                                               o_.rt_priority);
-    control_->start();
-    r_.control_ran = true;
-  }
+  start_floor();
 
   irq_before_ = read_interrupts();
   r_.loadavg_start = read_loadavg();
@@ -599,14 +663,7 @@ Report Driver::run() {
   start_threads();
   if (!o_.hlog_path.empty()) hlog_ = std::make_unique<HlogWriter>(r_.start_epoch_s);
 
-  const std::int64_t end = start_ns_ + o_.duration_ns;
-  for (std::int64_t next = start_ns_ + kSecond;; next += kSecond) {
-    Clock::sleep_until(std::min(next, end));
-    const std::int64_t now = Clock::now();
-    r_.series.push_back(sample(now, engine));
-    print_status(r_.series.back());
-    if (now >= end) break;
-  }
+  sample_until_end(engine);
   if (!o_.quiet && in_place_) status_ << '\n' << std::flush;
   // Before anything stops: the threads' context switches (their /proc entries go as they end) and
   // the interrupts of the run.
@@ -614,12 +671,7 @@ Report Driver::run() {
   r_.loadavg_end = read_loadavg();
   warn_about_the_run();
 
-  shared_.stop.store(true, std::memory_order_relaxed);
-  for (auto& t : producer_threads_) t.join();
-  for (auto& c : cancellers_) c->finish();
-  for (auto& t : canceller_threads_) t.join();
-  if (repeated_) r_.repeated = repeated_->finish();
-  if (control_) control_->stop();
+  stop_load();
   const std::int64_t stop_at = Clock::now();
   r_.run_s = static_cast<double>(stop_at - start_ns_) / 1e9;
   if (pollers) pollers->stop();

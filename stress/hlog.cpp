@@ -1,10 +1,13 @@
-// stress/hlog.cpp — HdrHistogram's V2 encoding, a stored-block zlib stream, base64, and the log.
+// stress/hlog.cpp — HdrHistogram's V2 encoding, compressed by zlib, in base64, and the log.
 #include "hlog.hpp"
+
+#include <zlib.h>
 
 #include <array>
 #include <bit>
 #include <cstring>
 #include <ctime>
+#include <stdexcept>
 #include <vector>
 
 #include "format.hpp"
@@ -16,8 +19,6 @@ namespace {
 constexpr std::uint32_t kEncodingCookie = 0x1c849303U | 0x10U;
 constexpr std::uint32_t kCompressedCookie = 0x1c849304U | 0x10U;
 constexpr std::uint32_t kSignificantDigits = 2;  // 256 sub-buckets: Histogram's layout (see there)
-constexpr std::size_t kStoredBlock = 65'535;     // the most bytes one stored deflate block holds
-constexpr std::uint32_t kAdlerModulus = 65'521;
 
 void put32(std::vector<std::uint8_t>& out, std::uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(v >> shift));
@@ -73,29 +74,13 @@ std::vector<std::uint8_t> encode(const Histogram& h) {
   return out;
 }
 
-// A zlib stream (RFC 1950) of stored deflate blocks (RFC 1951, BTYPE 00) holding `data`.
-std::vector<std::uint8_t> zlib_stored(const std::vector<std::uint8_t>& data) {
-  std::vector<std::uint8_t> out{0x78, 0x01};  // deflate, 32 KiB window, no dictionary, level 0
-  std::size_t at = 0;
-  do {
-    const std::size_t n = std::min(kStoredBlock, data.size() - at);
-    const bool last = at + n == data.size();
-    out.push_back(last ? 1 : 0);
-    const auto len = static_cast<std::uint16_t>(n);
-    const auto nlen = static_cast<std::uint16_t>(~len);
-    out.insert(out.end(), {static_cast<std::uint8_t>(len), static_cast<std::uint8_t>(len >> 8),
-                           static_cast<std::uint8_t>(nlen), static_cast<std::uint8_t>(nlen >> 8)});
-    out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(at),
-               data.begin() + static_cast<std::ptrdiff_t>(at + n));
-    at += n;
-  } while (at < data.size());
-  std::uint32_t a = 1;
-  std::uint32_t b = 0;
-  for (const std::uint8_t c : data) {
-    a = (a + c) % kAdlerModulus;
-    b = (b + a) % kAdlerModulus;
-  }
-  put32(out, b << 16 | a);
+// A zlib stream (RFC 1950) of `data`, as HdrHistogram's Deflater writes it.
+std::vector<std::uint8_t> deflate(const std::vector<std::uint8_t>& data) {
+  uLongf size = compressBound(static_cast<uLong>(data.size()));
+  std::vector<std::uint8_t> out(size);
+  if (compress2(out.data(), &size, data.data(), static_cast<uLong>(data.size()), Z_BEST_COMPRESSION) != Z_OK)
+    throw std::runtime_error("zlib's compress2 failed on an HdrHistogram encoding");
+  out.resize(size);
   return out;
 }
 
@@ -118,7 +103,7 @@ std::string base64(const std::vector<std::uint8_t>& data) {
 }  // namespace
 
 std::string hdr_base64(const Histogram& h) {
-  const std::vector<std::uint8_t> compressed = zlib_stored(encode(h));
+  const std::vector<std::uint8_t> compressed = deflate(encode(h));
   std::vector<std::uint8_t> out;
   put32(out, kCompressedCookie);
   put32(out, static_cast<std::uint32_t>(compressed.size()));

@@ -5,9 +5,7 @@
 // lowest discernible value of 1 (256 exact values, then 128 sub-buckets per power of two), so a
 // Histogram is encoded by writing its counts as they are: HdrHistogram's V2 encoding (a 40-byte
 // header, then the counts up to the maximum's bucket as ZigZag LEB128, a run of zeros as one
-// negative count), wrapped in a zlib stream made of stored (uncompressed) deflate blocks, which
-// every inflater reads, and base64. No compression library is needed; the lines are longer than
-// zlib's would be (a few hundred bytes for a second of a busy run), which is the price.
+// negative count), compressed by zlib (zlib1g-dev) as HdrHistogram's own writer does, and base64.
 //
 // Values are nanoseconds; Interval_Max is written in milliseconds, as HdrHistogram's writer does
 // with its default unit ratio of 10^6.

@@ -229,21 +229,19 @@ std::string describe(const Options& o) {
   return s;
 }
 
-CommandLine parse_command_line(int argc, char** argv) {
-  CommandLine result;
-  Options& o = result.options;
-  CLI::App app{
-      "tickwheel-stress: drives a tickwheel::Engine (real worker threads, the real monotonic clock)\n"
-      "with producer threads that keep a population of one-shot timers armed, cancel a share of them\n"
-      "before they fire (from the producers and from canceller threads), push another share back\n"
-      "(Timer::reschedule, as an idle timeout is), and periodic timers\n"
-      "(Engine::schedule_every); callbacks run on the workers or on a thread pool (--executor).\n"
-      "It measures and reports; it asserts no latency figure. Reports: schedule, cancel and fire\n"
-      "throughput; the lateness of every fire (callback start - deadline) as percentiles; tick lag;\n"
-      "per-shard counters; transfer-cap hits; wake-ups; the callback threads; memory per pending\n"
-      "timer; the clock's own cost; and exactly-once accounting, which alone decides the exit status.",
-      "tickwheel-stress"};
+namespace {
 
+// The options whose presence on the command line the checks after parsing ask about.
+struct OptionRefs {
+  CLI::Option* producers = nullptr;
+  CLI::Option* cancellers = nullptr;
+  CLI::Option* shards = nullptr;
+  CLI::Option* pool_threads = nullptr;
+  CLI::Option* svg = nullptr;
+};
+
+// A duration option: a number with a unit (ns, us, ms, s, min, h), the unit required, in `range`.
+void as_duration(CLI::Option* opt, const CLI::Validator& range) {
   const std::map<std::string, std::int64_t> units{{"ns", 1},
                                                   {"us", 1'000},
                                                   {"ms", 1'000'000},
@@ -255,26 +253,21 @@ CommandLine parse_command_line(int argc, char** argv) {
                                                                 CLI::AsNumberWithUnit::UNIT_REQUIRED),
                                  "UNIT");
   duration.description("");  // the type name and the footer say it: DURATION, e.g. 100us
-  const auto up_to_a_day = CLI::Range(std::int64_t{0}, kDay).description("");
-  const auto positive_up_to_a_day = CLI::Range(std::int64_t{1}, kDay).description("");
-  auto as_duration = [&](CLI::Option* opt, const CLI::Validator& range) {
-    opt->type_name("DURATION")->transform(duration)->check(range);
-  };
 
-  std::vector<std::string> profile_names;
-  for (const Profile& p : profiles()) profile_names.emplace_back(p.name);
-  app.add_option("--profile", o.profile, "Named workload (listed below); options given override it")
-      ->capture_default_str()
-      ->check(CLI::IsMember(profile_names));
+  opt->type_name("DURATION")->transform(duration)->check(range);
+}
 
-  Binder bind(app, o);
-  // Workload.
+CLI::Validator up_to_a_day() { return CLI::Range(std::int64_t{0}, kDay).description(""); }
+CLI::Validator positive_up_to_a_day() { return CLI::Range(std::int64_t{1}, kDay).description(""); }
+
+// The workload: the one-shot population, its fates and its delays.
+void add_workload(Binder& bind, OptionRefs& refs) {
   bind.add("--timers", &Options::timers,
            "One-shot population: slots kept armed (re-armed when their timer fires or is cancelled), "
            "so about this many are pending throughout",
            show_u64)
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
-  CLI::Option* producers_opt =
+  refs.producers =
       bind.add("--producers", &Options::producers,
                "Producer threads (each schedules on its own home shard); 0 = one per shard", show_unsigned)
           ->check(CLI::Range(0u, 256u));
@@ -295,7 +288,7 @@ CommandLine parse_command_line(int argc, char** argv) {
            "most 1 - --cancel-share",
            show_double)
       ->check(CLI::Range(0.0, 1.0));
-  CLI::Option* cancellers_opt =
+  refs.cancellers =
       bind.add("--cancellers", &Options::cancellers,
                "Extra threads that cancel: each producer deals its cancels round robin between itself "
                "and these N threads, so N/(N+1) of them come from another thread; 0 = producers only",
@@ -314,20 +307,24 @@ CommandLine parse_command_line(int argc, char** argv) {
                                                                    {"bimodal", DelayKind::bimodal}})
               .description("{fixed,uniform,exponential,bimodal}"));
   as_duration(bind.add("--delay-min", &Options::delay_min_ns, "uniform: shortest delay", show_duration),
-              up_to_a_day);
+              up_to_a_day());
   as_duration(bind.add("--delay-max", &Options::delay_max_ns, "uniform: longest delay", show_duration),
-              up_to_a_day);
+              up_to_a_day());
   as_duration(bind.add("--delay-mean", &Options::delay_mean_ns,
                        "fixed: the delay; exponential: the mean delay", show_duration),
-              up_to_a_day);
+              up_to_a_day());
   as_duration(bind.add("--delay-short", &Options::delay_short_ns,
                        "bimodal: the short delay (a request timeout)", show_duration),
-              up_to_a_day);
+              up_to_a_day());
   as_duration(bind.add("--delay-long", &Options::delay_long_ns, "bimodal: the long delay (an idle timeout)",
                        show_duration),
-              up_to_a_day);
+              up_to_a_day());
   bind.add("--short-share", &Options::short_share, "bimodal: share of delays that are short", show_double)
       ->check(CLI::Range(0.0, 1.0));
+}
+
+// Periodic and repeated timers, bursts, the seed.
+void add_periodic(Binder& bind) {
   bind.add("--periodic", &Options::periodic,
            "Periodic timers, besides the one-shots, started at random phases: each is one "
            "Engine::schedule_every() timer on its producer's home shard, of the policy --periodic-policy "
@@ -337,7 +334,7 @@ CommandLine parse_command_line(int argc, char** argv) {
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
   as_duration(bind.add("--period", &Options::period_ns,
                        "Period of the periodic timers, a whole number of ticks (fixed rate)", show_duration),
-              positive_up_to_a_day);
+              positive_up_to_a_day());
   bind.add("--periodic-policy", &Options::periodic_policy,
            "The periodic timers' policy: catch_up, fire_once_now or skip (fixed rate, that Misfire), "
            "fixed_delay, or all (each of the four in turn)",
@@ -362,7 +359,7 @@ CommandLine parse_command_line(int argc, char** argv) {
                "periods so that its misfire policy must act (stalls the shard: a check, not a "
                "measurement); 0 = never",
                show_duration),
-      up_to_a_day);
+      up_to_a_day());
   bind.add("--repeated", &Options::repeated,
            "RepeatedTimers on an engine of their own, started, stopped, restarted and reset at random by "
            "one thread during the run, each run checked against its timeout; 0 = none",
@@ -374,17 +371,20 @@ CommandLine parse_command_line(int argc, char** argv) {
            show_u64)
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
   as_duration(bind.add("--burst-every", &Options::burst_every_ns, "Interval between bursts", show_duration),
-              positive_up_to_a_day);
+              positive_up_to_a_day());
   as_duration(bind.add("--duration", &Options::duration_ns,
                        "How long the producers run; then the engine is stopped and checked", show_duration),
               CLI::Range(std::int64_t{100'000'000}, kDay).description(""));
   bind.add("--seed", &Options::seed, "Seeds the delays, fates and phases (not the timing)", show_u64);
-  // Engine.
-  CLI::Option* shards_opt = bind.add("--shards", &Options::shards,
-                                     "Engine shards (a wheel and a worker each); 0 = one per "
-                                     "physical core",
-                                     show_size)
-                                ->check(CLI::Range(std::size_t{0}, std::size_t{4096}));
+}
+
+// The engine's options.
+void add_engine(Binder& bind, OptionRefs& refs) {
+  refs.shards = bind.add("--shards", &Options::shards,
+                         "Engine shards (a wheel and a worker each); 0 = one per "
+                         "physical core",
+                         show_size)
+                    ->check(CLI::Range(std::size_t{0}, std::size_t{4096}));
   as_duration(bind.add("--tick", &Options::tick_ns, "Wheel tick of every shard, 1us..1h", show_duration),
               CLI::Range(std::int64_t{1'000}, std::int64_t{3'600'000'000'000}).description(""));
   bind.add("--wait", &Options::wait,
@@ -416,9 +416,9 @@ CommandLine parse_command_line(int argc, char** argv) {
           CLI::CheckedTransformer(std::map<std::string, ExecutorKind>{{"inline", ExecutorKind::inline_},
                                                                       {"pool", ExecutorKind::pool}})
               .description("{inline,pool}"));
-  CLI::Option* pool_threads =
+  refs.pool_threads =
       bind.add("--pool-threads", &Options::pool_threads, "Threads of the pool (--executor pool)", show_size);
-  pool_threads->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+  refs.pool_threads->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
   bind.add("--threads", &Options::threads,
            "Who drives the shards: workers (the engine's threads) or manual (Threads::manual: one harness "
            "thread per shard calls Engine::poll(), spinning, or sleeping until next_deadline() but at most "
@@ -431,11 +431,14 @@ CommandLine parse_command_line(int argc, char** argv) {
   as_duration(
       bind.add("--lead", &Options::lead_ns,
                "Added to every one-shot delay, so the fill is done before the first deadline", show_duration),
-      up_to_a_day);
+      up_to_a_day());
   bind.flag("--rearm", &Options::rearm,
             "Re-arm a one-shot slot once its timer fired or was cancelled; --no-rearm arms each once "
             "(default: --rearm)");
-  // Placement.
+}
+
+// Where the threads run, their priority and memory.
+void add_placement(CLI::App& app, Binder& bind, Options& o) {
   const auto cpu_list = CLI::Validator(
       [](std::string& v) {
         try {
@@ -477,13 +480,16 @@ CommandLine parse_command_line(int argc, char** argv) {
   bind.flag("--mlock", &Options::mlock,
             "mlockall(MCL_CURRENT | MCL_FUTURE) before the run; refused with an error when not permitted "
             "(default: --no-mlock)");
-  // Output.
+}
+
+// The files written, and the runs that only read reports.
+void add_output(CLI::App& app, Options& o, OptionRefs& refs) {
   app.add_option("--json", o.json_path, "Write the whole report as JSON to this file; '' = none")
       ->capture_default_str();
-  CLI::Option* svg_opt =
+  refs.svg =
       app.add_option("--svg", o.svg_path,
-                     "Write the lateness plot (percentile curve, and p99 and max per second) as a "
-                     "self-contained SVG to this file; '' = none")
+                     "Write the lateness plot (percentile curve, and p99 and max per second) as an SVG "
+                     "to this file (stress/plot.py, matplotlib); '' = none")
           ->capture_default_str();
   app.add_option("--svg-from", o.svg_from,
                  "Run nothing: render --svg from this JSON report, as written by --json")
@@ -499,7 +505,10 @@ CommandLine parse_command_line(int argc, char** argv) {
       ->type_name("A.json B.json")
       ->check(CLI::ExistingFile);
   app.add_flag("--quiet", o.quiet, "No status line on stderr while running");
+}
 
+// The help's footer: the profiles and what each changes, the files and the exit status.
+std::string footer(const Binder& bind) {
   std::string footer =
       "=VALUE after an option is its default, i.e. the `default` profile's. Durations take a unit:\n"
       "ns, us, ms, s, min or h (e.g. 100us, 20s).\n"
@@ -519,7 +528,86 @@ CommandLine parse_command_line(int argc, char** argv) {
       "and no accounting rule broke; 1 if one broke (each is listed in the report); 2 if the engine\n"
       "or the system refused the setup, or a file could not be read or written; CLI11's own codes\n"
       "for a malformed command line.";
-  app.footer(footer);
+  return footer;
+}
+
+// What CLI11's own checks cannot see: options that contradict each other or the machine.
+void validate(Options& o, const OptionRefs& refs) {
+  o.svg_required = refs.svg->count() != 0;
+  if (!o.compare.empty() && !o.svg_required) o.svg_path.clear();  // a plot only when asked for
+  if (o.fit) {
+    o.fitted = fit_to_machine(o, std::max<std::size_t>(1, allowed_cpus().size()), refs.shards->count() != 0,
+                              refs.producers->count() != 0, refs.cancellers->count() != 0);
+  }
+  if (o.rt_priority > 0 && o.executor == ExecutorKind::pool && o.threads == Threads::workers) {
+    throw CLI::ValidationError("--rt-priority",
+                               "needs --executor inline or --threads manual: the harness finds each "
+                               "worker's thread by a timer it runs, which a pool would run instead");
+  }
+  if (!o.worker_cpus.empty() && !o.pin) {
+    throw CLI::ValidationError("--worker-cpus", "contradicts --no-pin");
+  }
+  if (o.delay == DelayKind::uniform && o.delay_min_ns > o.delay_max_ns) {
+    throw CLI::ValidationError(
+        "--delay-min",
+        format_duration(o.delay_min_ns) + " is longer than --delay-max " + format_duration(o.delay_max_ns));
+  }
+  // 1e-9: shares written in decimal that add up to 1 pass whatever their binary rounding.
+  if (o.cancel_share + o.reschedule_share > 1.0 + 1e-9) {
+    throw CLI::ValidationError("--reschedule-share", number(o.reschedule_share) + " and --cancel-share " +
+                                                         number(o.cancel_share) +
+                                                         " add up to more than 1 (a timer is cancelled, "
+                                                         "rescheduled, or neither)");
+  }
+  if (o.periodic != 0 && o.period_ns % o.tick_ns != 0) {
+    throw CLI::ValidationError("--period",
+                               format_duration(o.period_ns) + " is not a whole number of --tick " +
+                                   format_duration(o.tick_ns) + " (periodic timers run at fixed rate)");
+  }
+  if (o.misfire_every_ns != 0 && (o.periodic == 0 || o.periodic_policy == PeriodicPolicy::fixed_delay)) {
+    throw CLI::ValidationError("--misfire-every",
+                               "needs fixed-rate periodic timers (--periodic above 0 and a --periodic-policy "
+                               "other than fixed_delay): only their misfire policies are forced");
+  }
+  if (refs.pool_threads->count() != 0 && o.executor != ExecutorKind::pool) {
+    throw CLI::ValidationError("--pool-threads", "needs --executor pool");
+  }
+  if (o.timers + o.periodic + o.burst > kMaxSlots) {
+    throw CLI::ValidationError("--timers", "--timers + --periodic + --burst must be below 2^32");
+  }
+}
+
+}  // namespace
+
+CommandLine parse_command_line(int argc, char** argv) {
+  CommandLine result;
+  Options& o = result.options;
+  CLI::App app{
+      "tickwheel-stress: drives a tickwheel::Engine (real worker threads, the real monotonic clock)\n"
+      "with producer threads that keep a population of one-shot timers armed, cancel a share of them\n"
+      "before they fire (from the producers and from canceller threads), push another share back\n"
+      "(Timer::reschedule, as an idle timeout is), and periodic timers\n"
+      "(Engine::schedule_every); callbacks run on the workers or on a thread pool (--executor).\n"
+      "It measures and reports; it asserts no latency figure. Reports: schedule, cancel and fire\n"
+      "throughput; the lateness of every fire (callback start - deadline) as percentiles; tick lag;\n"
+      "per-shard counters; transfer-cap hits; wake-ups; the callback threads; memory per pending\n"
+      "timer; the clock's own cost; and exactly-once accounting, which alone decides the exit status.",
+      "tickwheel-stress"};
+
+  std::vector<std::string> profile_names;
+  for (const Profile& p : profiles()) profile_names.emplace_back(p.name);
+  app.add_option("--profile", o.profile, "Named workload (listed below); options given override it")
+      ->capture_default_str()
+      ->check(CLI::IsMember(profile_names));
+
+  Binder bind(app, o);
+  OptionRefs refs;
+  add_workload(bind, refs);
+  add_periodic(bind);
+  add_engine(bind, refs);
+  add_placement(app, bind, o);
+  add_output(app, o, refs);
+  app.footer(footer(bind));
 
   try {
     app.parse(argc, argv);
@@ -528,48 +616,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     profile->apply(from_profile);
     from_profile.profile = o.profile;
     bind.fill_from(from_profile);
-    if (!o.compare.empty() && svg_opt->count() == 0) o.svg_path.clear();  // a plot only when asked for
-    if (o.fit) {
-      o.fitted = fit_to_machine(o, std::max<std::size_t>(1, allowed_cpus().size()), shards_opt->count() != 0,
-                                producers_opt->count() != 0, cancellers_opt->count() != 0);
-    }
-    if (o.rt_priority > 0 && o.executor == ExecutorKind::pool && o.threads == Threads::workers) {
-      throw CLI::ValidationError("--rt-priority",
-                                 "needs --executor inline or --threads manual: the harness finds each "
-                                 "worker's thread by a timer it runs, which a pool would run instead");
-    }
-    if (!o.worker_cpus.empty() && !o.pin) {
-      throw CLI::ValidationError("--worker-cpus", "contradicts --no-pin");
-    }
-    if (o.delay == DelayKind::uniform && o.delay_min_ns > o.delay_max_ns) {
-      throw CLI::ValidationError(
-          "--delay-min",
-          format_duration(o.delay_min_ns) + " is longer than --delay-max " + format_duration(o.delay_max_ns));
-    }
-    // 1e-9: shares written in decimal that add up to 1 pass whatever their binary rounding.
-    if (o.cancel_share + o.reschedule_share > 1.0 + 1e-9) {
-      throw CLI::ValidationError("--reschedule-share", number(o.reschedule_share) + " and --cancel-share " +
-                                                           number(o.cancel_share) +
-                                                           " add up to more than 1 (a timer is cancelled, "
-                                                           "rescheduled, or neither)");
-    }
-    if (o.periodic != 0 && o.period_ns % o.tick_ns != 0) {
-      throw CLI::ValidationError("--period",
-                                 format_duration(o.period_ns) + " is not a whole number of --tick " +
-                                     format_duration(o.tick_ns) + " (periodic timers run at fixed rate)");
-    }
-    if (o.misfire_every_ns != 0 && (o.periodic == 0 || o.periodic_policy == PeriodicPolicy::fixed_delay)) {
-      throw CLI::ValidationError(
-          "--misfire-every",
-          "needs fixed-rate periodic timers (--periodic above 0 and a --periodic-policy "
-          "other than fixed_delay): only their misfire policies are forced");
-    }
-    if (pool_threads->count() != 0 && o.executor != ExecutorKind::pool) {
-      throw CLI::ValidationError("--pool-threads", "needs --executor pool");
-    }
-    if (o.timers + o.periodic + o.burst > kMaxSlots) {
-      throw CLI::ValidationError("--timers", "--timers + --periodic + --burst must be below 2^32");
-    }
+    validate(o, refs);
   } catch (const CLI::ParseError& e) {
     result.exit_code = app.exit(e);
   }

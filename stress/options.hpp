@@ -133,6 +133,7 @@ struct Options {
   // ---- Output ----
   std::string json_path = "tickwheel-stress.json";  // empty = none
   std::string svg_path = "tickwheel-stress.svg";    // empty = none
+  bool svg_required = false;                        // --svg given: no plot is a failure
   std::string svg_from;                             // render svg_path from this JSON, run nothing
   std::string hlog_path;                            // HdrHistogram interval log; empty = none
   std::vector<std::string> compare;                 // two JSON reports: compare them, run nothing

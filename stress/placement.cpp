@@ -57,41 +57,12 @@ std::vector<unsigned> pick_workers(const std::vector<unsigned>& allowed, std::si
   return out;
 }
 
-}  // namespace
-
-std::size_t core_count(const std::vector<unsigned>& cpus) { return first_of_each_core(cpus).size(); }
-
-Placement plan_placement(const Options& o, std::size_t shards, unsigned producers, const Platform& platform) {
-  Placement p;
-  const std::vector<unsigned>& allowed = platform.allowed;
-  if (!o.worker_cpus.empty()) {
-    p.workers = parse_cpu_list(o.worker_cpus);
-  } else if (o.pin) {
-    p.workers = pick_workers(allowed, shards);
-  }
-  if (!o.producer_cpus.empty()) {
-    p.load = parse_cpu_list(o.producer_cpus);
-  } else if (!p.workers.empty()) {
-    // Away from the workers' cores, SMT siblings included, when that leaves any CPU.
-    std::vector<unsigned> worker_cores;
-    for (const unsigned w : p.workers) {
-      const std::vector<unsigned> sib = smt_siblings(w);
-      worker_cores.insert(worker_cores.end(), sib.begin(), sib.end());
-    }
-    p.load = minus(allowed, worker_cores);
-  }
+// What the run cannot measure, with this plan: threads that outnumber their CPUs, shared cores,
+// spinners the kernel still interrupts or throttles.
+void warn_about_the_plan(Placement& p, const Options& o, std::size_t shards, unsigned producers,
+                         const Platform& platform) {
   const bool spin = o.wait == WaitStrategy::spin;
-  if (o.control_cpu >= 0) {
-    p.control = o.control_cpu;
-  } else if (!spin && !p.workers.empty()) {
-    p.control = static_cast<int>(p.workers.front());
-  } else if (spin) {
-    std::vector<unsigned> free = minus(minus(allowed, p.workers), p.load);
-    if (free.empty()) free = minus(allowed, p.workers);
-    if (!free.empty()) p.control = static_cast<int>(free.back());
-  }
-
-  // ---- What the run cannot measure ----
+  const std::vector<unsigned>& allowed = platform.allowed;
   const unsigned cancellers = o.cancellers;
   const std::size_t pool = o.executor == ExecutorKind::pool ? o.pool_threads : 0;
   const std::size_t busy = shards + producers + cancellers + pool + (o.control && spin ? 1 : 0);
@@ -157,6 +128,43 @@ Placement plan_placement(const Options& o, std::size_t shards, unsigned producer
         static_cast<long long>(platform.rt_runtime_us), static_cast<long long>(platform.rt_period_us),
         static_cast<long long>(platform.rt_period_us - platform.rt_runtime_us)));
   }
+}
+
+}  // namespace
+
+std::size_t core_count(const std::vector<unsigned>& cpus) { return first_of_each_core(cpus).size(); }
+
+Placement plan_placement(const Options& o, std::size_t shards, unsigned producers, const Platform& platform) {
+  Placement p;
+  const std::vector<unsigned>& allowed = platform.allowed;
+  if (!o.worker_cpus.empty()) {
+    p.workers = parse_cpu_list(o.worker_cpus);
+  } else if (o.pin) {
+    p.workers = pick_workers(allowed, shards);
+  }
+  if (!o.producer_cpus.empty()) {
+    p.load = parse_cpu_list(o.producer_cpus);
+  } else if (!p.workers.empty()) {
+    // Away from the workers' cores, SMT siblings included, when that leaves any CPU.
+    std::vector<unsigned> worker_cores;
+    for (const unsigned w : p.workers) {
+      const std::vector<unsigned> sib = smt_siblings(w);
+      worker_cores.insert(worker_cores.end(), sib.begin(), sib.end());
+    }
+    p.load = minus(allowed, worker_cores);
+  }
+  const bool spin = o.wait == WaitStrategy::spin;
+  if (o.control_cpu >= 0) {
+    p.control = o.control_cpu;
+  } else if (!spin && !p.workers.empty()) {
+    p.control = static_cast<int>(p.workers.front());
+  } else if (spin) {
+    std::vector<unsigned> free = minus(minus(allowed, p.workers), p.load);
+    if (free.empty()) free = minus(allowed, p.workers);
+    if (!free.empty()) p.control = static_cast<int>(free.back());
+  }
+
+  warn_about_the_plan(p, o, shards, producers, platform);
   return p;
 }
 

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <new>
+#include <optional>
 #include <thread>
 
 #include "clock.hpp"
@@ -19,6 +22,7 @@ constexpr std::size_t kEventBudget = 16'384;
 constexpr std::size_t kArmBudget = 16'384;
 // The longest a producer sleeps at once, so it notices the stop flag promptly when it is idle.
 constexpr std::int64_t kMaxSleepNs = 10'000'000;
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 // Schedule credit a paced producer may bank while it is busy elsewhere: 10 ms of its rate.
 constexpr double kTokenHorizonS = 0.01;
 // The longest pause of re-arms after refused schedules.
@@ -26,7 +30,7 @@ constexpr std::int64_t kMaxBackoffNs = 100'000'000;
 
 std::size_t status_index(Status s) noexcept { return static_cast<std::size_t>(s); }
 
-// An event's tag holds a seq and an EventKind in 32 bits (calendar.hpp).
+// An event's tag holds a seq and an EventKind in 32 bits (producer.hpp).
 static_assert(32 - kStateBits + 2 <= 32, "a seq and an event kind must fit an Event's tag");
 
 // The share of the timers not cancelled that are rescheduled, so that reschedule_share of all are.
@@ -109,13 +113,14 @@ Producer::Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRa
       cancel_pick_(shared.options->cancel_share),
       periodic_cancel_pick_(shared.options->periodic_cancel),
       move_pick_(move_share(*shared.options)),
-      calendar_(Clock::now()),
-      retry_ns_(shared.options->tick_ns + Calendar::kWidth),
+      agenda_(tickwheel::WheelOptions{.tick = Nanos(kAgendaTick), .start = Nanos(Clock::now())}),
+      retry_ns_(shared.options->tick_ns + kAgendaTick),
       ready_(oneshots.size()),
       jobs_(shared.cancellers.size()) {
   // Everything a producer needs per slot is allocated here, before the driver's RSS baseline, so
-  // that the memory growth it measures during the run is the engine's (and the calendars', which
+  // that the memory growth it measures during the run is the engine's (and the agendas', which
   // are counted and subtracted).
+  agenda_base_bytes_ = agenda_.stats().bytes;
   for (std::uint32_t s = oneshots.begin; s < oneshots.end; ++s) make_ready(s);
   burst_idle_.reserve(burst.size());
   for (std::uint32_t s = burst.begin; s < burst.end; ++s) burst_idle_.push_back(s);
@@ -229,7 +234,7 @@ void Producer::start_periodic() {
       if (periodic_cancel_pick_(rng_) && run_end > p.deadline) {
         const auto at =
             p.deadline + static_cast<std::int64_t>(static_cast<double>(run_end - p.deadline) * unit_(rng_));
-        calendar_.push(Event::make(at, p.slot, p.seq, EventKind::cancel));
+        push(Event::make(at, p.slot, p.seq, EventKind::cancel));
       }
     }
     from = to;
@@ -294,14 +299,14 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
     if (t.shard() != home_) ++off_shard;
     if (p.cancel_at >= 0) {
       const auto at = t0 + static_cast<std::int64_t>(static_cast<double>(p.delay) * p.cancel_at);
-      calendar_.push(Event::make(at, p.slot, p.seq, EventKind::cancel));
+      push(Event::make(at, p.slot, p.seq, EventKind::cancel));
     } else if (p.moves != 0) {
       // The deadline the first move moves. Relaxed: to the callback, 0 and it say the same.
       slots[p.slot].moved_from.store(p.deadline, std::memory_order_relaxed);
       slots[p.slot].moved_to.store(p.deadline, std::memory_order_relaxed);
       plan_move(p.slot, p.seq, t0, p.deadline);
     } else {
-      calendar_.push(Event::make(p.deadline + retry_ns_, p.slot, p.seq, EventKind::check));
+      push(Event::make(p.deadline + retry_ns_, p.slot, p.seq, EventKind::check));
     }
   }
   backoff_ns_ = refused ? std::min(std::max(2 * backoff_ns_, retry_ns_), kMaxBackoffNs) : 0;
@@ -313,7 +318,13 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
 void Producer::plan_move(std::uint32_t slot, std::uint32_t seq, std::int64_t from, std::int64_t deadline) {
   const std::int64_t span = std::max<std::int64_t>(deadline - from, 0);
   const auto at = from + static_cast<std::int64_t>(static_cast<double>(span) * unit_(rng_));
-  calendar_.push(Event::make(at, slot, seq, EventKind::reschedule));
+  push(Event::make(at, slot, seq, EventKind::reschedule));
+}
+
+void Producer::push(const Event& e) {
+  if (!agenda_.schedule_at(Nanos(e.t), [this, e] { on_event(e, agenda_now_); })) {
+    throw std::bad_alloc();  // the agenda's pool could not grow: the only way its schedule fails
+  }
 }
 
 void Producer::on_event(const Event& e, std::int64_t now) {
@@ -322,7 +333,7 @@ void Producer::on_event(const Event& e, std::int64_t now) {
     // Acquire: pairs with the release of the fire's or the cancel's compare-and-swap.
     const SlotState state = state_of(slot.state.load(std::memory_order_acquire));
     if (state == SlotState::pending) {
-      calendar_.push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
+      push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
       return;
     }
     if (state == SlotState::fired) settle_moved_fire(slot, o_.tick_ns, moves);
@@ -345,8 +356,7 @@ void Producer::on_event(const Event& e, std::int64_t now) {
   delegated.add(1);
   // The canceller settles the slot; a check finds it resolved and re-arms it (a one-shot: a
   // periodic slot is cancelled once, for good).
-  if (!periodic_.contains(e.slot))
-    calendar_.push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
+  if (!periodic_.contains(e.slot)) push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));
 }
 
 std::size_t Producer::cancel_own(std::int64_t now) {
@@ -368,7 +378,7 @@ std::size_t Producer::cancel_own(std::int64_t now) {
       if (results_[i] != 0) {
         if (o_.rearm) make_ready(s);  // a message reset the timer: re-armed at once
       } else {
-        calendar_.push(Event::make(now + retry_ns_, s, own_seqs_[from + i], EventKind::check));
+        push(Event::make(now + retry_ns_, s, own_seqs_[from + i], EventKind::check));
       }
     }
   }
@@ -420,7 +430,7 @@ std::size_t Producer::move_own() {
         if (slot.moves_left != 0) {
           plan_move(s, seq, t1, move_to_[i]);
         } else {
-          calendar_.push(Event::make(move_to_[i] + retry_ns_, s, seq, EventKind::check));
+          push(Event::make(move_to_[i] + retry_ns_, s, seq, EventKind::check));
         }
         continue;
       }
@@ -429,7 +439,7 @@ std::size_t Producer::move_own() {
       // The timer keeps the deadline it had (the last move that returned true, or its first).
       slot.moved_to.store(move_from_[i], std::memory_order_relaxed);
       slot.moves_left = 0;
-      calendar_.push(Event::make(t1 + retry_ns_, s, seq, EventKind::check));
+      push(Event::make(t1 + retry_ns_, s, seq, EventKind::check));
     }
   }
   own_moves_.clear();
@@ -452,11 +462,12 @@ void Producer::refill_tokens(std::int64_t now) noexcept {
 
 void Producer::loop() {
   const double rate = shared_.rate_per_producer;
-  std::int64_t next_burst = burst_.size() != 0 ? shared_.start_ns + o_.burst_every_ns : Calendar::kNever;
+  std::int64_t next_burst = burst_.size() != 0 ? shared_.start_ns + o_.burst_every_ns : kNever;
   tokens_at_ = Clock::now();
   while (!shared_.stop.load(std::memory_order_relaxed)) {
     const std::int64_t now = Clock::now();
-    std::size_t work = calendar_.run_due(now, kEventBudget, [&](const Event& e) { on_event(e, now); });
+    agenda_now_ = now;
+    std::size_t work = agenda_.advance(Nanos(now), kEventBudget);
     work += cancel_own(now);
     work += move_own();
     flush_jobs();
@@ -490,10 +501,11 @@ void Producer::loop() {
     }
     if (rate > 0) tokens_ -= static_cast<double>(armed);
     work += armed;
-    calendar_bytes.raise_to(calendar_.bytes());
+    agenda_bytes.raise_to(agenda_.stats().bytes - agenda_base_bytes_);
 
     if (work == 0) {
-      std::int64_t wake = std::min({calendar_.next_due(), next_burst, now + kMaxSleepNs});
+      const std::optional<Nanos> due = agenda_.next_deadline();
+      std::int64_t wake = std::min({due ? due->count() : kNever, next_burst, now + kMaxSleepNs});
       if (ready_count_ != 0) {
         // Re-arms are waiting: for the back-off to end, or for the next schedule token.
         std::int64_t arm_at = std::max(arm_after_, now);

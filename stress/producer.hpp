@@ -12,8 +12,8 @@
 //      registration cannot push two producers onto one shard;
 //   2. arms its share of the periodic timers at random phases over one period (schedule_every), each
 //      with its slot's policy (workload.hpp), and for a share of them (--periodic-cancel) puts a
-//      cancel in its calendar at a time uniform between the first run and the end of the run;
-//   3. loops until told to stop: runs the due events of its calendar (a cancel, a reschedule, or a
+//      cancel in its agenda at a time uniform between the first run and the end of the run;
+//   3. loops until told to stop: runs the due events of its agenda (a cancel, a reschedule, or a
 //      check that finds a slot's timer fired or cancelled), cancels and reschedules what is due,
 //      re-arms what is resolved, and sleeps when there is nothing to do. Every re-arm draws a new
 //      delay and a fate: with probability cancel_share a cancel at a time uniform between now and
@@ -40,8 +40,8 @@
 #include <string>
 #include <vector>
 
-#include "calendar.hpp"
 #include "options.hpp"
+#include "tickwheel/wheel.hpp"
 #include "workload.hpp"
 
 namespace tickwheel::stress {
@@ -104,6 +104,24 @@ struct CancelCounters {
   std::uint64_t periodic_refused = 0;
 };
 
+// One entry of a producer's agenda (a Wheel of its own): what to do with a slot, and when.
+enum class EventKind : std::uint32_t {
+  cancel,      // cancel the slot's timer now (or hand the cancel to a canceller thread)
+  check,       // look at the slot: re-arm it if its timer fired or was cancelled, else look again later
+  reschedule,  // push the slot's timer back (an idle timeout reset, see workload.hpp)
+};
+
+struct Event {
+  std::int64_t t;  // steady_clock ns
+  std::uint32_t slot;
+  std::uint32_t tag;  // seq << 2 | kind (a seq has 29 bits, see workload.hpp)
+  std::uint32_t seq() const noexcept { return tag >> 2; }
+  EventKind kind() const noexcept { return static_cast<EventKind>(tag & 3); }
+  static Event make(std::int64_t t, std::uint32_t slot, std::uint32_t seq, EventKind kind) noexcept {
+    return Event{t, slot, seq << 2 | static_cast<std::uint32_t>(kind)};
+  }
+};
+
 class Producer {
  public:
   static constexpr std::size_t kBatch = 256;  // schedule or cancel calls per timed bracket
@@ -125,7 +143,9 @@ class Producer {
   CancelCounters cancels;  // the cancels this producer made itself
   MoveCounters moves;      // the reschedules it made (all of them: none is handed to a canceller)
   Counter delegated;       // cancels handed to canceller threads
-  Counter calendar_bytes;  // its calendar's storage, which grows with the population
+  Counter agenda_bytes;    // its agenda's node memory beyond agenda_base_bytes(): grows with the population
+  // Its agenda's memory at construction (the Wheel's slot arrays), before the run's RSS baseline.
+  std::uint64_t agenda_base_bytes() const noexcept { return agenda_base_bytes_; }
   Counter bursts;
   Counter burst_calls;
   Counter burst_ns;  // time inside the bursts' schedule calls
@@ -183,10 +203,18 @@ class Producer {
   std::bernoulli_distribution move_pick_;
   std::uniform_int_distribution<unsigned> move_count_{1, kMaxMoves};
   std::uniform_real_distribution<double> unit_{0.0, 1.0};
-  Calendar calendar_;
+  // The agenda: one event per slot this producer owns, up to millions, one schedule and one fire
+  // per timer it arms, so O(1) both ways: the library's own Wheel, at a coarse tick (an event runs
+  // up to a tick after its time, which a cancel at a random time or a re-arm check can spare).
+  // agenda_now_ is the now of the advance() running its callbacks.
+  static constexpr std::int64_t kAgendaTick = 100'000;
+  tickwheel::Wheel agenda_;
+  std::uint64_t agenda_base_bytes_ = 0;
+  std::int64_t agenda_now_ = 0;
+  void push(const Event& e);
   std::int64_t retry_ns_;  // when a check finds the timer still pending, look again
   // Slots to re-arm, oldest first: a ring as large as the one-shot range, since a slot is in it
-  // at most once (a slot is always in exactly one of: the ring, the calendar, burst_idle_).
+  // at most once (a slot is always in exactly one of: the ring, the agenda, burst_idle_).
   std::vector<std::uint32_t> ready_;
   std::size_t ready_head_ = 0;
   std::size_t ready_count_ = 0;

@@ -1,15 +1,15 @@
-// stress/report.hpp — everything a stress run measured, the accounting rules that judge it, and
-// its renderings: the text report on stdout and the JSON document (which the SVG plot is drawn
-// from, see svg.hpp). Every figure is filled in by the driver from a count, a clock read, the
-// engine's stats() or a system call made during the run; none is derived from the options alone.
+// stress/report.hpp — everything a stress run measured, the accounting rules that judge it, and the
+// JSON document, from which stress/plot.py prints the text report and draws the SVG plot. Every
+// figure is filled in by the driver from a count, a clock read, the engine's stats() or a system
+// call made during the run; none is derived from the options alone.
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <vector>
 
+#include "cyclictest.hpp"
 #include "histogram.hpp"
 #include "options.hpp"
 #include "placement.hpp"
@@ -121,6 +121,7 @@ struct Report {
   // The platform's floor and the engine's tick lag, side by side (control.hpp, workload.hpp).
   bool control_ran = false;
   Histogram control;                     // the control thread's wake-up lateness
+  CyclictestResult cyclictest;           // beside the control thread (cyclictest.hpp)
   std::vector<ShardProbe> shard_probes;  // per shard
   Histogram probe_lag;                   // every shard's probe lag together
   std::uint64_t tick_probes = 0;         // probe timers scheduled (one per shard)
@@ -198,7 +199,7 @@ struct Report {
 
   // Memory. The baseline is taken with the engine started and every harness array allocated and
   // touched; the growth is read at the sample with the most timers pending, less what the
-  // producers' calendars (the harness's only growing structure) held then.
+  // producers' agendas (the harness's only growing structure; JSON: calendar_bytes_at_peak) held then.
   std::uint64_t rss_base_bytes = 0;
   std::uint64_t rss_at_peak_bytes = 0;
   std::uint64_t calendar_bytes_at_peak = 0;
@@ -253,8 +254,7 @@ struct Report {
 // Fills report.failures from the accounting fields. Called once, after the run.
 void check_accounting(Report& report);
 
-void print_report(const Report& report, std::ostream& out);
-// The whole report as one JSON document (the SVG is drawn from it).
+// The whole report as one JSON document (the text report and the SVG are drawn from it).
 std::string report_json(const Report& report);
 
 }  // namespace tickwheel::stress

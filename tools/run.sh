@@ -36,7 +36,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$root/build"
 packages=(cmake ninja-build g++ pkg-config python3 libgtest-dev libbenchmark-dev libconcurrentqueue-dev
-          libjemalloc-dev libhwloc-dev libcli11-dev libboost-dev)
+          libjemalloc-dev libhwloc-dev libcli11-dev libboost-dev nlohmann-json3-dev zlib1g-dev python3-matplotlib
+          rt-tests)
 
 install_missing() {
   local missing=()

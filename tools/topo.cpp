@@ -26,6 +26,7 @@
 #include <hwloc.h>
 #include <sched.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -263,86 +264,51 @@ void print_text(std::ostream& out, const Machine& m, const Plan& plan) {
   for (const std::string& notice : plan.notices) out << "engine notice: " << notice << '\n';
 }
 
-// ---- JSON output ----
+// ---- JSON output (nlohmann-json) ----
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (c < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-      out += escaped;
-    } else {
-      out += ch;
-    }
-  }
-  return out + '"';
-}
+using Json = nlohmann::ordered_json;
 
-std::string json_number(std::optional<unsigned> v) { return v ? std::to_string(*v) : "null"; }
+Json optional_json(std::optional<unsigned> v) { return v ? Json(*v) : Json(nullptr); }
 
-std::string json_array(const std::vector<unsigned>& v) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : ", ") + std::to_string(v[i]);
-  return out + ']';
-}
-
-// Writes `items` as a JSON array, one element per line, each produced by `element`.
-template <class T, class F>
-void json_lines(std::ostream& out, std::string_view key, const std::vector<T>& items, F element,
-                std::string_view indent, bool last) {
-  out << indent << json_string(key) << ": [";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    out << (i == 0 ? "\n" : ",\n") << indent << "  " << element(items[i]);
-  }
-  if (!items.empty()) out << '\n' << indent;
-  out << ']' << (last ? "\n" : ",\n");
+Json shard_json(const ShardPlan& s) {
+  const bool bound = s.bind_error.empty();
+  return {{"shard", s.shard},
+          {"pu", s.pu},
+          {"core", optional_json(s.core)},
+          {"bound", bound},
+          {"error", bound ? Json(nullptr) : Json(s.bind_error)},
+          {"ran_on", s.ran_on < 0 ? Json(nullptr) : Json(s.ran_on)}};
 }
 
 void print_json(std::ostream& out, const Machine& m, const Plan& plan) {
-  out << "{\n  \"hwloc_version\": " << json_string(HWLOC_VERSION) << ",\n";
-  json_lines(
-      out, "packages", m.packages,
-      [](const Package& p) {
-        return "{\"logical\": " + std::to_string(p.logical) + ", \"os\": " + json_number(p.os) +
-               ", \"cores\": " + json_array(p.cores) + ", \"pus\": " + json_array(p.pus) + "}";
-      },
-      "  ", false);
-  json_lines(
-      out, "numa_nodes", m.numa_nodes,
-      [](const NumaNode& n) {
-        return "{\"logical\": " + std::to_string(n.logical) + ", \"os\": " + json_number(n.os) +
-               ", \"local_memory_bytes\": " + std::to_string(n.local_memory) +
-               ", \"pus\": " + json_array(n.pus) + "}";
-      },
-      "  ", false);
-  json_lines(
-      out, "cores", m.cores,
-      [](const Core& c) {
-        return "{\"logical\": " + std::to_string(c.logical) + ", \"os\": " + json_number(c.os) +
-               ", \"package\": " + json_number(c.package) + ", \"pus\": " + json_array(c.pus) + "}";
-      },
-      "  ", false);
-  out << "  \"pu_count\": " << m.pu_count << ",\n";
-  out << "  \"plan\": {\n    \"shards_option\": " << plan.shards_option
-      << ",\n    \"cpus_option\": " << json_array(plan.cpus_option) << ",\n";
-  json_lines(
-      out, "notices", plan.notices, [](const std::string& n) { return json_string(n); }, "    ", false);
-  json_lines(
-      out, "shards", plan.shards,
-      [](const ShardPlan& s) {
-        const bool bound = s.bind_error.empty();
-        return "{\"shard\": " + std::to_string(s.shard) + ", \"pu\": " + std::to_string(s.pu) +
-               ", \"core\": " + json_number(s.core) + ", \"bound\": " + (bound ? "true" : "false") +
-               ", \"error\": " + (bound ? std::string("null") : json_string(s.bind_error)) +
-               ", \"ran_on\": " + (s.ran_on < 0 ? std::string("null") : std::to_string(s.ran_on)) + "}";
-      },
-      "    ", true);
-  out << "  }\n}\n";
+  Json j = {{"hwloc_version", HWLOC_VERSION},
+            {"packages", Json::array()},
+            {"numa_nodes", Json::array()},
+            {"cores", Json::array()}};
+  for (const Package& p : m.packages) {
+    j["packages"].push_back(
+        {{"logical", p.logical}, {"os", optional_json(p.os)}, {"cores", p.cores}, {"pus", p.pus}});
+  }
+  for (const NumaNode& n : m.numa_nodes) {
+    j["numa_nodes"].push_back({{"logical", n.logical},
+                               {"os", optional_json(n.os)},
+                               {"local_memory_bytes", n.local_memory},
+                               {"pus", n.pus}});
+  }
+  for (const Core& c : m.cores) {
+    j["cores"].push_back({{"logical", c.logical},
+                          {"os", optional_json(c.os)},
+                          {"package", optional_json(c.package)},
+                          {"pus", c.pus}});
+  }
+  j["pu_count"] = m.pu_count;
+  Json shards = Json::array();
+  for (const ShardPlan& s : plan.shards) shards.push_back(shard_json(s));
+  j["plan"] = {{"shards_option", plan.shards_option},
+               {"cpus_option", plan.cpus_option},
+               {"notices", plan.notices},
+               {"shards", shards}};
+  out << j.dump(2) << '\n';
 }
 
 }  // namespace

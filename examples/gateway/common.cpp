@@ -1,5 +1,5 @@
-// examples/gateway/common.cpp — the out-of-line half of common.hpp: histogram quantiles, the JSON
-// writer, getrusage, the socket helpers and the server report.
+// examples/gateway/common.cpp — the out-of-line half of common.hpp: the histogram's curve, the
+// reports' JSON, getrusage, the socket helpers and the server report.
 #include "common.hpp"
 
 #include <arpa/inet.h>
@@ -22,116 +22,23 @@
 
 namespace gateway {
 
-std::uint64_t Histogram::quantile(double q) const {
-  if (count_ == 0) return 0;
-  const auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(count_)));
-  std::uint64_t seen = 0;
-  for (std::size_t i = 0; i < kBuckets; ++i) {
-    seen += counts_[i];
-    if (seen >= std::max<std::uint64_t>(rank, 1)) return std::min(lower(i) + width(i) / 2, max_);
-  }
-  return max_;
-}
-
 std::vector<std::pair<double, std::uint64_t>> Histogram::curve() const {
   std::vector<std::pair<double, std::uint64_t>> points;
-  if (count_ == 0) return points;
+  if (count() == 0) return points;
   for (int p = 0; p < 90; p += 10) points.emplace_back(p, quantile(std::max(p, 1) / 100.0));
   // 90, 99, 99.9, ... while a sample lies beyond.
-  for (double tail = 0.1; tail * static_cast<double>(count_) >= 1.0; tail /= 10) {
+  for (double tail = 0.1; tail * static_cast<double>(count()) >= 1.0; tail /= 10) {
     points.emplace_back(100.0 * (1.0 - tail), quantile(1.0 - tail));
   }
-  points.emplace_back(100.0, max_);
+  points.emplace_back(100.0, max());
   return points;
 }
 
-void Json::key(std::string_view k) {
-  if (!first_.back()) out_ << ',';
-  first_.back() = false;
-  out_ << '\n' << std::string(2 * (first_.size() - 1), ' ');
-  if (!k.empty()) out_ << '"' << k << "\": ";
-}
-Json& Json::begin_object(std::string_view k) {
-  if (first_.size() > 1 || !k.empty()) key(k);
-  out_ << '{';
-  first_.push_back(true);
-  return *this;
-}
-Json& Json::end_object() {
-  first_.pop_back();
-  out_ << '\n' << std::string(2 * (first_.size() - 1), ' ') << '}';
-  if (first_.size() == 1) out_ << '\n';
-  return *this;
-}
-Json& Json::begin_array(std::string_view k) {
-  key(k);
-  out_ << '[';
-  first_.push_back(true);
-  return *this;
-}
-Json& Json::end_array() {
-  first_.pop_back();
-  out_ << ']';
-  return *this;
-}
-Json& Json::field(std::string_view k, std::string_view value) {
-  key(k);
-  out_ << '"';
-  for (const char c : value) {
-    if (c == '"' || c == '\\') {
-      out_ << '\\' << c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out_ << ' ';
-    } else {
-      out_ << c;
-    }
-  }
-  out_ << '"';
-  return *this;
-}
-Json& Json::field(std::string_view k, double value) {
-  key(k);
-  if (!std::isfinite(value)) {
-    out_ << "null";
-    return *this;
-  }
-  std::array<char, 32> buf{};
-  const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), value);
-  out_ << std::string_view(buf.data(), static_cast<std::size_t>(r.ptr - buf.data()));
-  return *this;
-}
-Json& Json::field(std::string_view k, std::uint64_t value) {
-  key(k);
-  out_ << value;
-  return *this;
-}
-Json& Json::field(std::string_view k, std::int64_t value) {
-  key(k);
-  out_ << value;
-  return *this;
-}
-Json& Json::field(std::string_view k, bool value) {
-  key(k);
-  out_ << (value ? "true" : "false");
-  return *this;
-}
-Json& Json::histogram(std::string_view k, const Histogram& h) {
-  begin_object(k);
-  field("count", h.count());
-  field("p50_ns", h.quantile(0.5));
-  field("p99_ns", h.quantile(0.99));
-  field("p999_ns", h.quantile(0.999));
-  field("max_ns", h.max());
-  field("below_zero", h.negative());
-  key("curve");
-  out_ << '[';
-  bool first = true;
-  for (const auto& [pct, ns] : h.curve()) {
-    out_ << (first ? "" : ", ") << '[' << pct << ", " << ns << ']';
-    first = false;
-  }
-  out_ << ']';
-  return end_object();
+nlohmann::ordered_json histogram_json(const Histogram& h) {
+  return {{"count", h.count()},         {"p50_ns", h.quantile(0.5)},
+          {"p99_ns", h.quantile(0.99)}, {"p999_ns", h.quantile(0.999)},
+          {"max_ns", h.max()},          {"below_zero", h.negative()},
+          {"curve", h.curve()}};
 }
 
 Usage usage_now() {
@@ -213,27 +120,32 @@ std::uint64_t raise_fd_limit(std::uint64_t want) {
 }
 
 void write_report(std::ostream& out, const ServerReport& r) {
-  Json j(out);
   const Counts& c = r.counts;
-  j.begin_object();
-  j.field("impl", r.impl).field("mode", r.mode).field("wait", r.wait);
-  j.field("tick_ns", r.tick_ns).field("loops", static_cast<std::uint64_t>(r.loops));
-  j.begin_object("counts");
-  j.field("requests", c.requests).field("answered", c.answered).field("timed_out", c.timed_out);
-  j.field("late_answers", c.late_answers).field("connections", c.connections);
-  j.field("idle_closed", c.idle_closed).field("idle_rearms", c.idle_rearms);
-  j.field("schedule_failed", c.schedule_failed);
-  j.end_object();
-  j.begin_object("violations");
-  j.field("fired_after_cancel", c.after_cancel).field("fired_twice", c.twice).field("early", c.early);
-  j.end_object();
-  j.histogram("lateness", r.lateness);
-  if (r.impl == "tickwheel") j.histogram("past_tick", r.past_tick);
-  j.histogram("idle_lateness", r.idle_lateness);
-  j.field("cpu_s", r.cpu_s).field("max_rss_kb", r.max_rss_kb);
-  j.field("pending_at_stop", r.pending_at_stop);
-  j.field("passes", r.passes).field("wakeups", r.wakeups);
-  j.end_object();
+  nlohmann::ordered_json j = {
+      {"impl", r.impl},
+      {"mode", r.mode},
+      {"wait", r.wait},
+      {"tick_ns", r.tick_ns},
+      {"loops", r.loops},
+      {"counts",
+       {{"requests", c.requests},
+        {"answered", c.answered},
+        {"timed_out", c.timed_out},
+        {"late_answers", c.late_answers},
+        {"connections", c.connections},
+        {"idle_closed", c.idle_closed},
+        {"idle_rearms", c.idle_rearms},
+        {"schedule_failed", c.schedule_failed}}},
+      {"violations", {{"fired_after_cancel", c.after_cancel}, {"fired_twice", c.twice}, {"early", c.early}}},
+      {"lateness", histogram_json(r.lateness)}};
+  if (r.impl == "tickwheel") j["past_tick"] = histogram_json(r.past_tick);
+  j["idle_lateness"] = histogram_json(r.idle_lateness);
+  j.update({{"cpu_s", r.cpu_s},
+            {"max_rss_kb", r.max_rss_kb},
+            {"pending_at_stop", r.pending_at_stop},
+            {"passes", r.passes},
+            {"wakeups", r.wakeups}});
+  out << j.dump(2) << '\n';
 }
 
 int finish(const ServerReport& r, const std::string& json) {

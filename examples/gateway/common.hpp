@@ -1,5 +1,5 @@
 // examples/gateway/common.hpp — what the reference gateway's three programs share: the wire format,
-// the clock, a lateness histogram, a JSON writer, the request and connection bookkeeping that
+// the clock, a lateness histogram, its JSON, the request and connection bookkeeping that
 // checks every timer's rule, the simulated upstream, and the socket helpers.
 //
 // The gateway (docs/gateway.md) is a TCP server on 127.0.0.1 that forwards each
@@ -18,6 +18,9 @@
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "stress/histogram.hpp"
 
 #include <algorithm>
 #include <array>
@@ -105,80 +108,36 @@ inline std::chrono::steady_clock::time_point at(Nanos t) { return std::chrono::s
 
 // ---- A lateness histogram ----
 
-// Log-linear buckets: exact below 64 ns, then 64 per octave (error under 1.6%), up to 2^63 ns.
-// Recording is an index computation and an increment; no allocation after construction.
+// Lateness in nanoseconds, in the stress harness's histogram (stress/histogram.hpp: HdrHistogram's
+// layout at two significant digits, a percentile reported as the top of its bucket), with the
+// values below zero (a fire before its deadline, a clock step) counted apart and recorded as 0.
 class Histogram {
  public:
-  Histogram() : counts_(kBuckets, 0) {}
   void record(std::int64_t ns) {
-    if (ns < 0) {
-      ++negative_;
-      ns = 0;
-    }
-    const auto v = static_cast<std::uint64_t>(ns);
-    ++counts_[index(v)];
-    ++count_;
-    max_ = std::max(max_, v);
+    if (ns < 0) ++negative_;
+    h_.record(static_cast<std::uint64_t>(std::max<std::int64_t>(ns, 0)));
   }
   void merge(const Histogram& o) {
-    for (std::size_t i = 0; i < kBuckets; ++i) counts_[i] += o.counts_[i];
-    count_ += o.count_;
+    h_.merge(o.h_);
     negative_ += o.negative_;
-    max_ = std::max(max_, o.max_);
   }
-  std::uint64_t count() const { return count_; }
+  std::uint64_t count() const { return h_.count(); }
   std::uint64_t negative() const { return negative_; }  // values below 0, recorded as 0
-  std::uint64_t max() const { return max_; }
-  // The value at quantile q (0 < q <= 1): the middle of its bucket, never above the maximum.
-  std::uint64_t quantile(double q) const;
+  std::uint64_t max() const { return h_.max(); }
+  // The value at quantile q (0 < q <= 1): the top of its bucket, never above the maximum.
+  std::uint64_t quantile(double q) const { return h_.percentile(q * 100.0); }
   // {percentile, value} at 0, 10, ..., 90, 99, 99.9, ... up to the last recorded value: a curve.
   std::vector<std::pair<double, std::uint64_t>> curve() const;
 
  private:
-  static constexpr int kSub = 64;
-  static constexpr std::size_t kBuckets = static_cast<std::size_t>((64 - 6 + 1) * kSub);
-  static std::size_t index(std::uint64_t v) {
-    if (v < kSub) return static_cast<std::size_t>(v);
-    const int shift = 63 - std::countl_zero(v) - 6;  // v >> shift is in [64, 128)
-    return static_cast<std::size_t>((shift + 1) * kSub) + static_cast<std::size_t>((v >> shift) - kSub);
-  }
-  static std::uint64_t lower(std::size_t i) {
-    if (i < static_cast<std::size_t>(kSub)) return i;
-    const std::size_t shift = i / kSub - 1;
-    return (i % kSub + kSub) << shift;
-  }
-  static std::uint64_t width(std::size_t i) {
-    return i < static_cast<std::size_t>(kSub) ? 1 : std::uint64_t{1} << (i / kSub - 1);
-  }
-
-  std::vector<std::uint64_t> counts_;
-  std::uint64_t count_ = 0, negative_ = 0, max_ = 0;
+  tickwheel::stress::Histogram h_;
+  std::uint64_t negative_ = 0;
 };
 
-// ---- A JSON writer (objects and arrays by begin/end, keys in order; enough for the reports) ----
+// ---- The reports' JSON (nlohmann-json) ----
 
-class Json {
- public:
-  explicit Json(std::ostream& out) : out_(out) {}
-  Json& begin_object(std::string_view key = {});
-  Json& end_object();
-  Json& begin_array(std::string_view key = {});
-  Json& end_array();
-  Json& field(std::string_view key, std::string_view value);
-  Json& field(std::string_view key, const char* value) { return field(key, std::string_view(value)); }
-  Json& field(std::string_view key, double value);
-  Json& field(std::string_view key, std::uint64_t value);
-  Json& field(std::string_view key, std::int64_t value);
-  Json& field(std::string_view key, int value) { return field(key, static_cast<std::int64_t>(value)); }
-  Json& field(std::string_view key, bool value);
-  // {"count", "p50_ns", "p99_ns", "p999_ns", "max_ns", "below_zero", "curve": [[pct, ns], ...]}
-  Json& histogram(std::string_view key, const Histogram& h);
-
- private:
-  void key(std::string_view k);
-  std::ostream& out_;
-  std::vector<bool> first_{true};
-};
+// {"count", "p50_ns", "p99_ns", "p999_ns", "max_ns", "below_zero", "curve": [[pct, ns], ...]}
+nlohmann::ordered_json histogram_json(const Histogram& h);
 
 // ---- CPU and memory of this process ----
 

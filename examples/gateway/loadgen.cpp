@@ -281,22 +281,28 @@ int Load::run() {
 }
 
 void Load::report(std::ostream& out, double send_seconds) {
-  Json j(out);
-  j.begin_object();
-  j.field("connections", static_cast<std::uint64_t>(o_.connections)).field("rate", o_.rate);
-  j.field("seconds", send_seconds).field("timeout_us", static_cast<std::uint64_t>(o_.timeout_us));
-  j.field("sent", sent_ + probes_).field("answered", answered_).field("timed_out", timed_out_);
-  j.field("replies_per_s", static_cast<double>(answered_ + timed_out_) / std::max(send_seconds, 1e-9));
-  j.begin_object("violations");
-  j.field("missing", reply_lost_).field("duplicates", duplicates_).field("unknown", unknown_);
-  j.field("wrong_connection", wrong_conn_).field("closed_early", closed_early_);
-  j.field("probes_not_closed", static_cast<std::uint64_t>(probes_ - probes_closed_));
-  j.field("probes_closed_before_idle", static_cast<std::uint64_t>(probes_closed_early_));
-  j.end_object();
-  j.field("probes", static_cast<std::uint64_t>(probes_)).field("probe_min_close_ms", probe_min_close_ms_);
-  j.histogram("answer_latency", answer_latency_);
-  j.histogram("timeout_latency", timeout_latency_);
-  j.end_object();
+  const nlohmann::ordered_json j = {
+      {"connections", o_.connections},
+      {"rate", o_.rate},
+      {"seconds", send_seconds},
+      {"timeout_us", o_.timeout_us},
+      {"sent", sent_ + probes_},
+      {"answered", answered_},
+      {"timed_out", timed_out_},
+      {"replies_per_s", static_cast<double>(answered_ + timed_out_) / std::max(send_seconds, 1e-9)},
+      {"violations",
+       {{"missing", reply_lost_},
+        {"duplicates", duplicates_},
+        {"unknown", unknown_},
+        {"wrong_connection", wrong_conn_},
+        {"closed_early", closed_early_},
+        {"probes_not_closed", probes_ - probes_closed_},
+        {"probes_closed_before_idle", probes_closed_early_}}},
+      {"probes", probes_},
+      {"probe_min_close_ms", probe_min_close_ms_},
+      {"answer_latency", histogram_json(answer_latency_)},
+      {"timeout_latency", histogram_json(timeout_latency_)}};
+  out << j.dump(2) << '\n';
 }
 
 }  // namespace

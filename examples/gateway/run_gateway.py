@@ -6,7 +6,8 @@ Boost.Asio under the same load, configuration after configuration, each driven a
 tickwheel-gateway-load, and prints for each: requests/s, the request timeouts' lateness (p50, p99,
 p99.9, max; for tickwheel also "past the tick": lateness minus the tick's rounding), server CPU per
 request (getrusage of the whole server process, upstream thread included), the server's max RSS and
-the correctness counts. Writes a JSON report and an SVG of the lateness curves into --out.
+the correctness counts. Writes a JSON report and an SVG of the lateness curves (stress/plot.py,
+matplotlib) into --out.
 
 Configurations: every shape (connections x requests/s per connection) x every mode; tickwheel
 modes once per tick. `manual-ms` is the caller-driven loop timing its sleep with epoll_wait's
@@ -23,7 +24,6 @@ issue's performance targets are printed beside the table, met or not; they do no
 """
 import argparse
 import json
-import math
 import os
 import platform
 import resource
@@ -236,89 +236,20 @@ def targets(configs, results):
     return "\n".join(["| configuration | target | tickwheel | Asio | |", "|---|---|---|---|---|"] + lines)
 
 
-# ---- The SVG: lateness percentile curves, one panel per shape ----
+# ---- The SVG: lateness percentile curves, one panel per shape, drawn by stress/plot.py ----
 
-COLOURS = {"manual": "#1f77b4", "workers": "#2ca02c", "manual-ms": "#9467bd", "asio": "#d62728"}
-
-
-def svg(configs, results, title):
-    shapes = list(dict.fromkeys(c["shape"] for c in configs))
-    pw, ph, ml, mt, mb = 560, 360, 70, 60, 50
-    width, height = ml + len(shapes) * (pw + 40) + 260, mt + ph + mb + 20
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="12">',
-           f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="{ml}" y="24" font-size="15">{esc(title)}</text>',
-           f'<text x="{ml}" y="42" fill="#555">request-timeout lateness (fire time - deadline): solid, long '
-           'dashes at a 100 us tick; tickwheel past the tick (lateness minus the tick\'s rounding): dotted. '
-           'Each configuration\'s run with the median p99.</text>']
-    # x: percentile p on a log scale of 1 / (1 - p): 0%, 90%, 99%, 99.9%, 99.99%, then max at the end.
-    xs = [0.0, 90.0, 99.0, 99.9, 99.99]
-    def xpos(p):
-        p = min(p, 99.999)
-        return math.log10(1 / (1 - p / 100)) / 5.0
-
-    legend = []
-    for i, shape in enumerate(shapes):
-        x0 = ml + i * (pw + 40)
-        curves = []
-        for c in configs:
-            if c["shape"] != shape:
-                continue
-            r = results[c["slug"]]
-            run = r.get("median_run")
-            if run is None:
-                continue
-            s = run["server"]
-            dash = "6,4" if c["tick_us"] == 100 else ""
-            curves.append((c, "lateness", s["lateness"]["curve"], "", dash))
-            if "past_tick" in s:
-                curves.append((c, "past the tick", s["past_tick"]["curve"], "2,3", dash))
-        vals = [v for _, _, pts, _, _ in curves for _, v in pts if v > 0]
-        lo = 10 ** math.floor(math.log10(max(min(vals), 1000))) if vals else 1000
-        hi = 10 ** math.ceil(math.log10(max(vals))) if vals else 1e7
-        hi = max(hi, lo * 10)
-
-        def ypos(ns):
-            ns = max(ns, lo)
-            return mt + ph - (math.log10(ns) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * ph
-
-        out.append(f'<text x="{x0}" y="{mt - 6}" font-size="13">{esc(shape)} (connections x req/s each)</text>')
-        out.append(f'<rect x="{x0}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
-        for p in xs:
-            x = x0 + xpos(p) * pw
-            out.append(f'<line x1="{x:.1f}" y1="{mt}" x2="{x:.1f}" y2="{mt + ph}" stroke="#eee"/>')
-            out.append(f'<text x="{x:.1f}" y="{mt + ph + 16}" text-anchor="middle">{p:g}%</text>')
-        decade = lo
-        while decade <= hi:
-            y = ypos(decade)
-            label = f"{decade / 1000:g} us" if decade < 1e6 else f"{decade / 1e6:g} ms"
-            out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + pw}" y2="{y:.1f}" stroke="#eee"/>')
-            out.append(f'<text x="{x0 - 4}" y="{y + 4:.1f}" text-anchor="end">{label}</text>')
-            decade *= 10
-        out.append(f'<text x="{x0 + pw / 2}" y="{mt + ph + 34}" text-anchor="middle">percentile '
-                   '(log scale of 1 / (1 - p); the last point of each curve is its maximum)</text>')
-        for c, what, pts, dots, dash in curves:
-            colour = COLOURS[c["mode"]]
-            path = " ".join(f"{x0 + xpos(p) * pw:.1f},{ypos(v):.1f}" for p, v in pts)
-            pattern = dots or dash
-            style = f' stroke-dasharray="{pattern}"' if pattern else ""
-            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.6"{style}/>')
-            name = f"{c['mode']}" + (f" tick {c['tick_us']}us" if c["tick_us"] else "") + f", {what}"
-            if (name, colour, pattern) not in legend:
-                legend.append((name, colour, pattern))
-    lx = ml + len(shapes) * (pw + 40)
-    for j, (name, colour, pattern) in enumerate(legend):
-        y = mt + 10 + j * 18
-        style = f' stroke-dasharray="{pattern}"' if pattern else ""
-        out.append(f'<line x1="{lx}" y1="{y}" x2="{lx + 30}" y2="{y}" stroke="{colour}" stroke-width="2"{style}/>')
-        out.append(f'<text x="{lx + 36}" y="{y + 4}">{esc(name)}</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+PLOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "stress", "plot.py")
 
 
-def esc(s):
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def curves(results, c):
+    """The median run's curves of a configuration, as stress/plot.py reads them."""
+    run = results[c["slug"]].get("median_run")
+    if run is None:
+        return {}
+    server = run["server"]
+    # The maximum comes at 100%: drawn at 99.999%, as far right as the plot's last decade.
+    return {what: [{"percentile": min(p, 99.999), "ns": ns} for p, ns in server[what]["curve"]]
+            for what in ("lateness", "past_tick") if what in server}
 
 
 def machine():
@@ -387,11 +318,11 @@ def main():
     title = (f"tickwheel gateway vs Boost.Asio: {a.loops} loop(s), timeout {a.timeout_us} us, "
              f"{a.runs} run(s) of {a.seconds:g} s, {host['cpus']} CPUs")
     report = {
-        "command": command, "machine": host,
+        "command": command, "title": title, "machine": host,
         "parameters": {k: getattr(a, k) for k in ("shapes", "ticks", "seconds", "runs", "loops", "timeout_us",
                                                   "idle_ms", "service_us", "drop", "seed", "rt_priority")},
         "configurations": [
-            {**c, "median": results[c["slug"]]["median"],
+            {**c, "median": results[c["slug"]]["median"], "curves": curves(results, c),
              "runs": [{"metrics": m, "violations": v} for m, v in results[c["slug"]]["metrics"]],
              "errors": results[c["slug"]]["errors"]}
             for c in configs],
@@ -400,12 +331,14 @@ def main():
     json_path, svg_path = os.path.join(a.out, "gateway.json"), os.path.join(a.out, "gateway.svg")
     with open(json_path, "w") as f:
         json.dump(report, f, indent=2)
-    with open(svg_path, "w") as f:
-        f.write(svg(configs, results, title))
-    print(f"\nrun_gateway.py: wrote {json_path} and {svg_path}")
+    plotted = subprocess.run([sys.executable, PLOT, "gateway", json_path, "--svg", svg_path], check=False).returncode
+    print(f"\nrun_gateway.py: wrote {json_path}" + (f" and {svg_path}" if plotted == 0 else ", no SVG (above)"))
     if a.check_files:
         with open(json_path) as f:
             json.load(f)
+        if plotted != 0:
+            print("run_gateway.py: FAILED: --check-files asked for the SVG")
+            return 1
         ET.parse(svg_path)
     if violations or errors:
         print(f"run_gateway.py: FAILED: {violations} correctness violations, {errors} runs that did not complete")
