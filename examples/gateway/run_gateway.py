@@ -109,6 +109,20 @@ def raise_fd_limit(need):
     return soft
 
 
+def linked_malloc(binary):
+    """The malloc library the binary links besides libc's (the tickwheel library built with
+    TICKWHEEL_WITH_JEMALLOC links jemalloc, which then serves the whole process), or None."""
+    try:
+        out = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        name, _, rest = line.strip().partition(" => ")
+        if name.startswith(("libjemalloc", "libtcmalloc", "libmimalloc")) and rest:
+            return rest.split()[0]
+    return None
+
+
 def run_one(a, c, run, out):
     base = os.path.join(out, f"{c['slug']}-run{run}")
     server_json, load_json = base + "-server.json", base + "-load.json"
@@ -119,8 +133,11 @@ def run_one(a, c, run, out):
     common = ["--loops", str(a.loops), "--idle-ms", str(a.idle_ms), "--service-us", str(a.service_us),
               "--drop", str(a.drop), "--seed", str(a.seed + run), "--json", server_json,
               "--max-seconds", str(max_seconds)]
+    env = None
     if c["mode"] == "asio":
         cmd = [a.asio] + common
+        if a.malloc:  # the allocator the tickwheel server runs on, so that RSS and CPU compare alike
+            env = dict(os.environ, LD_PRELOAD=a.malloc)
     else:
         mode = "manual" if c["mode"].startswith("manual") else "workers"
         cmd = [a.server, "--mode", mode, "--tick-us", str(c["tick_us"])] + common
@@ -128,7 +145,7 @@ def run_one(a, c, run, out):
             cmd += ["--wait", "ms" if c["mode"] == "manual-ms" else "ns"]
     if a.rt_priority:
         cmd = ["chrt", "-f", str(a.rt_priority)] + cmd
-    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     line = server.stdout.readline()
     if not line.startswith("port "):
         server.kill()
@@ -274,8 +291,11 @@ def main():
     raise_fd_limit(biggest + biggest // 100 + 256)
     results = {c["slug"]: {"runs": [], "metrics": [], "errors": 0} for c in configs}
     host = machine()
+    a.malloc = linked_malloc(a.server)
+    host["malloc"] = os.path.basename(a.malloc) if a.malloc else "glibc"
     print(f"run_gateway.py: {len(configs)} configurations x {a.runs} runs of {a.seconds:g} s, "
-          f"{a.loops} loop(s); machine: {host['cpus']} CPUs, {host['model']}, load {host['loadavg_at_start']:.1f}",
+          f"{a.loops} loop(s); machine: {host['cpus']} CPUs, {host['model']}, load {host['loadavg_at_start']:.1f}; "
+          f"malloc: {host['malloc']}" + (" (preloaded into the Asio server too)" if a.malloc else ""),
           flush=True)
     for run in range(a.runs):
         order = configs[run % len(configs):] + configs[:run % len(configs)]
