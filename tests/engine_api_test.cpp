@@ -474,8 +474,8 @@ TEST(EngineApi, DeadlineAndRemainingFromAThreadNotTheShardsInEveryState) {
 
 TEST(EngineApi, RawRoundTripsOnEveryShardAndNodesFromOverflowPools) {
   Engine engine(manual(2));
-  // More than a shard's hand-out reserve (16 Ki nodes) from one thread without a poll: the rest
-  // come from this thread's overflow pool for the shard.
+  // More than a shard's hand-out reserve (1 Ki nodes, caller-driven) from one thread without a
+  // poll: the rest come from this thread's overflow pool for the shard.
   constexpr std::size_t kN = 20'000;
   std::vector<Timer> timers;
   timers.reserve(2 * kN);
@@ -525,10 +525,11 @@ TEST(EngineApi, BadOrStaleRawValuesGiveEmptyOrStaleTimers) {
   const std::uint64_t locator = raw & 0xFFFF'FFFFU;
   // Forged: not a pending generation; a locator past what was handed out (same chunk, and chunks
   // never numbered); all ones.
-  // (The shard's pool handed out its first 16 Ki + 1 nodes: chunks 0 to 4 hold them, 5 to 7 are
-  // numbered with none handed out, and 28 is not numbered.)
+  // (The shard's pool handed out its first 1 Ki + 1 nodes, its hand-out reserve and this timer's:
+  // chunk 0 holds them, its offset 4000 is numbered but not handed out, and chunk 28 is not
+  // numbered.)
   for (const std::uint64_t bad :
-       {locator | ((gen + 1) << 32), locator | ((gen + 2) << 32), (gen << 32) | (7 * 4096 + 4000),
+       {locator | ((gen + 1) << 32), locator | ((gen + 2) << 32), (gen << 32) | 4000,
         (gen << 32) | (locator + 100'000), (gen << 32) | 0xFFFF'F000U, ~std::uint64_t{0}}) {
     Timer forged = o.engine.timer_from_raw(bad);
     EXPECT_FALSE(forged) << std::hex << bad;
