@@ -42,16 +42,14 @@ struct ReleaseAtExit {
 };
 thread_local ReleaseAtExit t_release_at_exit;
 
-// The reserve of free nodes a worker keeps for producers: refilled to its target whenever a pass
-// finds it below half of it. The target starts at 16 Ki nodes (1 MiB of node memory per shard) and
-// doubles, up to kReserveMax (64 MiB), each time a pass finds the reserve emptied: producers then
-// took nodes from their overflow pools, whose memory the shard keeps once those timers end, so
-// without the growth every burst larger than the reserve would map overflow memory anew. A
-// caller-driven shard starts at 1 Ki nodes: its owner's schedules take nodes from the wheel's own
-// pool, and other threads' hand-offs (a loop's answers from elsewhere) are the exception, so a
-// mebibyte held for them would be most of a small loop's timer memory; the target grows as above.
-constexpr std::size_t kReserveStart = std::size_t{16} << 10;
-constexpr std::size_t kReserveStartPolled = std::size_t{1} << 10;
+// The reserve of free nodes a shard keeps for other threads' schedules: refilled to its target
+// whenever a pass finds it below half of it. The target starts at 1 Ki nodes (64 KiB of node
+// memory per shard: a small process pays for what it uses, as the options promise when
+// reserve_per_shard is 0) and doubles, up to kReserveMax (64 MiB), each time a pass finds the
+// reserve emptied: producers then took nodes from their overflow pools, whose memory the shard
+// keeps once those timers end, so without the growth every burst larger than the reserve would map
+// overflow memory anew.
+constexpr std::size_t kReserveStart = std::size_t{1} << 10;
 constexpr std::size_t kReserveMax = std::size_t{1} << 20;
 // Nodes, hand-offs or cancel records moved per queue call, through a buffer on the stack that is
 // left uninitialised: the dequeue fills what is read, and zeroing 8 or 16 KiB would tax every pass.
@@ -97,7 +95,7 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
                                                                               : opts.executor.get()),
       wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0},
              ShardPolicy{.claims = &claimed_, .shard = this}, arena_.id),
-      reserve_target_(opts.threads == Threads::manual ? kReserveStartPolled : kReserveStart),
+      reserve_target_(kReserveStart),
       wake_(wakeup_kind(opts), index, &opts.wake_loop) {
   pool_map_.shard = static_cast<std::uint32_t>(index);
 }

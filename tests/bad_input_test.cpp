@@ -323,7 +323,7 @@ TEST(BadInput, RefusedMemoryLockThrowsOnTheWheelAndIsReportedByTheEngine) {
       ASSERT_TRUE(eventually([&] { return h.runs.load(std::memory_order_acquire) == 1; }));
     }
   }
-  // One page for the Wheel; 1 MiB for the shard (its 16 Ki-node hand-out reserve too): within the
+  // One page for the Wheel; 64 KiB for the shard (its 1 Ki-node hand-out reserve too): within the
   // usual 8 MiB RLIMIT_MEMLOCK even without CAP_IPC_LOCK.
   Wheel w({.reserve = 64, .lock_memory = true});
   EXPECT_GE(w.stats().pool_capacity, 64u);

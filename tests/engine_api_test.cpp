@@ -474,8 +474,8 @@ TEST(EngineApi, DeadlineAndRemainingFromAThreadNotTheShardsInEveryState) {
 
 TEST(EngineApi, RawRoundTripsOnEveryShardAndNodesFromOverflowPools) {
   Engine engine(manual(2));
-  // More than a shard's hand-out reserve (1 Ki nodes, caller-driven) from one thread without a
-  // poll: the rest come from this thread's overflow pool for the shard.
+  // More than a shard's hand-out reserve (1 Ki nodes at start) from one thread without a poll: the
+  // rest come from this thread's overflow pool for the shard.
   constexpr std::size_t kN = 20'000;
   std::vector<Timer> timers;
   timers.reserve(2 * kN);

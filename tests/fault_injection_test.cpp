@@ -182,7 +182,7 @@ TEST(FaultInjection, WheelThrowLeavesAdvanceAndTheRestRunInTheNextCall) {
 // Callbacks that block
 
 // Three callbacks on shard 0 each block its worker for 100 ms. Meanwhile 20,000 timers are handed
-// to each shard: the blocked shard's free-node reserve (16 Ki nodes) runs dry, so producers fall
+// to each shard: the blocked shard's free-node reserve (1 Ki nodes at start) runs dry, so producers fall
 // back on their overflow pools. Nothing is lost: every timer runs exactly once, eventually.
 TEST(FaultInjection, CallbacksThatBlockFor100msLoseNothing) {
   constexpr std::size_t kShards = 2, kPerShard = 20'000, kBlockers = 3;
@@ -880,13 +880,13 @@ std::size_t resident_bytes() {
 // measured by its resident memory, since its pools are not in its stats.
 //
 // The tolerance. After the warm-up every pool is at its high-water mark: the wheel's nodes (the
-// population, the free-node reserve of at most 16 Ki nodes, the producer's cache), and the queues'
-// blocks (a round hands over about 260 timers and posts 128 cancels). What may still move RSS
-// without any growth of ours: the kernel may collapse a partly touched 2 MiB range of the pool's
-// huge-page-advised segments into one huge page (khugepaged: up to 2 MiB), and the C library's
-// heap may grow or trim around the test's own output (well under 1 MiB). 4 MiB covers both. A
-// leak it would miss is smaller than one 64-byte node per 140 operations over the 9M operations
-// measured (4 MiB / 64 B = 65,536 nodes); a leak per operation would show as 550 MiB.
+// population, the free-node reserve at the target the warm-up grew it to, the producer's cache),
+// and the queues' blocks (a round hands over about 260 timers and posts 128 cancels). What may
+// still move RSS without any growth of ours: the kernel may collapse a partly touched 2 MiB range
+// of the pool's huge-page-advised segments into one huge page (khugepaged: up to 2 MiB), and the C
+// library's heap may grow or trim around the test's own output (well under 1 MiB). 4 MiB covers
+// both. A leak it would miss is smaller than one 64-byte node per 140 operations over the 9M
+// operations measured (4 MiB / 64 B = 65,536 nodes); a leak per operation would show as 550 MiB.
 constexpr std::size_t kRssTolerance = std::size_t{4} << 20;
 
 TEST(FaultInjection, EngineChurnWithAStablePopulationStopsGrowingMemory) {

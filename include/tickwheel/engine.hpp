@@ -123,9 +123,10 @@ struct EngineOptions {
   std::size_t max_pending_per_shard = 0;
   // Timers per shard to make room for at start: each worker, once bound to its core (caller-driven:
   // the thread that starts the engine), maps and first-touches node memory for this many timers
-  // plus its hand-out reserve (16 Ki nodes; 1 Ki caller-driven) before the engine is ready, so
-  // that no node a timer takes costs a page fault on a hot path until a shard holds more than that. 0 = none (memory is mapped
-  // and touched as the shard grows). At most 2^32 - 1, and at most max_pending_per_shard when set.
+  // plus its hand-out reserve (1 Ki nodes, grown with bursts) before the engine is ready, so that
+  // no node a timer takes costs a page fault on a hot path until a shard holds more than that.
+  // 0 = none (memory is mapped and touched as the shard grows). At most 2^32 - 1, and at most
+  // max_pending_per_shard when set.
   std::size_t reserve_per_shard = 0;
   // Also lock each shard's reserve in memory (mlock). Needs reserve_per_shard. Where mlock is
   // refused (no CAP_IPC_LOCK and RLIMIT_MEMLOCK too low) the shard runs with its reserve touched but
