@@ -422,9 +422,13 @@ void BasicWheel<Policy>::rearm(Node* node, std::uint32_t running, std::uint64_t 
 template <class Policy>
 void BasicWheel<Policy>::flush_unlinks() noexcept {
   if (moves_queued_ != 0) flush_moves();
-  for (unsigned i = 0; i < unlink_queued_; ++i) {
-    unlink(unlink_queue_[i]);
-    pool_.release(unlink_queue_[i]);
+  // The count and each entry read once into locals: the stores into nodes could alias the queue
+  // as far as the compiler can tell, and would make it load both again for every node.
+  const unsigned queued = unlink_queued_;
+  for (unsigned i = 0; i < queued; ++i) {
+    Node* const node = unlink_queue_[i];
+    unlink(node);
+    pool_.release(node);
   }
   unlink_queued_ = 0;
 }

@@ -643,9 +643,13 @@ class BasicWheel {
   // fetched meanwhile. Precondition: cur_ == target_ outside a pass, and the queue has room.
   void queue_unlink(Node* node) noexcept {
     assert(cur_ == target_ && !in_advance_ && unlink_queued_ < kUnlinkBatch);
+    // The next advance() finishes the queue (I9). Zeroed by the first unlink queued only: nothing
+    // raises quiet_end_ before the queue is flushed, and two stores fewer a cancel leave more room
+    // in the store buffer while the node's miss holds everything after it.
+    if (unlink_queued_ == 0) set_quiet_end(0);
     unlink_queue_[unlink_queued_++] = node;
     detail::prefetch_neighbours(node);
-    set_quiet_end(0);  // the next advance() finishes the queue (I9)
+    assert(quiet_end_ == 0);
   }
   void finish_unlinks() const noexcept;
   bool in_place(std::uint64_t old_due, std::uint64_t due) const noexcept;
