@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <span>
 
 #if TICKWHEEL_HAVE_JEMALLOC
@@ -92,6 +93,14 @@ void unmap_memory(void* address, std::size_t bytes, [[maybe_unused]] unsigned ar
   }
   ::munmap(address, bytes);
 }
+
+void* map_zeroed(std::size_t bytes) {
+  void* block = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (block == MAP_FAILED) throw std::bad_alloc();
+  return block;
+}
+
+void unmap_zeroed(void* address, std::size_t bytes) noexcept { ::munmap(address, bytes); }
 
 // mlock and munlock by system call, not through the C library's wrappers: AddressSanitizer
 // intercepts those and makes them succeed without locking anything, which would turn a refused

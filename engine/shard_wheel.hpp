@@ -136,7 +136,10 @@ class ShardWheel final : public BasicWheel<ShardPolicy> {
   // Sets a flag for its scope (see BasicWheel::ScopedFlag).
   using ScopedFlag = BasicWheel::ScopedFlag;
   // Maps and first-touches node memory for `nodes` timers (see NodePool::reserve): 0, or the errno.
-  [[nodiscard]] int reserve(std::uint64_t nodes, bool lock) noexcept { return pool_.reserve(nodes, lock); }
+  [[nodiscard]] int reserve(std::uint64_t nodes, bool lock) noexcept {
+    commit_slots();
+    return pool_.reserve(nodes, lock);
+  }
   std::string describe_refusal(std::uint64_t nodes, int error) const {
     return pool_.describe_refusal(nodes, error);
   }

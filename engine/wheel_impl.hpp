@@ -131,10 +131,13 @@ BasicWheel<Policy>::BasicWheel(WheelOptions opts, Policy policy)
   cur_ = ticks_.floor(static_cast<std::uint64_t>(opts.start.count()));
   target_ = cur_;
   paced_ = cur_;
-  slots_ = std::make_unique<std::array<Slot, kAllSlots>>();  // value-initialised: every head null
-  count_ = std::make_unique<std::array<std::uint32_t, kAllSlots>>();
+  // Zeroed memory holds null heads and zero counts: implicit-lifetime arrays of pointers and integers.
+  arrays_.reset(static_cast<SlotArrays*>(detail::map_zeroed(sizeof(SlotArrays))));
+  slots_ = &arrays_->heads;
+  count_ = &arrays_->count;
   if (opts.reserve >= kSpreadFrom) way_mask_ = kWays - 1;
   if (opts.reserve != 0) {
+    commit_slots();
     if (const int err = pool_.reserve(opts.reserve, opts.lock_memory); err != 0) {
       throw std::system_error(err, std::generic_category(),
                               "tickwheel::Wheel: " + pool_.describe_refusal(opts.reserve, err));
@@ -145,9 +148,13 @@ BasicWheel<Policy>::BasicWheel(WheelOptions opts, Policy policy)
 template <class Policy>
 BasicWheel<Policy>::~BasicWheel() {
   flush_unlinks();
-  for (unsigned s = 0; s < kAllSlots; ++s) {
-    for (Node* head : (*slots_)[s].head) {
-      for (Node* node = head; node != nullptr; node = node->next) detail::destroy_callable(node);
+  // The occupied slots only (I4): a walk of every head would read pages no link ever wrote.
+  for (unsigned w = 0; w < kBitmapWords; ++w) {
+    for (std::uint64_t bits = occupied_[w]; bits != 0; bits &= bits - 1) {
+      const unsigned s = w * 64 + static_cast<unsigned>(std::countr_zero(bits));
+      for (Node* head : (*slots_)[s].head) {
+        for (Node* node = head; node != nullptr; node = node->next) detail::destroy_callable(node);
+      }
     }
   }
 }
@@ -415,9 +422,13 @@ void BasicWheel<Policy>::rearm(Node* node, std::uint32_t running, std::uint64_t 
 template <class Policy>
 void BasicWheel<Policy>::flush_unlinks() noexcept {
   if (moves_queued_ != 0) flush_moves();
-  for (unsigned i = 0; i < unlink_queued_; ++i) {
-    unlink(unlink_queue_[i]);
-    pool_.release(unlink_queue_[i]);
+  // The count and each entry read once into locals: the stores into nodes could alias the queue
+  // as far as the compiler can tell, and would make it load both again for every node.
+  const unsigned queued = unlink_queued_;
+  for (unsigned i = 0; i < queued; ++i) {
+    Node* const node = unlink_queue_[i];
+    unlink(node);
+    pool_.release(node);
   }
   unlink_queued_ = 0;
 }

@@ -93,6 +93,7 @@
 #include <span>
 
 #include "tickwheel/detail/arith.hpp"
+#include "tickwheel/detail/memory.hpp"
 #include "tickwheel/detail/node.hpp"
 #include "tickwheel/detail/pool.hpp"
 #include "tickwheel/status.hpp"
@@ -299,8 +300,10 @@ class BasicWheel {
 
   // Throws std::invalid_argument if tick is outside [kMinTick, kMaxTick], start is negative,
   // max_pending or reserve exceeds the pool's 2^32 - 1 node limit, reserve exceeds a max_pending
-  // that is set, or lock_memory is asked without a reserve; the message names the value. Allocates
-  // the slot arrays (about 238 KiB) and nothing per timer. The pool maps its first segment lazily,
+  // that is set, or lock_memory is asked without a reserve; the message names the value. Maps
+  // the slot arrays (about 238 KiB of address space, a page committed as links first write there, all
+  // of it with a reserve; std::bad_alloc if the mapping is refused) and allocates nothing per timer.
+  // The pool maps its first segment lazily,
   // unless opts.reserve asks for node memory now: that costs a mapping per pool segment and a write
   // of 64 bytes per reserved timer (3.4 to 110 ms per million on the project's VM), and throws
   // std::system_error if the memory cannot be mapped (ENOMEM) or, with lock_memory, if mlock is
@@ -641,9 +644,13 @@ class BasicWheel {
   // fetched meanwhile. Precondition: cur_ == target_ outside a pass, and the queue has room.
   void queue_unlink(Node* node) noexcept {
     assert(cur_ == target_ && !in_advance_ && unlink_queued_ < kUnlinkBatch);
+    // The next advance() finishes the queue (I9). Zeroed by the first unlink queued only: nothing
+    // raises quiet_end_ before the queue is flushed, and two stores fewer a cancel leave more room
+    // in the store buffer while the node's miss holds everything after it.
+    if (unlink_queued_ == 0) set_quiet_end(0);
     unlink_queue_[unlink_queued_++] = node;
     detail::prefetch_neighbours(node);
-    set_quiet_end(0);  // the next advance() finishes the queue (I9)
+    assert(quiet_end_ == 0);
   }
   void finish_unlinks() const noexcept;
   bool in_place(std::uint64_t old_due, std::uint64_t due) const noexcept;
@@ -651,6 +658,7 @@ class BasicWheel {
   std::uint64_t due_tick(Nanos deadline) const noexcept;
   unsigned wheel_level(std::uint64_t due) const noexcept;
   unsigned wheel_slot(std::uint64_t due) const noexcept;
+  unsigned upper_slot(std::uint64_t due) const noexcept;
   void push(Node* node, unsigned slot) noexcept;
   void link(Node* node, unsigned slot) noexcept;
   void unlink(Node* node) noexcept;
@@ -713,6 +721,13 @@ class BasicWheel {
     quiet_end_ns_ = tick * ticks_.tick();
   }
   void catch_up() noexcept;
+  // Commits every page of the slot arrays now, for a reserve's promise of no page fault on a
+  // schedule: each page's first byte written with the value it holds, so that the heads already
+  // linked stay as they are.
+  void commit_slots() noexcept {
+    auto* bytes = reinterpret_cast<volatile unsigned char*>(arrays_.get());
+    for (std::size_t at = 0; at < sizeof(SlotArrays); at += detail::kPage) bytes[at] = bytes[at];
+  }
   // Counts a timer linked by a schedule (or an Engine's hand-off); the first time the count
   // reaches kSpreadFrom, links start spreading over every sub-list (way_mask_).
   void add_pending() noexcept {
@@ -730,6 +745,10 @@ class BasicWheel {
     return due <= cur_ ||
            (due < lag_bound_ && due * ticks_.tick() <= static_cast<std::uint64_t>(now_.count()));
   }
+  // Whether inline advance() calls left cur_ behind now_'s tick (I1).
+  bool lags_now() const noexcept {
+    return (cur_ + 1) * ticks_.tick() <= static_cast<std::uint64_t>(now_.count());
+  }
   // The slot a node due at `due` is linked into outside a periodic re-arm: the due slot if it is
   // due already, else the wheel slot that holds it. A node beyond level 0 while cur_ lags behind
   // now_'s tick (I1) first brings cur_ up to it, so that it lands where it would had the inline
@@ -737,10 +756,12 @@ class BasicWheel {
   // next_deadline() is exact: a multiplication for such a link, a division once per lag.
   unsigned slot_for(std::uint64_t due) noexcept {
     if (due_now(due)) return kDueSlot;
-    if (due - cur_ >= kSlots && (cur_ + 1) * ticks_.tick() <= static_cast<std::uint64_t>(now_.count())) {
+    if (due - cur_ < kSlots) return slot_of(0, due);
+    if (lags_now()) {
       catch_up();
+      return wheel_slot(due);
     }
-    return wheel_slot(due);
+    return upper_slot(due);
   }
   // The slot a moved (rescheduled) node goes to: where a schedule links it (slot_for()), except
   // that a periodic timer is linked as its re-arm is: due by this call's now means the next call,
@@ -782,7 +803,6 @@ class BasicWheel {
   // sub-list: cancel_batch_from_, or never during a pass (PassScope), so that one compare says both.
   std::size_t queue_unlinks_from_;
   std::size_t pending_ = 0;
-  unsigned way_ = 0;  // next sub-list for an insertion, round robin
   // The sub-lists a link spreads over, less one: 0 (sub-list 0 only) until the wheel first holds
   // kSpreadFrom timers (or was built with a reserve of that many), kWays - 1 from then on. Eight
   // sub-lists a slot are there to overlap a walk's cache misses; a few thousand timers are in
@@ -796,8 +816,20 @@ class BasicWheel {
   [[no_unique_address]] Policy policy_;  // see detail::PlainPolicy
   detail::TickDivider
       ticks_;  // tick_ as a divisor, for every deadline's tick; max_tick(): horizon() in ticks
-  mutable bool visiting_ = false;                       // inside for_each_pending(): see ScopedFlag
-  std::unique_ptr<std::array<Slot, kAllSlots>> slots_;  // the heads, one cache line per slot
+  mutable bool visiting_ = false;  // inside for_each_pending(): see ScopedFlag
+  // The slot heads and their counts, in one mapping of their own (detail::map_zeroed()): a page of
+  // it is committed when a link first writes there, so a wheel whose timers fall in a few levels
+  // (a 1 ms wheel's first two minutes are levels 0 and 1) holds those levels' pages and none of
+  // the rest. Committed whole by a reserve (commit_slots()), which promises no page fault.
+  struct SlotArrays {
+    std::array<Slot, kAllSlots> heads;
+    std::array<std::uint32_t, kAllSlots> count;
+  };
+  struct UnmapSlots {
+    void operator()(SlotArrays* arrays) const noexcept { detail::unmap_zeroed(arrays, sizeof(SlotArrays)); }
+  };
+  std::unique_ptr<SlotArrays, UnmapSlots> arrays_;
+  std::array<Slot, kAllSlots>* slots_ = nullptr;        // arrays_->heads: one cache line per slot
   std::array<std::uint64_t, kBitmapWords> occupied_{};  // bit s set <=> slot s has a node
   // Bit w set <=> occupied_[w] != 0: a level's emptiness and the top level in one load and a bit
   // scan, instead of a walk of 8 words per level several times a pass (I4').
@@ -820,7 +852,7 @@ class BasicWheel {
   std::uint64_t lag_bound_ = 0;
   // Nodes linked into each slot since it was empty, less those moved out: an upper bound that
   // paces the look-ahead cascade.
-  std::unique_ptr<std::array<std::uint32_t, kAllSlots>> count_;
+  std::array<std::uint32_t, kAllSlots>* count_ = nullptr;  // arrays_->count
   detail::NodePool pool_;
   WheelStats stats_;
   unsigned unlink_queued_ = 0;
@@ -879,15 +911,24 @@ inline unsigned BasicWheel<Policy>::wheel_level(std::uint64_t due) const noexcep
 template <class Policy>
 inline unsigned BasicWheel<Policy>::wheel_slot(std::uint64_t due) const noexcept {
   if (due - cur_ < kSlots) return slot_of(0, due);
+  return upper_slot(due);
+}
+
+// wheel_slot() for a due that level 0 does not reach: due - cur_ >= kSlots.
+template <class Policy>
+inline unsigned BasicWheel<Policy>::upper_slot(std::uint64_t due) const noexcept {
+  assert(due - cur_ >= kSlots);
   if ((due >> kLevelBits) - (cur_ >> kLevelBits) < kSlots) return slot_of(1, due >> kLevelBits);
   const unsigned level = wheel_level(due);
   return slot_of(level, due >> (kLevelBits * level));
 }
 
-// Puts a node at the head of the next sub-list of `slot`, with the slot's bits and count (I4).
+// Puts a node at the head of its sub-list of `slot`, with the slot's bits and count (I4).
 template <class Policy>
 inline void BasicWheel<Policy>::push(Node* node, unsigned slot) noexcept {
-  const unsigned way = way_++ & way_mask_;
+  // The sub-list by the node's pool index: spread as evenly as a counter would spread it (a fresh
+  // pool hands indices out in order), with no counter to load and store on every link.
+  const unsigned way = node->index & way_mask_;
   Node** head = &(*slots_)[slot].head[way];
   Node* first = *head;
   node->next = first;
@@ -913,11 +954,16 @@ inline void BasicWheel<Policy>::link(Node* node, unsigned slot) noexcept {
     const unsigned shift = kLevelBits * (slot >> kSlotBits);
     const std::uint64_t unit = due >> shift;
     const std::uint64_t event = unit << shift;
-    next_event_ = std::min(next_event_, event);
-    if (event < quiet_end_) set_quiet_end(event);  // I9
+    // Branches, not a min and a store: a link rarely makes the earliest event. quiet_end_ <=
+    // next_event_ (I9), so a link that leaves next_event_ leaves quiet_end_ too.
+    assert(quiet_end_ <= next_event_);
+    if (event < next_event_) [[unlikely]] {
+      next_event_ = event;
+      if (event < quiet_end_) set_quiet_end(event);  // I9
+    }
     // A look-ahead slot is paced from the next tick on (I8). At level 0 this also holds for the
     // tick after cur_: a needless but harmless pace() call, cheaper than a test of the level.
-    if (unit == (cur >> shift) + 1) {
+    if (unit == (cur >> shift) + 1) [[unlikely]] {
       pace_at_ = std::min(pace_at_, cur + 1);
       if (cur + 1 < quiet_end_) set_quiet_end(cur + 1);
     }
