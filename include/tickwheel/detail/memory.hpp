@@ -46,13 +46,14 @@ void* map_zeroed(std::size_t bytes);
 // Returns a block from map_zeroed(bytes).
 void unmap_zeroed(void* address, std::size_t bytes) noexcept;
 
-// Commits `bytes` of a block from map_memory() (or map_zeroed()) now, from `address` on, by writing zeros to
-// every byte: each page is faulted in here, on the calling thread (so on its NUMA node under the first- touch
-// policy), and later accesses to the range take no page fault. With `lock`, the range is then locked in
-// memory (mlock(2)), so that it is never paged out either. Returns 0, or the errno of a refused lock (EPERM,
-// or ENOMEM / EAGAIN past RLIMIT_MEMLOCK without CAP_IPC_LOCK): the range is then committed but not locked.
-// Overwrites the range, so only for memory that holds nothing yet. Costs a write of every byte (the kernel
-// zeroes each page as well) and a system call: construction and start-up paths only.
+// Commits `bytes` of a block from map_memory() (or map_zeroed()) now, from `address` on, by
+// writing zeros to every byte: each page is faulted in here, on the calling thread (so on its NUMA
+// node under the first-touch policy), and later accesses to the range take no page fault. With
+// `lock`, the range is then locked in memory (mlock(2)), so that it is never paged out either.
+// Returns 0, or the errno of a refused lock (EPERM, or ENOMEM / EAGAIN past RLIMIT_MEMLOCK without
+// CAP_IPC_LOCK): the range is then committed but not locked. Overwrites the range, so only for
+// memory that holds nothing yet. Costs a write of every byte (the kernel zeroes each page as well)
+// and a system call: construction and start-up paths only.
 int commit_memory(void* address, std::size_t bytes, bool lock) noexcept;
 
 // Undoes commit_memory(..., lock = true) for the range; harmless on memory that is not locked. A
