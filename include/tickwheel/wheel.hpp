@@ -300,12 +300,11 @@ class BasicWheel {
 
   // Throws std::invalid_argument if tick is outside [kMinTick, kMaxTick], start is negative,
   // max_pending or reserve exceeds the pool's 2^32 - 1 node limit, reserve exceeds a max_pending
-  // that is set, or lock_memory is asked without a reserve; the message names the value. Maps
-  // the slot arrays (about 238 KiB of address space, a page committed as links first write there, all
-  // of it with a reserve; std::bad_alloc if the mapping is refused) and allocates nothing per timer.
-  // The pool maps its first segment lazily,
-  // unless opts.reserve asks for node memory now: that costs a mapping per pool segment and a write
-  // of 64 bytes per reserved timer (3.4 to 110 ms per million on the project's VM), and throws
+  // that is set, or lock_memory is asked without a reserve; the message names the value. Maps the
+  // slot arrays (about 238 KiB of address space, a page committed as links first write there, all
+  // of it with a reserve; std::bad_alloc if the mapping is refused) and allocates nothing per
+  // timer. The pool maps its first segment lazily, unless opts.reserve asks for node memory now:
+  // that costs a mapping per pool segment and a write of 64 bytes per reserved timer, and throws
   // std::system_error if the memory cannot be mapped (ENOMEM) or, with lock_memory, if mlock is
   // refused (EPERM, ENOMEM or EAGAIN; the message names the bytes and RLIMIT_MEMLOCK).
   explicit BasicWheel(WheelOptions opts = {}, Policy policy = {});
