@@ -81,7 +81,7 @@ constexpr std::array kProfiles{
               o.duration_ns = 20 * kSecond;
             }},
     // The load other timers are measured with: 500k timers scheduled at once, due uniformly over one
-    // second after a 2 s lead (Boost.Asio, Netty and tickwheel figures in README.md).
+    // second after a 2 s lead.
     Profile{"batch",
             "500k one-shots scheduled at once, due uniform over 1..1000ms after a 2s lead, none re-armed, "
             "nothing else",

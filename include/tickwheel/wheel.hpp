@@ -43,7 +43,7 @@
 // hold, so every representable deadline is representable in the wheel; the one clamp is at the end
 // of Nanos (see horizon()).
 //
-// Costs (measured figures are in the README and bench/; here only the shape):
+// Costs (measured figures are in docs/benchmarks.md; here only the shape):
 //   schedule    O(1): pop a pooled node, store the callable, link it at a slot head, set one bit.
 //   cancel      O(1): one generation compare, an unlink, a push on the free list; the callable's
 //               destructor is called only if it has one.
@@ -208,7 +208,7 @@ struct WheelOptions {
   // cancel() unlinks at once, which is cheaper while the nodes are in cache. By default as many as
   // this core's L2 holds, at 64 bytes per timer (1 MiB where the C library cannot tell). 0 = that
   // default; 1 = always queue; SIZE_MAX = never. Either way a cancel destroys the callable at once
-  // and is exact; this only moves the unlink. README's Wheel table has figures on both sides of it.
+  // and is exact; this only moves the unlink (bench/'s cancel and churn cases measure both sides).
   std::size_t cancel_batch_from = 0;
 };
 
@@ -385,11 +385,10 @@ class BasicWheel {
   // calls later. Past the L2's worth of timers each of those calls first waits for that line from
   // DRAM, and the core overlaps that wait with only the next call or two; a loop that knows its
   // next timers (the connections of an epoll batch, say) and prefetches the one about 8 calls ahead
-  // overlaps eight. README ("Prefetch ahead") has the figures: a cancel-and-schedule pair at a
-  // million timers 2.5x cheaper. A hint only: it changes nothing the wheel does or reports, whatever
-  // the id. A stale, failed or forged id at most loads a line of the pool; one whose index is past
-  // the pool's is ignored. A bounds test, a table load and a prefetch instruction: no fault, no
-  // wait. Owning thread only, as every call.
+  // overlaps eight (bench/'s churn cases measure it with and without). A hint only: it changes
+  // nothing the wheel does or reports, whatever the id. A stale, failed or forged id at most loads
+  // a line of the pool; one whose index is past the pool's is ignored. A bounds test, a table load
+  // and a prefetch instruction: no fault, no wait. Owning thread only, as every call.
   void prefetch(TimerId id) const noexcept {
     if (id.index_ < pool_.touched()) detail::prefetch_node(pool_.at(id.index_));
   }

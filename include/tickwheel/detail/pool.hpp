@@ -28,10 +28,8 @@
 // same whatever the segment's size) and each page faulted in by its first node, never a commit of a
 // whole segment, let alone of the whole pool, in one call.
 //
-// Huge-page advice stays on by default. Measured on the project's 2-core VM (README, "Node memory:
-// a reserve, huge pages, jemalloc"; medians of 3), it makes a fresh pool's schedules 1.9-2.8x
-// cheaper at 100k-10M (542 faults for a million nodes instead of 15,625) and cancel, churn and fire at
-// 1M and 10M pending 7-11% cheaper (TLB misses); what it costs is fewer, larger faults (2 MiB
+// Huge-page advice stays on by default: a fresh pool takes one fault per 2 MiB instead of one per
+// 4 KiB page, and a large population fewer TLB misses; what it costs is fewer, larger faults (2 MiB
 // zeroed each), the tail a reserve takes off the hot path. A process that wants none turns THP off
 // for itself with prctl(PR_SET_THP_DISABLE) (tickwheel-bench --tickwheel_thp=off measures that).
 #pragma once
