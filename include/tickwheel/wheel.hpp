@@ -723,8 +723,9 @@ class BasicWheel {
   // schedule: each page's first byte written with the value it holds, so that the heads already
   // linked stay as they are.
   void commit_slots() noexcept {
-    auto* bytes = reinterpret_cast<volatile unsigned char*>(arrays_.get());
-    for (std::size_t at = 0; at < sizeof(SlotArrays); at += detail::kPage) bytes[at] = bytes[at];
+    const std::span<volatile unsigned char> bytes(reinterpret_cast<volatile unsigned char*>(arrays_.get()),
+                                                  sizeof(SlotArrays));
+    for (std::size_t at = 0; at < bytes.size(); at += detail::kPage) bytes[at] = bytes[at];
   }
   // Counts a timer linked by a schedule (or an Engine's hand-off); the first time the count
   // reaches kSpreadFrom, links start spreading over every sub-list (way_mask_).
