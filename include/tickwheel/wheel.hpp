@@ -720,12 +720,14 @@ class BasicWheel {
   }
   void catch_up() noexcept;
   // Commits every page of the slot arrays now, for a reserve's promise of no page fault on a
-  // schedule: each page's first byte written with the value it holds, so that the heads already
-  // linked stay as they are.
+  // schedule: every byte written with the value it holds, so that the heads already linked stay as
+  // they are, and so that a sanitizer's shadow of the arrays, mapped as lazily, is committed too.
+  // Start-up paths only: a write per byte of the arrays.
   void commit_slots() noexcept {
-    const std::span<volatile unsigned char> bytes(reinterpret_cast<volatile unsigned char*>(arrays_.get()),
-                                                  sizeof(SlotArrays));
-    for (std::size_t at = 0; at < bytes.size(); at += detail::kPage) bytes[at] = bytes[at];
+    for (volatile unsigned char& byte : std::span<volatile unsigned char>(
+             reinterpret_cast<volatile unsigned char*>(arrays_.get()), sizeof(SlotArrays))) {
+      byte = byte;
+    }
   }
   // Counts a timer linked by a schedule (or an Engine's hand-off); the first time the count
   // reaches kSpreadFrom, links start spreading over every sub-list (way_mask_).
