@@ -77,6 +77,7 @@ std::uint64_t Engine::periodic_meta(Nanos period, const PeriodicOptions& opts) c
   return detail::periodic_meta(period, opts, core_->tick());
 }
 Nanos Engine::tick() const noexcept { return core_->tick(); }
+Nanos Engine::now() const noexcept { return core_->now(); }
 
 // ---- Timer ----
 

@@ -16,6 +16,7 @@
 #include "tickwheel/repeated_timer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -23,6 +24,8 @@
 #include <stdexcept>
 #include <thread>
 #include <utility>
+
+#include "tickwheel/detail/arith.hpp"
 
 namespace tickwheel {
 namespace detail {
@@ -141,7 +144,11 @@ bool RepeatedTimerState::arm(std::unique_lock<std::mutex>& lock, Nanos base, boo
       throw;
     }
   }
-  Timer t = engine_->schedule_after(std::max(delay, Nanos(0)), Fire{shared_from_this(), epoch});
+  // From the clock read here, not schedule_after()'s loop time: on the shard's own thread (the
+  // re-arm after a run) that is the pass's start, and the contract counts from the run's end.
+  const Nanos deadline = detail::saturating_add(engine_->now(), std::max(delay, Nanos(0)));
+  Timer t =
+      engine_->schedule_at(std::chrono::steady_clock::time_point(deadline), Fire{shared_from_this(), epoch});
   lock.lock();
   if (!t) {
     last_error_ = t.status();

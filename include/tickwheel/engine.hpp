@@ -695,6 +695,11 @@ class Engine {
   EngineStats stats() const;  // totals and per shard; any thread; reads relaxed counters
   std::size_t shard_count() const noexcept;
   Nanos tick() const noexcept;
+  // The engine's clock now: CLOCK_MONOTONIC, or EngineOptions::clock. The time schedule_at() and
+  // next_deadline() speak, so `schedule_at(steady_clock::time_point(now() + d), fn)` counts d from
+  // this exact read wherever it is called (schedule_after() on the shard's own thread counts from
+  // the loop's time instead). A clock read; any thread.
+  Nanos now() const noexcept;
 
   static constexpr std::size_t any_shard = static_cast<std::size_t>(-1);
   static constexpr std::size_t kNoLimit = static_cast<std::size_t>(-1);
