@@ -35,6 +35,23 @@ struct Owned {
   Nanos start;
 };
 
+// ---- the engine's clock ----
+
+TEST(EngineApi, NowIsTheEnginesClockTheTimeScheduleAtSpeaks) {
+  Engine fake(manual());
+  EXPECT_EQ(fake.now(), fake_now());
+  advance_clock(3ms);
+  EXPECT_EQ(fake.now(), fake_now()) << "EngineOptions::clock, read again";
+  EngineOptions o = manual();
+  o.clock = nullptr;
+  Engine real(o);
+  const auto before = std::chrono::steady_clock::now().time_since_epoch();
+  const Nanos now = real.now();
+  const auto after = std::chrono::steady_clock::now().time_since_epoch();
+  EXPECT_LE(before, now);
+  EXPECT_LE(now, after) << "without a clock of the user's, CLOCK_MONOTONIC";
+}
+
 // ---- reschedule on the shard's own thread ----
 
 TEST(EngineApi, OwnThreadRescheduleMovesLaterAndEarlierKeepingHandleAndCallable) {

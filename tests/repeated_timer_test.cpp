@@ -91,6 +91,23 @@ TEST_F(RepeatedTimerManual, StartRunsEveryTimeoutUntilStoppedAndStartsAgainFromN
   EXPECT_EQ(t.last_error(), Status::ok);
 }
 
+// The next run is timeout() after the run returned, not after the pass that ran it began: a run
+// that takes 4 ms (the clock moved inside it) pushes the next one 4 ms later.
+TEST_F(RepeatedTimerManual, TheNextRunCountsFromTheEndOfALongRun) {
+  Ms at;
+  RepeatedTimer t(e, "slow", 10ms, [this, &at] {
+    at.push_back(now_ms());
+    (void)advance_clock(4ms);  // the run takes 4 ms
+  });
+  ASSERT_TRUE(t.start());  // at 0
+  step(10);                // runs at 10, returns at 14: the next run is due at 24
+  ASSERT_EQ(at, (Ms{10}));
+  step(9);  // to 23
+  EXPECT_EQ(at, (Ms{10})) << "the next run counted from the pass's start, not from the run's end";
+  step(1);  // to 24
+  EXPECT_EQ(at, (Ms{10, 24}));
+}
+
 TEST_F(RepeatedTimerManual, StartWhileRunningIsANoOp) {
   Ms at;
   RepeatedTimer t(e, "t", 10ms, record(at));
