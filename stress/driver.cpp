@@ -590,18 +590,25 @@ EngineOptions Driver::engine_options() {
   return eo;
 }
 
-// The platform's floor beside the engine: the control thread, and cyclictest beside it.
+// The platform's floor beside the engine: the control thread, and cyclictest beside it. Not
+// beside a spinning control thread: cyclictest measures a sleeping thread's wake-ups, and on the
+// spinner's CPU it would take that CPU from it, and from the load, and measure neither.
 void Driver::start_floor() {
-  if (o_.control) {
-    control_ = std::make_unique<ControlThread>(o_.tick_ns, o_.wait == WaitStrategy::spin, placement_.control,
-                                               o_.rt_priority);
-    control_->start();
-    r_.control_ran = true;
-    cyclictest_ = std::make_unique<Cyclictest>(o_.tick_ns, placement_.control, o_.rt_priority, o_.mlock);
-    cyclictest_->start();
-  } else {
+  if (!o_.control) {
     r_.cyclictest.reason = "no control thread (--no-control) to run it beside";
+    return;
   }
+  const bool spin = o_.wait == WaitStrategy::spin;
+  control_ = std::make_unique<ControlThread>(o_.tick_ns, spin, placement_.control, o_.rt_priority);
+  control_->start();
+  r_.control_ran = true;
+  if (spin) {
+    r_.cyclictest.reason =
+        "the control thread spins (--wait spin); cyclictest measures a sleeping thread's wake-ups";
+    return;
+  }
+  cyclictest_ = std::make_unique<Cyclictest>(o_.tick_ns, placement_.control, o_.rt_priority, o_.mlock);
+  cyclictest_->start();
 }
 
 // One sample per second until the run's end.

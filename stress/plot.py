@@ -388,9 +388,6 @@ def floor_text(r):
     if ct["ran"]:
         out.append(f"cyclictest  beside the control thread, same CPU and priority, 1 us buckets ({ct['overflows']} "
                    f"past its 100 ms histogram, counted at its maximum): {ct['command']}")
-        if r["control"]["mode"] == "spin":
-            out.append("            the control thread spins: cyclictest's wake-ups take its CPU from it, and both "
-                       "floors show it")
     else:
         out.append(f"cyclictest  not run: {ct['reason']}" + (f" (command: {ct['command']})" if ct["command"] else ""))
     for s in r["tick_lag"]["shards"]:
