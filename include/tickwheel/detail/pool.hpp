@@ -116,8 +116,8 @@ class NodePool {
   }
 
   // bit_width(index >> kFirstSegmentBits), with the first segment's low bits set instead of shifted
-  // out, so that the scan's operand is never 0 and needs no branch: at 10k timers 40% of the ids are
-  // in segment 0, and a branch on it was a coin toss on every cancel.
+  // out, so that the scan's operand is never 0 and needs no branch: with a few thousand timers a
+  // large share of the ids are in segment 0, and a branch on it was a coin toss on every cancel.
   static constexpr unsigned segment_of(std::uint32_t index) noexcept {
     constexpr std::uint32_t kLow = (std::uint32_t{1} << kFirstSegmentBits) - 1;
     const auto width = static_cast<unsigned>(std::bit_width(index | kLow));
@@ -137,8 +137,7 @@ class NodePool {
   // Default-initialised, not zeroed: the generation starts at 0 (std::atomic's default) and pprev
   // is null (in no slot, as for a released node); whoever takes the node writes every other field
   // before anything reads it, as for a recycled one. Zeroing the whole line was four more
-  // stores on every schedule into a fresh pool: without them tickwheel-bench's `fresh` is 10-24%
-  // cheaper from 1k to 1M and `fresh_reserved` 8-13% (9 alternations).
+  // stores on every schedule into a fresh pool (tickwheel-bench's `fresh` cases measure them).
   Node* first_touch() noexcept {
     // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): placement new, in pool memory; nothing to own
     Node* node = ::new (static_cast<void*>(at(touched_))) Node;
