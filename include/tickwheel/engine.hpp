@@ -89,7 +89,7 @@ struct Reservation {
 enum class WaitStrategy {
   sleep,   // block until the wheel's next deadline (futex, timer slack 1 ns); wakes early only for an
            // earlier hand-off. Idle costs nothing; wake-up latency is the kernel's (tens of us).
-  spin,    // busy-poll: lowest latency, one core at 100% per shard. For isolated cores.
+  spin,    // busy-poll: lowest latency, one core kept busy per shard. For isolated cores.
   hybrid,  // spin for EngineOptions::hybrid_spin after each pass, then sleep.
 };
 

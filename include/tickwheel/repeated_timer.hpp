@@ -8,7 +8,7 @@
 //     hook, nor an Engine call ever runs under that mutex.
 //   - A period is one one-shot Engine timer: each run arms the next one after on_trigger returns,
 //     `adjust(timeout)` from then, so a run that is late or slow pushes the next one back instead
-//     of letting runs pile up (fixed delay, measured from the end of each run).
+//     of letting runs pile up (fixed delay, counted from the end of each run).
 //   - Runs never overlap, whatever the engine's threads or executor (see "Runs" below).
 //   - The destructor is a full barrier: once it returns, no callback of this object runs, none is
 //     running (unless the destructor was called from inside one: see ~RepeatedTimer), and an

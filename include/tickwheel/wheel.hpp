@@ -43,7 +43,7 @@
 // hold, so every representable deadline is representable in the wheel; the one clamp is at the end
 // of Nanos (see horizon()).
 //
-// Costs (measured figures are in docs/benchmarks.md; here only the shape):
+// Costs (the figures are in docs/benchmarks.md; here only the shape):
 //   schedule    O(1): pop a pooled node, store the callable, link it at a slot head, set one bit.
 //   cancel      O(1): one generation compare, an unlink, a push on the free list; the callable's
 //               destructor is called only if it has one.
