@@ -168,11 +168,16 @@ def run_benchmark(args):
         "table_command": "python3 tools/bench_table.py " + shlex.join(relative(a) for a in sys.argv[1:]),
         "repetitions": args.repetitions,
     }
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
+    save(args.json, data)
+    return data
+
+
+def save(path, data):
+    """Writes a run's JSON, with this script's record of it, where --json asked (nowhere if not)."""
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1)
             f.write("\n")
-    return data
 
 
 def is_stress(binary):
@@ -209,10 +214,7 @@ def run_tool(args, cmd, report, record):
         "table_command": "python3 tools/bench_table.py " + shlex.join(relative(a) for a in sys.argv[1:]),
         "exit_status": rc,
     }
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
+    save(args.json, data)
     return data
 
 
