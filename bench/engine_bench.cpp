@@ -100,6 +100,7 @@
 #include "common.hpp"
 #include "heap_baseline.hpp"
 #include "tickwheel/engine.hpp"
+#include "tickwheel/wheel.hpp"
 
 namespace tickwheel_bench {
 void register_mix();  // mix_bench.cpp: the owner/other-thread mixes
@@ -296,7 +297,7 @@ class HeapQueue {
     Snapshot s;
     for (auto& lane : lanes_) {
       const std::lock_guard lock(lane->mu);
-      s.pending += lane->heap.pending();
+      s.pending += lane->heap.pending_count();
       s.cancelled += lane->cancelled;
       s.fired += lane->fired;
     }
@@ -332,7 +333,7 @@ class HeapQueue {
     while (!lane.stop) {
       const Nanos now = now_ns();
       lane.fired += lane.heap.advance(now);  // callbacks run under the lock; Fire is one add
-      if (lane.heap.pending() == 0) {
+      if (lane.heap.pending_count() == 0) {
         lane.planned = kNever;
         lane.cv.wait(lock);
       } else {
@@ -801,7 +802,7 @@ void BM_Handoff(benchmark::State& state) {
   std::size_t failed = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    for (std::size_t i = 0; i < h.due(); ++i) failed += !e.schedule_on(0, kTick, h.callback());
+    for (std::size_t i = 0; i < h.due(); ++i) failed += !e.schedule_after_on(0, kTick, h.callback());
     h.transfer();
     state.ResumeTiming();
     if (!h.tick()) break;
@@ -995,7 +996,7 @@ void BM_Move(benchmark::State& state) {
   const auto fn = [&fired] { fired.fetch_add(1, std::memory_order_relaxed); };
   Rng rng(kSeed);
   std::vector<tickwheel::Timer> pending(population);
-  for (auto& t : pending) t = engine.schedule_on(0, rng.delay(), fn);
+  for (auto& t : pending) t = engine.schedule_after_on(0, rng.delay(), fn);
   std::vector<std::size_t> order(population);
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   shuffle(order, rng);
@@ -1008,11 +1009,11 @@ void BM_Move(benchmark::State& state) {
     if (rescheduling) {
       if (!t.reschedule_after(delay)) [[unlikely]] {
         ++refused;
-        t = engine.schedule_on(0, delay, fn);
+        t = engine.schedule_after_on(0, delay, fn);
       }
     } else {
       refused += t.cancel() ? 0 : 1;
-      t = engine.schedule_on(0, delay, fn);
+      t = engine.schedule_after_on(0, delay, fn);
     }
     failed += t ? 0 : 1;
     if (++k == population) k = 0;

@@ -188,7 +188,7 @@ class HeapTimerQueue {
     tickwheel::detail::commit_memory(heap_, capacity_ * sizeof(Entry), false);
   }
 
-  std::size_t pending() const noexcept { return size_; }
+  std::size_t pending_count() const noexcept { return size_; }
 
   // Memory held for timers: every pooled timer ever handed out (or reserved) plus the heap array's
   // capacity.

@@ -64,7 +64,7 @@ struct EngineMix {
   }
   void poll(std::size_t s) { (void)engine.poll(s); }
   Handle schedule(std::size_t s, Rng& rng) {
-    return engine.schedule_on(s, far_delay(rng), [] {});
+    return engine.schedule_after_on(s, far_delay(rng), [] {});
   }
   bool cancel(std::size_t /*s*/, Handle& h) { return h.cancel(); }
 };

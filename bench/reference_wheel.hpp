@@ -127,7 +127,7 @@ class ReferenceWheel {
     return ran;
   }
 
-  std::size_t pending() const noexcept { return pending_; }
+  std::size_t pending_count() const noexcept { return pending_; }
 
   // Memory held for timers: every node handed out or reserved, plus the slot arrays.
   std::size_t bytes() const noexcept { return pool_.bytes_touched() + sizeof(slots_); }

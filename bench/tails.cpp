@@ -238,7 +238,7 @@ bool run_once(const Workload& w, bool reserve, Stopwatch& sw, const Tails& /*whe
     q->advance(now);
   });
   out[kAdvance] = sw.summarise(static_cast<std::size_t>(kSteps), Kernel::now() - k0);
-  if (fired != w.n - w.victims.size() || q->pending() != 0) ++failed;
+  if (fired != w.n - w.victims.size() || q->pending_count() != 0) ++failed;
   return failed == 0;
 }
 

@@ -147,7 +147,7 @@ void BM_Move(benchmark::State& state) {
       state.ResumeTiming();
     }
   }
-  if (done != static_cast<std::size_t>(state.iterations()) || q->pending() != n || fired != 0) {
+  if (done != static_cast<std::size_t>(state.iterations()) || q->pending_count() != n || fired != 0) {
     state.SkipWithError("a move of a pending timer failed, or a timer went missing or fired");
     return;
   }

@@ -100,7 +100,7 @@ void report(benchmark::State& state, double bytes_per_timer, double per_iter) {
 
 template <class Q>
 double bytes_per_timer(const Q& q) {
-  return static_cast<double>(Queue<Q>::bytes(q)) / static_cast<double>(q.pending());
+  return static_cast<double>(Queue<Q>::bytes(q)) / static_cast<double>(q.pending_count());
 }
 
 // schedule: one schedule into a queue already holding N pending timers. After every 4096 timed
@@ -130,7 +130,7 @@ void BM_Schedule(benchmark::State& state) {
     }
   }
   const auto blocks = static_cast<std::size_t>(state.iterations()) / kBlock;
-  if (cancelled != blocks * kBlock || q->pending() != n + i) {
+  if (cancelled != blocks * kBlock || q->pending_count() != n + i) {
     state.SkipWithError("schedule: a timer went missing (cancel of a fresh timer failed)");
   }
   report<Q>(state, bpt, 1);
@@ -164,7 +164,7 @@ void BM_Fresh(benchmark::State& state) {
     bpt = bytes_per_timer(*q);
     state.ResumeTiming();
   }
-  if (scheduled != static_cast<std::size_t>(state.iterations()) * n || q->pending() != n) {
+  if (scheduled != static_cast<std::size_t>(state.iterations()) * n || q->pending_count() != n) {
     state.SkipWithError("fresh: a schedule into a fresh queue failed");
   }
   report<Q>(state, bpt, static_cast<double>(n));
@@ -260,7 +260,7 @@ void BM_Churn(benchmark::State& state) {
       state.ResumeTiming();
     }
   }
-  if (cancelled != static_cast<std::size_t>(state.iterations()) || q->pending() != n) {
+  if (cancelled != static_cast<std::size_t>(state.iterations()) || q->pending_count() != n) {
     state.SkipWithError("churn: a cancel of a pending timer returned false");
   }
   report<Q>(state, bpt, 1);
@@ -290,7 +290,7 @@ void BM_HotPair(benchmark::State& state) {
       state.ResumeTiming();
     }
   }
-  if (cancelled != static_cast<std::size_t>(state.iterations()) || q->pending() != n) {
+  if (cancelled != static_cast<std::size_t>(state.iterations()) || q->pending_count() != n) {
     state.SkipWithError("hot_pair: a cancel of a fresh timer returned false");
   }
   report<Q>(state, bpt, 1);
@@ -390,7 +390,7 @@ void BM_Fire(benchmark::State& state) {
   now = step_through_timed(*q, n, rng, now, lateness, durations);
   const std::size_t left = n - n / 2;
   if (fired != static_cast<std::size_t>(state.iterations()) * left || lateness.ran != left ||
-      q->pending() != 0) {
+      q->pending_count() != 0) {
     state.SkipWithError("fire: the number of callbacks run is not the number of timers left pending");
     return;
   }
@@ -457,7 +457,7 @@ void BM_Periodic(benchmark::State& state) {
     state.SkipWithError("periodic: the number of runs is not what the periods imply");
     return;
   }
-  if (cancelled != n || q->pending() != 0) {
+  if (cancelled != n || q->pending_count() != 0) {
     state.SkipWithError("periodic: a timer's current id did not cancel it");
     return;
   }

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "tickwheel/wheel.hpp"
+#include "tickwheel/wheel_types.hpp"
 
 namespace tickwheel::detail {
 

@@ -114,7 +114,7 @@ bool Timer::cancelled() const noexcept {
          node_->gen.load(std::memory_order_acquire) == detail::in_state(gen_, detail::kCancelled);
 }
 
-bool Timer::pending() const noexcept {
+bool Timer::is_pending() const noexcept {
   if (node_ == nullptr) return false;
   // Acquire: as cancelled(), pairs with the compare-and-swap that moved the word on.
   const std::uint32_t gen = node_->gen.load(std::memory_order_acquire);
@@ -126,9 +126,9 @@ bool Timer::expired() const noexcept {
          node_->gen.load(std::memory_order_acquire) == detail::in_state(gen_, detail::kFired);
 }
 
-Moved Timer::reschedule(std::chrono::steady_clock::time_point deadline) noexcept {
+Moved Timer::reschedule(Nanos deadline) noexcept {
   if (shard_ == nullptr) return Moved(Moved::Outcome::refused);
-  return shard_->host().reschedule(*shard_, node_, gen_, deadline.time_since_epoch(), /*relative=*/false);
+  return shard_->host().reschedule(*shard_, node_, gen_, deadline, /*relative=*/false);
 }
 
 Moved Timer::reschedule_after(Nanos delay) noexcept {

@@ -39,7 +39,7 @@ std::uint32_t first_generation(std::uint64_t uid) noexcept {
 }
 
 EngineOptions validated(EngineOptions opts) {
-  if (opts.tick < Wheel::kMinTick || opts.tick > Wheel::kMaxTick) {
+  if (opts.tick < ShardWheel::kMinTick || opts.tick > ShardWheel::kMaxTick) {
     throw std::invalid_argument("tickwheel::Engine: tick must be between 1us and 1h, got " +
                                 std::to_string(opts.tick.count()) + "ns");
   }
@@ -151,7 +151,7 @@ Reservation EngineCore::acquire(std::size_t index) noexcept {
   Shard* const own = own_pass();
   // The shard's own thread, scheduling on it: a node from its own wheel, no producer state. (It
   // exists only once the engine started: own_shard() and a pass both come after start().)
-  if (own != nullptr && (index == Engine::any_shard || index == own->index())) [[likely]] {
+  if (own != nullptr && (index == Engine::kAnyShard || index == own->index())) [[likely]] {
     if (stopped_.load(std::memory_order_relaxed)) [[unlikely]] {  // relaxed: only the flag's value
       own->count_rejected();
       return {.status = Status::stopped};
@@ -172,10 +172,10 @@ Reservation EngineCore::acquire(std::size_t index) noexcept {
       return {.status = Status::out_of_memory};  // a worker thread could not be created
     }
   }
-  if (index != Engine::any_shard && index >= shards_.size()) return {.status = Status::no_such_shard};
+  if (index != Engine::kAnyShard && index >= shards_.size()) return {.status = Status::no_such_shard};
   ProducerState* const state = producers_.mine();
   if (state == nullptr) return {.status = Status::out_of_memory};
-  if (index == Engine::any_shard) index = producers_.home(*state);
+  if (index == Engine::kAnyShard) index = producers_.home(*state);
   Shard& shard = *shards_[index];
   if (stopped_.load(std::memory_order_relaxed)) {
     shard.count_rejected();
@@ -298,7 +298,7 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
 Moved EngineCore::reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
                              bool relative) noexcept {
   constexpr Moved kRefused(Moved::Outcome::refused);
-  // Acquire: as Timer::pending(), pairs with the compare-and-swap that moved the word on (a claim,
+  // Acquire: as Timer::is_pending(), pairs with the compare-and-swap that moved the word on (a claim,
   // a cancel). Only the pending value moves: a periodic timer running its callback is refused, as
   // by Wheel::reschedule().
   if (node->gen.load(std::memory_order_acquire) != pending_gen) return kRefused;

@@ -147,8 +147,7 @@ bool RepeatedTimerState::arm(std::unique_lock<std::mutex>& lock, Nanos base, boo
   // From the clock read here, not schedule_after()'s loop time: on the shard's own thread (the
   // re-arm after a run) that is the pass's start, and the contract counts from the run's end.
   const Nanos deadline = detail::saturating_add(engine_->now(), std::max(delay, Nanos(0)));
-  Timer t =
-      engine_->schedule_at(std::chrono::steady_clock::time_point(deadline), Fire{shared_from_this(), epoch});
+  Timer t = engine_->schedule_at(deadline, Fire{shared_from_this(), epoch});
   lock.lock();
   if (!t) {
     last_error_ = t.status();

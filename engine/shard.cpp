@@ -700,7 +700,7 @@ std::optional<Nanos> Shard::deadline_of(Node* node, std::uint32_t pending_gen) c
   // word holds the handle's pending value both before and after it is read.
   //
   // Acquire: pairs with a periodic timer's re-arm (ShardPolicy::rearm's compare-and-swap, whose
-  // release comes after its write of the next run's `due`, BasicWheel::rearm): so once the timer
+  // release comes after its write of the next run's `due`, WheelCore::rearm): so once the timer
   // is pending again `due` is the next run's, not the last one's. (What the schedule wrote reached
   // this thread with the Timer itself, which the caller passed on with its own ordering.) Any other
   // value (fired, cancelled, running, another lifetime, a fresh node): nullopt.

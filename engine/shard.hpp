@@ -247,7 +247,7 @@ class Shard {
     publish_stats();
   }
   // Timers in the wheel (a periodic one counts once): at least as many as hand_back() finds.
-  std::size_t wheel_pending() const noexcept { return wheel_.pending(); }
+  std::size_t wheel_pending() const noexcept { return wheel_.pending_count(); }
   // After drain_stopped(): calls fn(Timer) for each timer still pending in the wheel (a periodic
   // one between its runs). Runs under the engine's lifecycle lock: a cancel from fn is posted, not
   // retired (see EngineCore::on_cancel), so the walk's lists stay as they are.

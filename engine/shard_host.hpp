@@ -9,7 +9,7 @@
 #include <exception>
 #include <string>
 
-#include "tickwheel/wheel.hpp"
+#include "tickwheel/wheel_types.hpp"
 
 namespace moodycamel {
 struct ProducerToken;

@@ -1,4 +1,4 @@
-// engine/shard_wheel.cpp — an Engine shard's wheel, compiled: BasicWheel with the shard's policy
+// engine/shard_wheel.cpp — an Engine shard's wheel, compiled: WheelCore with the shard's policy
 // (engine/wheel_impl.hpp is the code), and the hooks of engine/shard_wheel.hpp.
 #include "shard_wheel.hpp"
 
@@ -131,6 +131,6 @@ std::size_t ShardWheel::take_free_nodes(std::span<Node*> out) noexcept {
 
 }  // namespace detail
 
-template class BasicWheel<detail::ShardPolicy>;
+template class detail::WheelCore<detail::ShardPolicy>;
 
 }  // namespace tickwheel

@@ -1,4 +1,4 @@
-// engine/shard_wheel.hpp — an Engine shard's wheel: the wheel's core (BasicWheel, engine/
+// engine/shard_wheel.hpp — an Engine shard's wheel: the wheel's core (WheelCore, engine/
 // wheel_impl.hpp) with the shard's policy, plus the hooks through which the shard feeds it timers
 // other threads prepared. The standalone Wheel has none of this in its header or on its hot path.
 //
@@ -21,7 +21,7 @@
 #include <span>
 #include <string>
 
-#include "tickwheel/wheel.hpp"
+#include "tickwheel/detail/wheel_core.hpp"
 
 namespace tickwheel::detail {
 
@@ -62,10 +62,10 @@ struct ShardPolicy {
   Nanos run_end(Nanos pass_now) const noexcept;  // the engine's clock
 };
 
-class ShardWheel final : public BasicWheel<ShardPolicy> {
+class ShardWheel final : public WheelCore<ShardPolicy> {
  public:
   // Node memory from jemalloc arena `arena` (see detail/memory.hpp).
-  ShardWheel(WheelOptions opts, ShardPolicy policy, unsigned arena) : BasicWheel(opts, policy) {
+  ShardWheel(WheelOptions opts, ShardPolicy policy, unsigned arena) : WheelCore(opts, policy) {
     pool_.use_arena(arena);
   }
 
@@ -133,8 +133,8 @@ class ShardWheel final : public BasicWheel<ShardPolicy> {
   std::size_t cancel_all() noexcept;
   // The node pool, for the engine's directory of nodes (directory.hpp).
   const NodePool& pool() const noexcept { return pool_; }
-  // Sets a flag for its scope (see BasicWheel::ScopedFlag).
-  using ScopedFlag = BasicWheel::ScopedFlag;
+  // Sets a flag for its scope (see WheelCore::ScopedFlag).
+  using ScopedFlag = WheelCore::ScopedFlag;
   // Maps and first-touches node memory for `nodes` timers (see NodePool::reserve): 0, or the errno.
   [[nodiscard]] int reserve(std::uint64_t nodes, bool lock) noexcept {
     commit_slots();
@@ -145,9 +145,7 @@ class ShardWheel final : public BasicWheel<ShardPolicy> {
   }
 };
 
-}  // namespace tickwheel::detail
-
-namespace tickwheel {
 // Compiled once, in engine/shard_wheel.cpp.
-extern template class BasicWheel<detail::ShardPolicy>;
-}  // namespace tickwheel
+extern template class WheelCore<ShardPolicy>;
+
+}  // namespace tickwheel::detail

@@ -24,7 +24,7 @@
 #include <optional>
 
 #include "tickwheel/detail/node.hpp"
-#include "tickwheel/wheel.hpp"
+#include "tickwheel/wheel_types.hpp"
 
 namespace tickwheel::detail {
 

@@ -1,4 +1,4 @@
-// engine/wheel.cpp — the standalone Wheel, compiled: BasicWheel with the plain policy, whose code is
+// engine/wheel.cpp — the standalone Wheel, compiled: WheelCore with the plain policy, whose code is
 // engine/wheel_impl.hpp, and the Wheel's helpers that are not templates (checked(), the periodic
 // schedule word).
 #include "tickwheel/wheel.hpp"
@@ -10,7 +10,7 @@
 
 namespace tickwheel {
 
-template class BasicWheel<detail::PlainPolicy>;
+template class detail::WheelCore<detail::PlainPolicy>;
 
 TimerId checked(TimerId id) {
   if (!id) {

@@ -1,5 +1,5 @@
 // engine/wheel_impl.hpp — how the hierarchical timing wheel works: cancel, reschedule, the queries,
-// clear, advance, cascading, next_deadline; the out-of-line members of BasicWheel<Policy>. Included
+// clear, advance, cascading, next_deadline; the out-of-line members of WheelCore<Policy>. Included
 // only by the two files that compile them, once per policy: engine/wheel.cpp (the standalone
 // Wheel) and engine/shard_wheel.cpp (an Engine shard's wheel).
 //
@@ -67,7 +67,7 @@
 //       (ShardWheel::move) only changes its flagged due.
 #pragma once
 
-#include "tickwheel/wheel.hpp"
+#include "tickwheel/detail/wheel_core.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -90,10 +90,8 @@ inline std::size_t nodes_in_l2() noexcept {
   return static_cast<std::size_t>(bytes > 0 ? bytes : long{1} << 20) / sizeof(Node);
 }
 
-}  // namespace detail
-
 template <class Policy>
-BasicWheel<Policy>::BasicWheel(WheelOptions opts, Policy policy)
+WheelCore<Policy>::WheelCore(WheelOptions opts, Policy policy)
     : tick_(opts.tick),
       now_(opts.start),
       max_pending_(opts.max_pending),
@@ -146,7 +144,7 @@ BasicWheel<Policy>::BasicWheel(WheelOptions opts, Policy policy)
 }
 
 template <class Policy>
-BasicWheel<Policy>::~BasicWheel() {
+WheelCore<Policy>::~WheelCore() {
   flush_unlinks();
   // The occupied slots only (I4): a walk of every head would read pages no link ever wrote.
   for (unsigned w = 0; w < kBitmapWords; ++w) {
@@ -161,7 +159,7 @@ BasicWheel<Policy>::~BasicWheel() {
 
 // Bit w set <=> sub-list w of the slot is non-empty (I4'').
 template <class Policy>
-inline unsigned BasicWheel<Policy>::ways_in_use(unsigned slot) const noexcept {
+inline unsigned WheelCore<Policy>::ways_in_use(unsigned slot) const noexcept {
 #ifndef NDEBUG
   unsigned mask = 0;
   const Slot& s = (*slots_)[slot];
@@ -175,7 +173,7 @@ inline unsigned BasicWheel<Policy>::ways_in_use(unsigned slot) const noexcept {
 // The write to the successor's `pprev` is what brings the successor into cache: walks visit the
 // sub-lists in turn, so it has the other sub-lists' pops' time to arrive before it is needed.
 template <class Policy>
-inline typename BasicWheel<Policy>::Node* BasicWheel<Policy>::pop_head(unsigned slot, unsigned way) noexcept {
+inline Node* WheelCore<Policy>::pop_head(unsigned slot, unsigned way) noexcept {
   Node** head = &(*slots_)[slot].head[way];
   Node* node = *head;
   Node* next = node->next;
@@ -194,7 +192,7 @@ inline typename BasicWheel<Policy>::Node* BasicWheel<Policy>::pop_head(unsigned 
 // re-arm. The callable is in use, so the fire path destroys it when the callback returns (rearm());
 // the timer no longer counts as pending.
 template <class Policy>
-bool BasicWheel<Policy>::cancel_running(Node* node, std::uint32_t pending_gen) noexcept {
+bool WheelCore<Policy>::cancel_running(Node* node, std::uint32_t pending_gen) noexcept {
   if (node->gen.load(std::memory_order_relaxed) != detail::in_state(pending_gen, detail::kRunning)) {
     return false;
   }
@@ -210,7 +208,7 @@ bool BasicWheel<Policy>::cancel_running(Node* node, std::uint32_t pending_gen) n
 // left waiting, the wheel catches up now, without firing, so that placement and next_deadline()
 // are exact again.
 template <class Policy>
-bool BasicWheel<Policy>::cancel_slow(Node* node) noexcept {
+bool WheelCore<Policy>::cancel_slow(Node* node) noexcept {
   detail::destroy_callable(node);
   if (cur_ == target_) return finish_cancel(node);
   --pending_;
@@ -223,7 +221,7 @@ bool BasicWheel<Policy>::cancel_slow(Node* node) noexcept {
 
 // finish_cancel() with the unlink queue full: flushed, then the node queued.
 template <class Policy>
-bool BasicWheel<Policy>::flush_and_queue(Node* node) noexcept {
+bool WheelCore<Policy>::flush_and_queue(Node* node) noexcept {
   flush_unlinks();
   queue_unlink(node);
   return true;
@@ -234,7 +232,7 @@ bool BasicWheel<Policy>::flush_and_queue(Node* node) noexcept {
 // another lifetime's timer never do. The generation loads of the calls below are relaxed: they are
 // for standalone wheels (reschedule() and clear() assert it), whose one thread wrote every value.
 template <class Policy>
-typename BasicWheel<Policy>::Node* BasicWheel<Policy>::pending_node(TimerId id) const noexcept {
+Node* WheelCore<Policy>::pending_node(TimerId id) const noexcept {
   Node* node = pool_.find(id.index_);
   if (node == nullptr || (id.gen_ & 3) != detail::kPending) return nullptr;
   return node->gen.load(std::memory_order_relaxed) == id.gen_ ? node : nullptr;
@@ -250,14 +248,14 @@ typename BasicWheel<Policy>::Node* BasicWheel<Policy>::pending_node(TimerId id) 
 // Only while the wheel is caught up (cur_ == target_): then every node due after cur_ is in a
 // wheel slot; when it lags, the due slot can hold periodic timers due after cur_.
 template <class Policy>
-bool BasicWheel<Policy>::in_place(std::uint64_t old_due, std::uint64_t due) const noexcept {
+bool WheelCore<Policy>::in_place(std::uint64_t old_due, std::uint64_t due) const noexcept {
   if (cur_ != target_ || old_due <= cur_) return false;
   const unsigned shift = kLevelBits * wheel_level(old_due);
   return (due >> shift) == (old_due >> shift);
 }
 
 template <class Policy>
-bool BasicWheel<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
+bool WheelCore<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   assert(!Policy::kShared && "an Engine's wheel is rescheduled by its shard only");
   Node* node = pending_node(id);
@@ -299,7 +297,7 @@ bool BasicWheel<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
 // it is, flagged, until then (I6). Its new due is set now, for deadline() (release in an Engine's
 // shard, whose Timer::deadline() reads it from other threads, see detail::store_due).
 template <class Policy>
-void BasicWheel<Policy>::queue_move(Node* node, std::uint32_t gen, std::uint64_t due) noexcept {
+void WheelCore<Policy>::queue_move(Node* node, std::uint32_t gen, std::uint64_t due) noexcept {
   assert(cur_ == target_ && !in_advance_);
   detail::store_due(node, due | kMoving,
                     Policy::kShared ? std::memory_order_release : std::memory_order_relaxed);
@@ -311,7 +309,7 @@ void BasicWheel<Policy>::queue_move(Node* node, std::uint32_t gen, std::uint64_t
 }
 
 template <class Policy>
-bool BasicWheel<Policy>::is_pending(TimerId id) const noexcept {
+bool WheelCore<Policy>::is_pending(TimerId id) const noexcept {
   const Node* node = pool_.find(id.index_);
   if (node == nullptr || (id.gen_ & 3) != detail::kPending) return false;
   const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
@@ -320,7 +318,7 @@ bool BasicWheel<Policy>::is_pending(TimerId id) const noexcept {
 }
 
 template <class Policy>
-std::optional<Nanos> BasicWheel<Policy>::deadline(TimerId id) const noexcept {
+std::optional<Nanos> WheelCore<Policy>::deadline(TimerId id) const noexcept {
   const Node* node = pending_node(id);
   if (node == nullptr) return std::nullopt;
   // No overflow: due <= ticks_.max_tick(), the last tick a Nanos can hold.
@@ -328,14 +326,14 @@ std::optional<Nanos> BasicWheel<Policy>::deadline(TimerId id) const noexcept {
 }
 
 template <class Policy>
-std::optional<Nanos> BasicWheel<Policy>::remaining(TimerId id) const noexcept {
+std::optional<Nanos> WheelCore<Policy>::remaining(TimerId id) const noexcept {
   const std::optional<Nanos> at = deadline(id);
   if (!at) return std::nullopt;
   return std::max(*at - now_, Nanos(0));  // both in [0, Nanos::max()]: no overflow
 }
 
 template <class Policy>
-std::size_t BasicWheel<Policy>::clear() noexcept {
+std::size_t WheelCore<Policy>::clear() noexcept {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   assert(!Policy::kShared && "an Engine's wheel is drained by its shard only");
   if (in_advance_) return 0;
@@ -363,7 +361,7 @@ std::size_t BasicWheel<Policy>::clear() noexcept {
 // is the caller's). The sub-lists are walked together, a node of each in turn with its successor
 // prefetched, so that up to kWays misses are in flight instead of one chain's. Returns how many.
 template <class Policy>
-std::size_t BasicWheel<Policy>::clear_slot(unsigned slot) noexcept {
+std::size_t WheelCore<Policy>::clear_slot(unsigned slot) noexcept {
   std::array<Node*, kWays> cursor = (*slots_)[slot].head;
   (*slots_)[slot].head.fill(nullptr);
   ways_[slot] = 0;
@@ -394,7 +392,7 @@ std::size_t BasicWheel<Policy>::clear_slot(unsigned slot) noexcept {
 // (I3), so a timer that is behind runs once per call and cannot livelock a pass. If a cancel came
 // while the callback ran, the re-arm is refused and the lifetime ends here instead.
 template <class Policy>
-void BasicWheel<Policy>::rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept {
+void WheelCore<Policy>::rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept {
   // Before the re-arm makes the timer pending again, so that an Engine's Timer::deadline() on
   // another thread, which reads `due` only while the generation is pending, never reads the run's
   // tick after the re-arm (the re-arm's release pairs with its acquire); release for the Engine,
@@ -420,7 +418,7 @@ void BasicWheel<Policy>::rearm(Node* node, std::uint32_t running, std::uint64_t 
 // (prefetch_neighbours()). Adjacent queued nodes are fine: each unlink reads the links as the
 // previous one left them.
 template <class Policy>
-void BasicWheel<Policy>::flush_unlinks() noexcept {
+void WheelCore<Policy>::flush_unlinks() noexcept {
   if (moves_queued_ != 0) flush_moves();
   // The count and each entry read once into locals: the stores into nodes could alias the queue
   // as far as the compiler can tell, and would make it load both again for every node.
@@ -439,7 +437,7 @@ void BasicWheel<Policy>::flush_unlinks() noexcept {
 // (cur_ == target_; outside a pass, or at the start of advance() before anything moves), as when
 // the moves were queued, so a one-shot and a periodic timer are placed alike.
 template <class Policy>
-void BasicWheel<Policy>::flush_moves() noexcept {
+void WheelCore<Policy>::flush_moves() noexcept {
   assert(cur_ == target_);
   for (unsigned i = 0; i < moves_queued_; ++i) {
     Node* node = move_queue_[i];
@@ -460,7 +458,7 @@ void BasicWheel<Policy>::flush_moves() noexcept {
 // caller fires next. No callback runs here, so the mask of non-empty sub-lists stays exact and the
 // slot's bit is settled once at the end. Returns how many moved.
 template <class Policy>
-std::uint64_t BasicWheel<Policy>::move_down(unsigned slot, std::uint64_t max_nodes) noexcept {
+std::uint64_t WheelCore<Policy>::move_down(unsigned slot, std::uint64_t max_nodes) noexcept {
   std::uint64_t moved = 0;
   Slot& from = (*slots_)[slot];
   unsigned ways = ways_in_use(slot);
@@ -507,7 +505,7 @@ std::uint64_t BasicWheel<Policy>::move_down(unsigned slot, std::uint64_t max_nod
 // each sub-list of `from` goes in front of the same sub-list of `to`, which costs a walk of `from`
 // only: for the due slot that is one visit per link into it, never a second walk of leftovers.
 template <class Policy>
-void BasicWheel<Policy>::merge(unsigned from, unsigned to) noexcept {
+void WheelCore<Policy>::merge(unsigned from, unsigned to) noexcept {
   if (!occupied(from)) return;
   if (!occupied(to)) return splice(from, to);
   Slot& src = (*slots_)[from];
@@ -532,7 +530,7 @@ void BasicWheel<Policy>::merge(unsigned from, unsigned to) noexcept {
 
 // Moves all nodes of `from` into the empty slot `to`. O(kWays): sub-lists move whole.
 template <class Policy>
-void BasicWheel<Policy>::splice(unsigned from, unsigned to) noexcept {
+void WheelCore<Policy>::splice(unsigned from, unsigned to) noexcept {
   if (!occupied(from)) return;
   Slot& src = (*slots_)[from];
   Slot& dst = (*slots_)[to];
@@ -555,7 +553,7 @@ void BasicWheel<Policy>::splice(unsigned from, unsigned to) noexcept {
 // empty or `budget` have run. A callback may cancel nodes of the slot, so each head is re-read
 // before it is taken; it cannot add to it (what it schedules goes to a wheel slot or the due slot).
 template <class Policy>
-std::size_t BasicWheel<Policy>::fire(unsigned slot, std::size_t budget) {
+std::size_t WheelCore<Policy>::fire(unsigned slot, std::size_t budget) {
   std::size_t ran = 0;
   for (unsigned ways = ways_in_use(slot); ways != 0 && ran < budget; ways = ways_in_use(slot)) {
     for (unsigned round = ways; round != 0 && ran < budget; round &= round - 1) {
@@ -599,7 +597,7 @@ std::size_t BasicWheel<Policy>::fire(unsigned slot, std::size_t budget) {
 // is re-armed first, then the exception leaves. With an executor the run is handed over instead,
 // and the node, still running, comes back through rearm_returned().
 template <class Policy>
-std::size_t BasicWheel<Policy>::fire_periodic(Node* node, std::uint64_t meta) {
+std::size_t WheelCore<Policy>::fire_periodic(Node* node, std::uint64_t meta) {
   using Meta = detail::PeriodicMeta;
   const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
   if (!policy_.claim(node, gen, detail::kRunning)) {
@@ -644,8 +642,8 @@ std::size_t BasicWheel<Policy>::fire_periodic(Node* node, std::uint64_t meta) {
 // policy's run_end(): an Engine's clock, a standalone wheel's the now of the advance() that ran it.
 // (A run on an Engine's executor places its own next fixed-delay run: see ShardWheel.)
 template <class Policy>
-std::uint64_t BasicWheel<Policy>::next_run(std::uint64_t meta, std::uint64_t due,
-                                           Nanos ran_until) const noexcept {
+std::uint64_t WheelCore<Policy>::next_run(std::uint64_t meta, std::uint64_t due,
+                                          Nanos ran_until) const noexcept {
   using Meta = detail::PeriodicMeta;
   const std::uint64_t period_ns = Meta::period(meta);
   if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_delay)) {
@@ -664,8 +662,8 @@ std::uint64_t BasicWheel<Policy>::next_run(std::uint64_t meta, std::uint64_t due
 // The first tick of the grid due, due + period, ... after target_, clamped to the horizon.
 // Precondition: due <= target_.
 template <class Policy>
-std::uint64_t BasicWheel<Policy>::first_grid_point_after_now(std::uint64_t due,
-                                                             std::uint64_t period) const noexcept {
+std::uint64_t WheelCore<Policy>::first_grid_point_after_now(std::uint64_t due,
+                                                            std::uint64_t period) const noexcept {
   return std::min(due + ((target_ - due) / period + 1) * period, ticks_.max_tick());
 }
 
@@ -677,7 +675,7 @@ std::uint64_t BasicWheel<Policy>::first_grid_point_after_now(std::uint64_t due,
 // Moved nodes are due after `target` by construction, so pacing never makes work due in this
 // pass. Returns how many nodes moved.
 template <class Policy>
-std::uint64_t BasicWheel<Policy>::pace(std::uint64_t target, unsigned top) noexcept {
+std::uint64_t WheelCore<Policy>::pace(std::uint64_t target, unsigned top) noexcept {
   if (target <= cur_) return 0;
   std::uint64_t moved = 0;
   for (unsigned level = top; level >= 1; --level) {
@@ -702,7 +700,7 @@ std::uint64_t BasicWheel<Policy>::pace(std::uint64_t target, unsigned top) noexc
 // its share since paced_ reaches kPaceBatch nodes (all of them, if it holds fewer), at the earliest
 // the next tick. O(top), a division per occupied look-ahead slot.
 template <class Policy>
-void BasicWheel<Policy>::plan_pace(unsigned top) noexcept {
+void WheelCore<Policy>::plan_pace(unsigned top) noexcept {
   std::uint64_t at = ~std::uint64_t{0};
   for (unsigned level = 1; level <= top; ++level) {
     const unsigned shift = kLevelBits * level;
@@ -725,7 +723,7 @@ void BasicWheel<Policy>::plan_pace(unsigned top) noexcept {
 // At tick t, every upper-level slot whose unit starts at t moves down in full (I2). Top level
 // first, so that its nodes can drop straight to the lowest level that holds them.
 template <class Policy>
-void BasicWheel<Policy>::cascade_at(std::uint64_t t, unsigned top) noexcept {
+void WheelCore<Policy>::cascade_at(std::uint64_t t, unsigned top) noexcept {
   if ((t & ((std::uint64_t{1} << kLevelBits) - 1)) != 0) return;  // no unit of any level starts at t
   for (unsigned level = top; level >= 1; --level) {
     const unsigned shift = kLevelBits * level;
@@ -736,14 +734,14 @@ void BasicWheel<Policy>::cascade_at(std::uint64_t t, unsigned top) noexcept {
 }
 
 template <class Policy>
-typename BasicWheel<Policy>::LevelWords BasicWheel<Policy>::level_words(unsigned level) const noexcept {
+typename WheelCore<Policy>::LevelWords WheelCore<Policy>::level_words(unsigned level) const noexcept {
   return std::span(occupied_).subspan(std::size_t{level} * kWordsPerLevel).template first<kWordsPerLevel>();
 }
 
 // Distance from bit `start` to the first set bit of a kSlots-bit ring (one level's bitmap), going
 // up and wrapping; kSlots if none is set.
 template <class Policy>
-unsigned BasicWheel<Policy>::find_from(LevelWords words, unsigned start) noexcept {
+unsigned WheelCore<Policy>::find_from(LevelWords words, unsigned start) noexcept {
   const unsigned i = start / 64;
   const unsigned j = start % 64;
   if (const std::uint64_t a = words[i] >> j) return static_cast<unsigned>(std::countr_zero(a));
@@ -759,7 +757,7 @@ unsigned BasicWheel<Policy>::find_from(LevelWords words, unsigned start) noexcep
 }
 
 template <class Policy>
-bool BasicWheel<Policy>::level_empty(unsigned level) const noexcept {
+bool WheelCore<Policy>::level_empty(unsigned level) const noexcept {
   constexpr std::uint64_t kLevelMask = (std::uint64_t{1} << kWordsPerLevel) - 1;
   return ((nonempty_words_ >> (level * kWordsPerLevel)) & kLevelMask) == 0;
 }
@@ -767,7 +765,7 @@ bool BasicWheel<Policy>::level_empty(unsigned level) const noexcept {
 // Whether an upper level up to `top` has a node in the slot of its next unit (a share for pace()
 // to move), for I8's debug assertion. O(top).
 template <class Policy>
-bool BasicWheel<Policy>::lookahead_occupied(unsigned top) const noexcept {
+bool WheelCore<Policy>::lookahead_occupied(unsigned top) const noexcept {
   for (unsigned level = 1; level <= top; ++level) {
     const unsigned shift = kLevelBits * level;
     if (occupied(level * kSlots + static_cast<unsigned>(((cur_ >> shift) + 1) & (kSlots - 1)))) return true;
@@ -777,7 +775,7 @@ bool BasicWheel<Policy>::lookahead_occupied(unsigned top) const noexcept {
 
 // I4', for debug assertions: the summary word says which bitmap words are non-zero.
 template <class Policy>
-bool BasicWheel<Policy>::summary_exact() const noexcept {
+bool WheelCore<Policy>::summary_exact() const noexcept {
   std::uint64_t words = 0;
   for (unsigned w = 0; w < kBitmapWords; ++w) words |= static_cast<std::uint64_t>(occupied_[w] != 0) << w;
   return words == nonempty_words_;
@@ -785,7 +783,7 @@ bool BasicWheel<Policy>::summary_exact() const noexcept {
 
 // I2's consequence, for debug assertions: no upper level holds a node in its current unit's slot.
 template <class Policy>
-bool BasicWheel<Policy>::current_units_empty(unsigned top) const noexcept {
+bool WheelCore<Policy>::current_units_empty(unsigned top) const noexcept {
   for (unsigned level = 1; level <= top; ++level) {
     const auto unit = static_cast<unsigned>((cur_ >> (kLevelBits * level)) & (kSlots - 1));
     if (occupied(level * kSlots + unit)) return false;
@@ -795,7 +793,7 @@ bool BasicWheel<Policy>::current_units_empty(unsigned top) const noexcept {
 
 // The highest level with a timer in it (0 if none): every per-level loop stops there.
 template <class Policy>
-unsigned BasicWheel<Policy>::top_level() const noexcept {
+unsigned WheelCore<Policy>::top_level() const noexcept {
   constexpr std::uint64_t kWheelWords = (std::uint64_t{1} << (kLevels * kWordsPerLevel)) - 1;
   const std::uint64_t words = nonempty_words_ & kWheelWords;  // not the due, late and batch slots
   return words == 0 ? 0 : (static_cast<unsigned>(std::bit_width(words)) - 1) / kWordsPerLevel;
@@ -803,7 +801,7 @@ unsigned BasicWheel<Policy>::top_level() const noexcept {
 
 // The first tick after cur_ whose level-0 slot holds timers. Precondition: !level_empty(0).
 template <class Policy>
-std::uint64_t BasicWheel<Policy>::next_level0_tick() const noexcept {
+std::uint64_t WheelCore<Policy>::next_level0_tick() const noexcept {
   const std::uint64_t from = cur_ + 1;
   return from + find_from(level_words(0), static_cast<unsigned>(from & (kSlots - 1)));
 }
@@ -816,7 +814,7 @@ std::uint64_t BasicWheel<Policy>::next_level0_tick() const noexcept {
 // and the passes step by the events, which a unit start must stop, since the slot moves down
 // there. O(levels * kDeadlineScan).
 template <class Policy>
-std::uint64_t BasicWheel<Policy>::next_event_tick(unsigned top, bool dues) const noexcept {
+std::uint64_t WheelCore<Policy>::next_event_tick(unsigned top, bool dues) const noexcept {
   std::uint64_t best = ~std::uint64_t{0};
   if (!level_empty(0)) {
     best = next_level0_tick();  // a level-0 slot's tick is its nodes' due (I2)
@@ -840,7 +838,7 @@ std::uint64_t BasicWheel<Policy>::next_event_tick(unsigned top, bool dues) const
 // The least due of the nodes in wheel slot `slot`, whose unit starts at `start`; `start` if the
 // slot holds more than kDeadlineScan nodes. Reads at most kDeadlineScan nodes.
 template <class Policy>
-std::uint64_t BasicWheel<Policy>::earliest_due(unsigned slot, std::uint64_t start) const noexcept {
+std::uint64_t WheelCore<Policy>::earliest_due(unsigned slot, std::uint64_t start) const noexcept {
   std::uint64_t best = ~std::uint64_t{0};
   unsigned seen = 0;
   for (const Node* head : (*slots_)[slot].head) {
@@ -857,7 +855,7 @@ std::uint64_t BasicWheel<Policy>::earliest_due(unsigned slot, std::uint64_t star
 // look-ahead slot of each upper level. Calls fn(slot) for each occupied one.
 template <class Policy>
 template <class Fn>
-void BasicWheel<Policy>::for_each_upcoming_slot(Fn&& fn) const noexcept {
+void WheelCore<Policy>::for_each_upcoming_slot(Fn&& fn) const noexcept {
   if (!level_empty(0)) {
     const auto from = static_cast<unsigned>((cur_ + 1) & (kSlots - 1));
     fn((from + find_from(level_words(0), from)) & (kSlots - 1));
@@ -874,7 +872,7 @@ void BasicWheel<Policy>::for_each_upcoming_slot(Fn&& fn) const noexcept {
 // successors (stage 2). Walks then find two nodes per sub-list in cache, and the misses of all the
 // slots overlap instead of being taken slot by slot, one chain at a time.
 template <class Policy>
-void BasicWheel<Policy>::prefetch_upcoming(bool successors) const noexcept {
+void WheelCore<Policy>::prefetch_upcoming(bool successors) const noexcept {
   for_each_upcoming_slot([&](unsigned slot) {
     for (Node* head : (*slots_)[slot].head) {
       if (head == nullptr) continue;
@@ -894,7 +892,7 @@ void BasicWheel<Policy>::prefetch_upcoming(bool successors) const noexcept {
 // The steps stop early while late timers wait in the due slot, so those keep their place ahead of
 // later ticks. With budget 0 no callback runs and nothing can throw.
 template <class Policy>
-std::size_t BasicWheel<Policy>::step(std::uint64_t target, std::size_t budget) {
+std::size_t WheelCore<Policy>::step(std::uint64_t target, std::size_t budget) {
   set_quiet_end(0);  // for a step outside advance() (a cancel or move that ends a lag): I9
   lag_bound_ = 0;
   std::size_t ran = 0;
@@ -942,7 +940,7 @@ std::size_t BasicWheel<Policy>::step(std::uint64_t target, std::size_t budget) {
 // after target, to slots whose events link() keeps in next_event_, so nothing happens on the way to
 // target still (I7).
 template <class Policy>
-void BasicWheel<Policy>::quiet_advance(std::uint64_t target) noexcept {
+void WheelCore<Policy>::quiet_advance(std::uint64_t target) noexcept {
   const unsigned top = top_level();
   if (target >= pace_at_) stats_.max_pass_work = std::max(stats_.max_pass_work, pace(target, top));
   cur_ = target;
@@ -954,7 +952,7 @@ void BasicWheel<Policy>::quiet_advance(std::uint64_t target) noexcept {
 // Engine's re-arm of a periodic node an executor gave back (its misfire decision reads target_).
 // Not after a pass cut short, where cur_ waits at what is due.
 template <class Policy>
-void BasicWheel<Policy>::catch_up() noexcept {
+void WheelCore<Policy>::catch_up() noexcept {
   if (cur_ != target_) return;
   const std::uint64_t t = ticks_.floor(static_cast<std::uint64_t>(now_.count()));
   if (t <= cur_) return;
@@ -967,7 +965,7 @@ void BasicWheel<Policy>::catch_up() noexcept {
 // or a target at or past quiet_end_. Leaves quiet_end_ exact for the next call (I9), unless a
 // callback throws (then it stays 0 and the next call comes here).
 template <class Policy>
-std::size_t BasicWheel<Policy>::advance_slow(Nanos now, std::size_t limit) {
+std::size_t WheelCore<Policy>::advance_slow(Nanos now, std::size_t limit) {
   if (in_advance_) return 0;
   ++stats_.passes;
   if ((unlink_queued_ | moves_queued_) != 0) flush_unlinks();
@@ -996,7 +994,7 @@ std::size_t BasicWheel<Policy>::advance_slow(Nanos now, std::size_t limit) {
 
 // The pass of an advance() that meets something on its way: callbacks, cascades, or leftovers.
 template <class Policy>
-std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
+std::size_t WheelCore<Policy>::pass(std::uint64_t target, std::size_t limit) {
   // From here callbacks run.
   const PassScope scope(*this);
   set_quiet_end(0);  // a nested advance() from a callback must not take the inline case (I9)
@@ -1038,7 +1036,7 @@ std::size_t BasicWheel<Policy>::pass(std::uint64_t target, std::size_t limit) {
 // due, and target in cur_'s level-1 unit, so that only level-0 slots hold events on the way (I2)
 // and no cascade is crossed; and next_event_ after cur_ (I7), which a step leaves it.
 template <class Policy>
-bool BasicWheel<Policy>::pass_stays_in_unit(std::uint64_t target, std::size_t limit) const noexcept {
+bool WheelCore<Policy>::pass_stays_in_unit(std::uint64_t target, std::size_t limit) const noexcept {
   return limit == std::numeric_limits<std::size_t>::max() &&
          ((nonempty_words_ >> (kDueSlot / 64)) & 1) == 0 && target < pace_at_ &&
          ((target ^ cur_) >> kLevelBits) == 0 && next_event_ > cur_;
@@ -1052,7 +1050,7 @@ bool BasicWheel<Policy>::pass_stays_in_unit(std::uint64_t target, std::size_t li
 // the wheel as pass() leaves it after one. Always inlined into advance_slow(), its one caller: a
 // call and a prologue fewer in every tick that fires (W3 at 10k: 534 -> 517 instructions).
 template <class Policy>
-inline std::size_t BasicWheel<Policy>::pass_in_unit(std::uint64_t target) {
+inline std::size_t WheelCore<Policy>::pass_in_unit(std::uint64_t target) {
   const PassScope scope(*this);
   set_quiet_end(0);  // as in pass()
   lag_bound_ = 0;
@@ -1085,13 +1083,13 @@ inline std::size_t BasicWheel<Policy>::pass_in_unit(std::uint64_t target) {
 // reschedule(), non-const calls, so a wheel with a non-empty queue was not defined const and the
 // cast is sound.
 template <class Policy>
-void BasicWheel<Policy>::finish_unlinks() const noexcept {
+void WheelCore<Policy>::finish_unlinks() const noexcept {
   // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): sound, as said above
-  if (unlink_queued_ != 0 || moves_queued_ != 0) const_cast<BasicWheel*>(this)->flush_unlinks();
+  if (unlink_queued_ != 0 || moves_queued_ != 0) const_cast<WheelCore*>(this)->flush_unlinks();
 }
 
 template <class Policy>
-std::optional<Nanos> BasicWheel<Policy>::next_deadline() const noexcept {
+std::optional<Nanos> WheelCore<Policy>::next_deadline() const noexcept {
   // Queued unlinks leave slots marked occupied by dead nodes; finish them so the answer is exact.
   finish_unlinks();
   if (pending_ == 0) return std::nullopt;
@@ -1110,7 +1108,7 @@ std::optional<Nanos> BasicWheel<Policy>::next_deadline() const noexcept {
 }
 
 template <class Policy>
-WheelStats BasicWheel<Policy>::stats() const noexcept {
+WheelStats WheelCore<Policy>::stats() const noexcept {
   WheelStats s = stats_;
   // `scheduled` is derived from the accounting identity (WheelStats), not counted: every timer
   // scheduled ends in a one-shot fire or a cancel, or is still pending, and fired - (rearmed -
@@ -1128,4 +1126,5 @@ WheelStats BasicWheel<Policy>::stats() const noexcept {
   return s;
 }
 
+}  // namespace detail
 }  // namespace tickwheel

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "tickwheel/wheel_types.hpp"
+
 namespace tickwheel::stress {
 
 struct Clock {
@@ -23,11 +25,8 @@ struct Clock {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
-  // The time point Engine::schedule_at() takes for a reading of now().
-  static std::chrono::steady_clock::time_point at(std::int64_t ns) noexcept {
-    return std::chrono::steady_clock::time_point(
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(ns)));
-  }
+  // The deadline Engine::schedule_at() takes for a reading of now().
+  static tickwheel::Nanos at(std::int64_t ns) noexcept { return tickwheel::Nanos(ns); }
 
   // Blocks until now() >= t (at once if it already is), retrying after signals. The kernel's timer
   // slack of the calling thread applies (50 us by default): the harness's own threads sleep with

@@ -46,7 +46,6 @@ namespace tickwheel::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
 // This file's names for the shared recording callable (engine_support.hpp): Hits counts runs and
 // destructions per id, atomically, so worker-mode tests may share it; declared before the Wheel or
@@ -135,8 +134,8 @@ TEST(BadInput, OverflowingDelaySaturatesToTheHorizon) {
   Engine e(manual());
   std::vector<Timer> handles;
   handles.push_back(e.schedule_after(Nanos::max(), Hit(&h, 3)));
-  handles.push_back(e.schedule_at(Clock::time_point::max(), Hit(&h, 4)));
-  handles.push_back(e.schedule_on(0, Nanos::max(), Hit(&h, 5)));
+  handles.push_back(e.schedule_at(Nanos::max(), Hit(&h, 4)));
+  handles.push_back(e.schedule_after_on(0, Nanos::max(), Hit(&h, 5)));
   for (const Timer& t : handles) ASSERT_TRUE(t);
   EXPECT_EQ(e.poll(0, advance_clock(std::chrono::hours(24 * 365 * 100))), 0u) << "ran a century in";
   EXPECT_EQ(e.stats().pending, 3u);
@@ -156,9 +155,9 @@ TEST(BadInput, DeadlineInThePastIsDueAtOnce) {
 
   Engine e(manual());
   const Nanos now = fake_now();
-  ASSERT_TRUE(e.schedule_at(at(now - 1s), Hit(&h, 3)));
-  ASSERT_TRUE(e.schedule_at(at(Nanos(-5)), Hit(&h, 4)));
-  ASSERT_TRUE(e.schedule_at(Clock::time_point::min(), Hit(&h, 5)));
+  ASSERT_TRUE(e.schedule_at(now - 1s, Hit(&h, 3)));
+  ASSERT_TRUE(e.schedule_at(Nanos(-5), Hit(&h, 4)));
+  ASSERT_TRUE(e.schedule_at(Nanos::min(), Hit(&h, 5)));
   EXPECT_EQ(e.poll(0, now), 3u);
   for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(h.ran[i].load(), 1) << i;
 }
@@ -205,7 +204,7 @@ TEST(BadInput, WheelNegativeStartIsRejectedNamingTheValue) {
 TEST(BadInput, WheelMaxPendingBeyondThePoolIsRejectedNamingTheValue) {
   expect_invalid([] { Wheel w({.max_pending = std::size_t{1} << 32}); }, {"max_pending", "got 4294967296"});
   Wheel w({.max_pending = (std::size_t{1} << 32) - 1});
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
 }
 
 // A reserve is node memory for that many timers, in the same 32-bit-indexed pool: above 2^32 - 1 it
@@ -316,7 +315,7 @@ TEST(BadInput, RefusedMemoryLockThrowsOnTheWheelAndIsReportedByTheEngine) {
       const std::vector<std::string> said = sink->containing("not locked: mlock refused");
       ASSERT_EQ(said.size(), 1u) << "expected one notice for the two shards";
       EXPECT_NE(said[0].find("RLIMIT_MEMLOCK is 0 bytes"), std::string::npos) << said[0];
-      ASSERT_TRUE(e.schedule_on(1, 0ns, Hit(&h, 0)));  // and the engine works
+      ASSERT_TRUE(e.schedule_after_on(1, 0ns, Hit(&h, 0)));  // and the engine works
       if (threads == Threads::manual) {
         EXPECT_EQ(e.poll(1), 1u);
       }
@@ -363,7 +362,7 @@ TEST(BadInput, ZeroShardsMeansOnePerPhysicalCore) {
   Engine e(workers(0));
   ASSERT_EQ(e.shard_count(), cores);
   EXPECT_EQ(e.stats().shards.size(), cores);
-  for (std::size_t s = 0; s < cores; ++s) ASSERT_TRUE(e.schedule_on(s, 0ns, Hit(&h, s)));
+  for (std::size_t s = 0; s < cores; ++s) ASSERT_TRUE(e.schedule_after_on(s, 0ns, Hit(&h, s)));
   ASSERT_TRUE(eventually([&] { return h.runs.load(std::memory_order_acquire) == cores; }));
 }
 
@@ -384,7 +383,7 @@ TEST(BadInput, MoreShardsThanCoresIsAllowedWithOneNotice) {
     EXPECT_EQ(e.shard_count(), cores + 1);
     EXPECT_EQ(sink->containing("shards on").size(), 1u);
     ASSERT_EQ(sink->containing(notice).size(), 1u) << "expected a notice containing: " << notice;
-    for (std::size_t s = 0; s <= cores; ++s) ASSERT_TRUE(e.schedule_on(s, 0ns, Hit(&h, s)));
+    for (std::size_t s = 0; s <= cores; ++s) ASSERT_TRUE(e.schedule_after_on(s, 0ns, Hit(&h, s)));
     ASSERT_TRUE(eventually([&] { return h.runs.load(std::memory_order_acquire) == cores + 1; }));
     for (std::size_t s = 0; s <= cores; ++s) EXPECT_EQ(h.ran[s].load(), 1) << "shard " << s;
   }
@@ -504,7 +503,7 @@ TEST(BadInput, EmptyStdFunctionThrowsBadFunctionCallWhenItRuns) {
   ASSERT_TRUE(id);
   EXPECT_THROW(w.advance(1ms), std::bad_function_call);
   EXPECT_EQ(w.stats().fired, 1u);
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_FALSE(w.cancel(id));
 
   Engine e(manual());
@@ -521,7 +520,7 @@ TEST(BadInput, NullFunctionPointerIsRefused) {
   Wheel w({.tick = 1ms});
   EXPECT_EQ(w.schedule_after(1ms, none).status(), Status::null_callback);
   EXPECT_EQ(w.schedule_every(1ms, none).status(), Status::null_callback);
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_EQ(w.stats().scheduled + w.stats().rejected, 0u);
   EXPECT_EQ(w.advance(10ms), 0u);
 
@@ -613,16 +612,16 @@ TEST(BadInput, CancelOfDefaultFailedStaleOrForgedHandlesIsFalse) {
   Hits h(8);
   Wheel w({.tick = 1ms, .max_pending = 3});
   const DeadIds d = dead_ids(w, h);
-  const std::size_t pending = w.pending();
+  const std::size_t pending = w.pending_count();
   for (const TimerId id : {TimerId{}, d.failed, d.fired, d.cancelled}) EXPECT_FALSE(w.cancel(id));
   for (const TimerId id : d.forged()) EXPECT_FALSE(w.cancel(id));
-  EXPECT_EQ(w.pending(), pending);
+  EXPECT_EQ(w.pending_count(), pending);
   EXPECT_EQ(w.stats().cancelled, 1u);
   EXPECT_TRUE(w.cancel(d.reused)) << "the node's current timer was touched";
 
   Engine e(manual());
   Timer none;
-  Timer no_shard = e.schedule_on(5, 0ns, Hit(&h, 5));
+  Timer no_shard = e.schedule_after_on(5, 0ns, Hit(&h, 5));
   Timer done = e.schedule_after(0ns, Hit(&h, 6));
   Timer later = e.schedule_after(1h, Hit(&h, 7));
   ASSERT_TRUE(done && later);
@@ -651,7 +650,7 @@ TEST(BadInput, PrefetchOfAnyIdChangesNothing) {
   for (const TimerId id : {TimerId{}, TimerId::from_raw(~std::uint64_t{0}), TimerId::from_raw(1)}) {
     empty.prefetch(id);
   }
-  EXPECT_EQ(empty.pending(), 0u);
+  EXPECT_EQ(empty.pending_count(), 0u);
   EXPECT_EQ(empty.stats().pool_nodes, 0u);
 
   Hits h(8);
@@ -662,7 +661,7 @@ TEST(BadInput, PrefetchOfAnyIdChangesNothing) {
   for (const TimerId id : d.forged()) ids.push_back(id);
   for (const TimerId id : ids) w.prefetch(id);
   const WheelStats after = w.stats();
-  EXPECT_EQ(w.pending(), 2u);
+  EXPECT_EQ(w.pending_count(), 2u);
   EXPECT_EQ(after.scheduled, before.scheduled);
   EXPECT_EQ(after.cancelled, before.cancelled);
   EXPECT_EQ(after.fired, before.fired);
@@ -677,7 +676,7 @@ TEST(BadInput, PrefetchOfAnyIdChangesNothing) {
 // ---------------------------------------------------------------------------------------------
 // The Engine's lifecycle
 
-// After stop(): every schedule fails with Status::stopped (schedule_on a missing shard still says
+// After stop(): every schedule fails with Status::stopped (schedule_after_on a missing shard still says
 // no_such_shard: the shard is checked first), the handle tests false, names shard 0 and cancels
 // nothing, the callable is destroyed at once, and the refusal counts in stats().rejected. A second
 // stop() returns nothing; poll() runs nothing.
@@ -687,16 +686,16 @@ TEST(BadInput, ScheduleAfterStopFailsWithStopped) {
   EXPECT_TRUE(e.stop().empty());
   std::vector<Timer> refused;
   refused.push_back(e.schedule_after(0ns, Hit(&h, 0)));
-  refused.push_back(e.schedule_at(at(fake_now()), Hit(&h, 1)));
-  refused.push_back(e.schedule_on(1, 1ms, Hit(&h, 2)));
-  refused.push_back(e.schedule_on(Engine::any_shard, 1ms, Hit(&h, 3)));
+  refused.push_back(e.schedule_at(fake_now(), Hit(&h, 1)));
+  refused.push_back(e.schedule_after_on(1, 1ms, Hit(&h, 2)));
+  refused.push_back(e.schedule_after_on(Engine::kAnyShard, 1ms, Hit(&h, 3)));
   for (Timer& t : refused) {
     EXPECT_FALSE(t);
     EXPECT_EQ(t.status(), Status::stopped);
     EXPECT_EQ(t.shard(), 0u);
     EXPECT_FALSE(t.cancel());
   }
-  EXPECT_EQ(e.schedule_on(2, 0ns, Hit(&h, 4)).status(), Status::no_such_shard);
+  EXPECT_EQ(e.schedule_after_on(2, 0ns, Hit(&h, 4)).status(), Status::no_such_shard);
   for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(h.destroyed[i].load(), 1) << "callable " << i;
   EXPECT_EQ(e.stats().rejected, 4u);
   EXPECT_TRUE(e.stop().empty());
@@ -775,7 +774,7 @@ TEST(BadInput, MaxPendingReachedRejectsAndCounts) {
   EXPECT_EQ(over.status(), Status::max_pending_reached);
   EXPECT_EQ(h.destroyed[kLimit].load(), 1);
   EXPECT_EQ(w.stats().rejected, 1u);
-  EXPECT_EQ(w.pending(), kLimit);
+  EXPECT_EQ(w.pending_count(), kLimit);
   EXPECT_TRUE(w.cancel(ids[0]));
   EXPECT_TRUE(w.schedule_after(1h, Hit(&h, kLimit + 1)));
 
@@ -800,13 +799,13 @@ TEST(BadInput, MaxPendingReachedRejectsAndCounts) {
   EXPECT_EQ(e.stop().size(), kLimit);
 }
 
-// schedule_on() a shard that does not exist: Status::no_such_shard, the callable destroyed at once,
-// nothing counted (no shard to count it in). Engine::any_shard is not such a shard.
+// schedule_after_on() a shard that does not exist: Status::no_such_shard, the callable destroyed at once,
+// nothing counted (no shard to count it in). Engine::kAnyShard is not such a shard.
 TEST(BadInput, ScheduleOnAMissingShardFailsWithNoSuchShard) {
   Hits h(4);
   Engine e(manual(2));
-  for (std::size_t shard : {std::size_t{2}, std::size_t{1000}, Engine::any_shard - 1}) {
-    const Timer t = e.schedule_on(shard, 0ns, Hit(&h, 0));
+  for (std::size_t shard : {std::size_t{2}, std::size_t{1000}, Engine::kAnyShard - 1}) {
+    const Timer t = e.schedule_after_on(shard, 0ns, Hit(&h, 0));
     EXPECT_FALSE(t);
     EXPECT_EQ(t.status(), Status::no_such_shard) << shard;
   }
@@ -814,7 +813,7 @@ TEST(BadInput, ScheduleOnAMissingShardFailsWithNoSuchShard) {
   const EngineStats s = e.stats();
   EXPECT_EQ(s.rejected, 0u);
   EXPECT_EQ(s.scheduled + s.queue_depth, 0u);
-  const Timer any = e.schedule_on(Engine::any_shard, 0ns, Hit(&h, 1));
+  const Timer any = e.schedule_after_on(Engine::kAnyShard, 0ns, Hit(&h, 1));
   ASSERT_TRUE(any);
   EXPECT_LT(any.shard(), 2u);
   EXPECT_EQ(e.poll(any.shard()), 1u);
@@ -835,7 +834,7 @@ TEST(BadInput, PollMisuseIsRefused) {
   } catch (const std::out_of_range& err) {
     EXPECT_NE(std::string(err.what()).find("shard 2 of 2"), std::string::npos) << err.what();
   }
-  EXPECT_THROW((void)e.poll(Engine::any_shard), std::out_of_range);
+  EXPECT_THROW((void)e.poll(Engine::kAnyShard), std::out_of_range);
   EXPECT_THROW((void)e.next_deadline(7), std::out_of_range);
   EXPECT_EQ(e.poll(1), 0u);
 }
@@ -884,7 +883,7 @@ TEST(BadInput, RescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
     EXPECT_EQ(w.remaining(id), std::nullopt) << id.raw();
   }
   EXPECT_EQ(w.stats().rescheduled, before.rescheduled);
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   EXPECT_EQ(w.deadline(current), 2h + 1ms) << "the node's current timer was touched";
   EXPECT_EQ(h.ran[0].load() + h.ran[4].load(), 0) << "clear() ran a callback";
   EXPECT_EQ(h.destroyed[0].load() + h.destroyed[4].load(), 2) << "clear() did not destroy each callable once";
@@ -900,7 +899,7 @@ TEST(BadInput, EngineRescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
   Timer fired = e.schedule_after(1ms, Probe(&t, 0));
   Timer cancelled = e.schedule_after(1ms, Probe(&t, 1));
   Timer cleared = e.schedule_after(1h, Probe(&t, 2));
-  Timer failed = e.schedule_on(3, 1ms, Probe(&t, 3));
+  Timer failed = e.schedule_after_on(3, 1ms, Probe(&t, 3));
   ASSERT_TRUE(cancelled.cancel());
   advance_clock(1ms);
   ASSERT_EQ(e.poll(0), 1u);
@@ -919,8 +918,8 @@ TEST(BadInput, EngineRescheduleAndQueriesOfHandlesThatNameNoPendingTimer) {
   const auto check = [&] {
     for (Timer& d : dead) {
       EXPECT_FALSE(d.reschedule_after(5ms)) << d.raw();
-      EXPECT_FALSE(d.reschedule(at(fake_now()))) << d.raw();
-      EXPECT_FALSE(d.pending()) << d.raw();
+      EXPECT_FALSE(d.reschedule(fake_now())) << d.raw();
+      EXPECT_FALSE(d.is_pending()) << d.raw();
       EXPECT_EQ(d.deadline(), std::nullopt) << d.raw();
       EXPECT_EQ(d.remaining(), std::nullopt) << d.raw();
     }
@@ -952,8 +951,8 @@ TEST(BadInput, PostClearOfAMissingShardOrAfterStopIsRefused) {
           << error.what();
     }
   }
-  Timer a = manual_engine.schedule_on(1, 1h, Probe(&t, 0));
-  Timer b = worker_engine.schedule_on(0, 1h, Probe(&t, 1));
+  Timer a = manual_engine.schedule_after_on(1, 1h, Probe(&t, 0));
+  Timer b = worker_engine.schedule_after_on(0, 1h, Probe(&t, 1));
   std::vector<Timer> back = manual_engine.stop();
   std::vector<Timer> back_w = worker_engine.stop();
   ASSERT_EQ(back.size() + back_w.size(), 2u);
@@ -962,7 +961,7 @@ TEST(BadInput, PostClearOfAMissingShardOrAfterStopIsRefused) {
     EXPECT_FALSE(e->post_clear_all());
     EXPECT_THROW((void)e->post_clear(7), std::out_of_range);
   }
-  EXPECT_TRUE(a.pending() && b.pending()) << "a refused clear cancelled something";
+  EXPECT_TRUE(a.is_pending() && b.is_pending()) << "a refused clear cancelled something";
   EXPECT_TRUE(a.cancel() && b.cancel());
 }
 
@@ -1021,7 +1020,7 @@ TEST(BadInput, ClearFromInsideACallbackIsRefused) {
   ASSERT_TRUE(w.schedule_after(2ms, Hit(&h, 0)));
   EXPECT_EQ(w.advance(1ms), 1u);
   EXPECT_EQ(inner, 0u);
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   EXPECT_EQ(w.advance(2ms), 1u);
   EXPECT_EQ(h.ran[0].load(), 1);
 }

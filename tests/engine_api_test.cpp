@@ -60,8 +60,8 @@ TEST(EngineApi, OwnThreadRescheduleMovesLaterAndEarlierKeepingHandleAndCallable)
   Timer a = o.engine.schedule_after(10ms, Probe(&t, 0));
   Timer b = o.engine.schedule_after(10ms, Probe(&t, 1));
   ASSERT_TRUE(a && b);
-  EXPECT_TRUE(a.reschedule_after(50ms));         // later
-  EXPECT_TRUE(b.reschedule(at(o.start + 3ms)));  // earlier
+  EXPECT_TRUE(a.reschedule_after(50ms));     // later
+  EXPECT_TRUE(b.reschedule(o.start + 3ms));  // earlier
   EXPECT_EQ(a.deadline(), o.start + 50ms);
   EXPECT_EQ(b.deadline(), o.start + 3ms);
   EXPECT_EQ(o.engine.next_deadline(0), o.start + 3ms) << "exact right after an owner's move";
@@ -70,7 +70,7 @@ TEST(EngineApi, OwnThreadRescheduleMovesLaterAndEarlierKeepingHandleAndCallable)
   EXPECT_EQ(t.ran[1].load(), 1);
   advance_clock(20ms);
   EXPECT_EQ(o.engine.poll(0), 0u) << "the old deadline of the moved timer ran it";
-  EXPECT_TRUE(a.pending());
+  EXPECT_TRUE(a.is_pending());
   advance_clock(27ms);
   EXPECT_EQ(o.engine.poll(0), 1u);
   EXPECT_EQ(t.ran[0].load(), 1);
@@ -85,7 +85,7 @@ TEST(EngineApi, RescheduleOfATimerThatIsNotPendingIsFalseAndTouchesNothing) {
   Tally t(4);
   Owned o;
   EXPECT_FALSE(Timer{}.reschedule_after(1ms));
-  EXPECT_FALSE(Timer{}.reschedule(at(o.start)));
+  EXPECT_FALSE(Timer{}.reschedule(o.start));
   Timer fired = o.engine.schedule_after(1ms, Probe(&t, 0));
   Timer cancelled = o.engine.schedule_after(1ms, Probe(&t, 1));
   ASSERT_TRUE(cancelled.cancel());
@@ -99,7 +99,7 @@ TEST(EngineApi, RescheduleOfATimerThatIsNotPendingIsFalseAndTouchesNothing) {
   EXPECT_FALSE(cancelled.reschedule_after(1ms));
   EXPECT_EQ(reused.deadline(), fake_now() + 5ms) << "a stale reschedule moved the node's current timer";
   // A failed schedule's handle.
-  Timer failed = o.engine.schedule_on(7, 1ms, Probe(&t, 3));
+  Timer failed = o.engine.schedule_after_on(7, 1ms, Probe(&t, 3));
   EXPECT_FALSE(failed.reschedule_after(1ms));
 }
 
@@ -146,7 +146,7 @@ TEST(EngineApi, APeriodicTimerMovedBetweenRunsRestartsItsGridThereAndIsRefusedWh
   advance_clock(10ms);
   EXPECT_EQ(o.engine.poll(0), 1u);
   EXPECT_EQ(c.refused, 1) << "a periodic timer asking from its own callback";
-  EXPECT_TRUE(c.every.reschedule(at(o.start + 35ms)));
+  EXPECT_TRUE(c.every.reschedule(o.start + 35ms));
   EXPECT_EQ(c.every.deadline(), o.start + 35ms);
   for (int i = 0; i < 7; ++i) {
     advance_clock(5ms);
@@ -164,13 +164,13 @@ TEST(EngineApi, RescheduleToAPastOrOverflowingDeadlineIsAsASchedule) {
   Timer past = o.engine.schedule_after(1h, Probe(&t, 0));
   Timer negative = o.engine.schedule_after(1h, Probe(&t, 1));
   Timer far = o.engine.schedule_after(1ms, Probe(&t, 2));
-  EXPECT_TRUE(past.reschedule(at(o.start - 5ms)));
-  EXPECT_TRUE(negative.reschedule(std::chrono::steady_clock::time_point::min()));
+  EXPECT_TRUE(past.reschedule(o.start - 5ms));
+  EXPECT_TRUE(negative.reschedule(Nanos::min()));
   EXPECT_TRUE(far.reschedule_after(Nanos::max()));
   EXPECT_EQ(negative.deadline(), 0ns);
   EXPECT_GT(*far.deadline(), Nanos::max() / 2) << "clamped to the horizon, near the end of Nanos";
   EXPECT_EQ(o.engine.poll(0), 2u) << "the past and negative ones, at the same now";
-  EXPECT_TRUE(far.pending());
+  EXPECT_TRUE(far.is_pending());
   EXPECT_TRUE(far.cancel());
 }
 
@@ -190,10 +190,10 @@ TEST(EngineApi, TheOwnersRelativeDeadlinesCountFromTheLoopTime) {
   advance_clock(3ms);
   if (o.engine.prepare_wait(0, o.engine.next_deadline(0))) o.engine.finish_wait(0);  // start + 8ms
   EXPECT_EQ(o.engine.schedule_after(10ms, [] {}).deadline(), o.start + 18ms);
-  EXPECT_EQ(o.engine.schedule_at(at(fake_now() + 1ms), [] {}).deadline(), o.start + 9ms) << "exact";
+  EXPECT_EQ(o.engine.schedule_at(fake_now() + 1ms, [] {}).deadline(), o.start + 9ms) << "exact";
   std::thread([&] {
     advance_clock(1ms);
-    EXPECT_EQ(o.engine.schedule_on(0, 10ms, [] {}).deadline(), o.start + 19ms) << "the clock";
+    EXPECT_EQ(o.engine.schedule_after_on(0, 10ms, [] {}).deadline(), o.start + 19ms) << "the clock";
   }).join();
   EXPECT_EQ(o.engine.clear(0), 5u);
 }
@@ -204,7 +204,7 @@ TEST(EngineApi, TheOwnersCancelOfAHandOffNotTakenInYet) {
   Tally t(2);
   Owned o;
   Timer there;
-  std::thread([&] { there = o.engine.schedule_on(0, 1ms, Probe(&t, 0)); }).join();
+  std::thread([&] { there = o.engine.schedule_after_on(0, 1ms, Probe(&t, 0)); }).join();
   Timer here = o.engine.schedule_after(1ms, Probe(&t, 1));
   EXPECT_TRUE(there.cancel());
   EXPECT_TRUE(here.cancel());
@@ -226,8 +226,8 @@ TEST(EngineApi, AReschedulePostedFromAnotherThreadTakesEffectAtTheNextPass) {
   Timer a = engine.schedule_after(5ms, Probe(&t, 0));
   EXPECT_EQ(engine.poll(0), 0u);                       // taken in
   Timer b = engine.schedule_after(5ms, Probe(&t, 1));  // still in the hand-off queue
-  EXPECT_TRUE(a.reschedule(at(start + 20ms)));
-  EXPECT_TRUE(b.reschedule(at(start + 30ms))) << "a hand-off in transit is moved too";
+  EXPECT_TRUE(a.reschedule(start + 20ms));
+  EXPECT_TRUE(b.reschedule(start + 30ms)) << "a hand-off in transit is moved too";
   EXPECT_EQ(a.deadline(), start + 5ms) << "not applied before the shard's pass: the old deadline";
   EXPECT_EQ(b.deadline(), start + 5ms);
   advance_clock(5ms);
@@ -291,7 +291,7 @@ TEST(EngineApi, TheLastPostedRescheduleWinsAcrossThreads) {
     for (int i = 0; i < kThreads; ++i) {
       threads.emplace_back([&, i] {
         while (turn.load(std::memory_order_acquire) != i) std::this_thread::yield();
-        EXPECT_TRUE(timer.reschedule(at(when[i])));
+        EXPECT_TRUE(timer.reschedule(when[i]));
         turn.store(i + 1, std::memory_order_release);
       });
     }
@@ -311,8 +311,8 @@ TEST(EngineApi, TheOwnersRescheduleAfterAPostedOneWins) {
   Tally t(1);
   Owned o;
   Timer timer = o.engine.schedule_after(10s, Probe(&t, 0));
-  std::thread([&] { EXPECT_TRUE(timer.reschedule(at(o.start + 20ms))); }).join();
-  EXPECT_TRUE(timer.reschedule(at(o.start + 10s)));
+  std::thread([&] { EXPECT_TRUE(timer.reschedule(o.start + 20ms)); }).join();
+  EXPECT_TRUE(timer.reschedule(o.start + 10s));
   EXPECT_EQ(timer.deadline(), o.start + 10s);
   advance_clock(1s);
   EXPECT_EQ(o.engine.poll(0), 0u) << "the posted move, older, came back";
@@ -374,7 +374,7 @@ TEST(EngineApi, AfterStopARescheduleFromAnotherThreadIsFalse) {
   std::vector<Timer> back = engine.stop();
   ASSERT_EQ(back.size(), 1u);
   EXPECT_FALSE(a.reschedule_after(1ms));
-  EXPECT_TRUE(a.pending());
+  EXPECT_TRUE(a.is_pending());
   EXPECT_TRUE(back[0].cancel());
 }
 
@@ -386,7 +386,7 @@ TEST(EngineApi, DeadlineAndRemainingInEveryState) {
   EXPECT_EQ(Timer{}.deadline(), std::nullopt);
   EXPECT_EQ(Timer{}.remaining(), std::nullopt);
   // Pending, rounded up to the tick.
-  Timer pending = o.engine.schedule_at(at(o.start + 2500us), Probe(&t, 0));
+  Timer pending = o.engine.schedule_at(o.start + 2500us, Probe(&t, 0));
   EXPECT_EQ(pending.deadline(), o.start + 3ms);
   EXPECT_EQ(pending.remaining(), 3ms);
   // In transit: scheduled by another thread, not yet taken in by a poll.
@@ -437,14 +437,14 @@ TEST(EngineApi, DeadlineAndRemainingFromAThreadNotTheShardsInEveryState) {
   Tally t(4);
   Engine engine(manual(1));
   const Nanos start = fake_now();
-  Timer linked = engine.schedule_at(at(start + 2500us), Probe(&t, 0));
+  Timer linked = engine.schedule_at(start + 2500us, Probe(&t, 0));
   EXPECT_EQ(engine.poll(0), 0u);  // taken in
   Timer transit = engine.schedule_after(7ms, Probe(&t, 1));
   EXPECT_EQ(linked.deadline(), start + 3ms) << "pending, linked";
   EXPECT_EQ(linked.remaining(), 3ms);
   EXPECT_EQ(transit.deadline(), start + 7ms) << "pending, a hand-off not taken in";
   // A posted move reads the old deadline until the shard applies it.
-  ASSERT_TRUE(transit.reschedule(at(start + 9ms)));
+  ASSERT_TRUE(transit.reschedule(start + 9ms));
   EXPECT_EQ(transit.deadline(), start + 7ms);
   // Running: each callback asks about itself from a thread of its own, while it runs.
   struct Self {
@@ -476,7 +476,7 @@ TEST(EngineApi, DeadlineAndRemainingFromAThreadNotTheShardsInEveryState) {
   EXPECT_EQ(once.deadline(), std::nullopt);
   EXPECT_EQ(reuse.deadline(), start + 5ms);
   EXPECT_EQ(Timer{}.remaining(), std::nullopt);
-  EXPECT_EQ(engine.schedule_on(3, 1ms, Probe(&t, 3)).deadline(), std::nullopt) << "a failed schedule";
+  EXPECT_EQ(engine.schedule_after_on(3, 1ms, Probe(&t, 3)).deadline(), std::nullopt) << "a failed schedule";
   // Handed back by stop(): pending, with its deadline, until cancelled.
   std::vector<Timer> back = engine.stop();
   EXPECT_EQ(back.size(), 3u);
@@ -497,8 +497,8 @@ TEST(EngineApi, RawRoundTripsOnEveryShardAndNodesFromOverflowPools) {
   std::vector<Timer> timers;
   timers.reserve(2 * kN);
   for (std::size_t i = 0; i < kN; ++i) {
-    timers.push_back(engine.schedule_on(0, 1h, [] {}));
-    timers.push_back(engine.schedule_on(1, 1h, [] {}));
+    timers.push_back(engine.schedule_after_on(0, 1h, [] {}));
+    timers.push_back(engine.schedule_after_on(1, 1h, [] {}));
   }
   std::vector<std::uint64_t> raws;
   raws.reserve(timers.size());
@@ -514,7 +514,7 @@ TEST(EngineApi, RawRoundTripsOnEveryShardAndNodesFromOverflowPools) {
     ASSERT_TRUE(back);
     EXPECT_EQ(back.shard(), timers[i].shard());
     EXPECT_EQ(back.raw(), timers[i].raw());
-    ASSERT_TRUE(back.pending());
+    ASSERT_TRUE(back.is_pending());
     if (i % 2 == 0) {
       EXPECT_TRUE(back.cancel());  // through the raw form
     }
@@ -532,7 +532,7 @@ TEST(EngineApi, BadOrStaleRawValuesGiveEmptyOrStaleTimers) {
   Tally t(2);
   Owned o;
   EXPECT_EQ(Timer{}.raw(), 0u);
-  EXPECT_EQ(o.engine.schedule_on(9, 1ms, Probe(&t, 0)).raw(), 0u) << "a failed schedule";
+  EXPECT_EQ(o.engine.schedule_after_on(9, 1ms, Probe(&t, 0)).raw(), 0u) << "a failed schedule";
   const Timer empty = o.engine.timer_from_raw(0);
   EXPECT_FALSE(empty);
   EXPECT_EQ(empty.status(), Status::no_timer);
@@ -556,7 +556,7 @@ TEST(EngineApi, BadOrStaleRawValuesGiveEmptyOrStaleTimers) {
   for (int i = 0; i < 100'000; ++i) {
     const Timer random_one = o.engine.timer_from_raw(rng());
     if (random_one) {
-      EXPECT_FALSE(random_one.pending()) << "a random raw value matched a live timer";
+      EXPECT_FALSE(random_one.is_pending()) << "a random raw value matched a live timer";
     }
   }
   // Stale: the timer fired; its node reused.
@@ -565,13 +565,13 @@ TEST(EngineApi, BadOrStaleRawValuesGiveEmptyOrStaleTimers) {
   Timer reused = o.engine.schedule_after(1ms, [] {});
   Timer stale = o.engine.timer_from_raw(raw);
   EXPECT_TRUE(stale) << "names the timer that was";
-  EXPECT_FALSE(stale.pending());
+  EXPECT_FALSE(stale.is_pending());
   EXPECT_FALSE(stale.cancel());
-  EXPECT_TRUE(reused.pending());
+  EXPECT_TRUE(reused.is_pending());
   // Another engine's raw value names nothing live here.
   Engine other(manual(1));
   Timer there = other.schedule_after(1h, [] {});
-  EXPECT_FALSE(o.engine.timer_from_raw(there.raw()).pending());
+  EXPECT_FALSE(o.engine.timer_from_raw(there.raw()).is_pending());
   EXPECT_TRUE(there.cancel());
 }
 
@@ -593,7 +593,7 @@ TEST(EngineApi, AnotherEnginesRawValuesMatchNoneOfThisEnginesTimers) {
     for (const std::uint64_t raw : theirs) {
       Timer here = a.timer_from_raw(raw);
       ASSERT_TRUE(here) << "the locator names one of this engine's nodes";
-      matched += here.pending() ? 1 : 0;
+      matched += here.is_pending() ? 1 : 0;
       EXPECT_FALSE(here.cancel()) << "a foreign raw value cancelled one of this engine's timers";
       EXPECT_FALSE(here.reschedule_after(1ms));
     }
@@ -603,11 +603,11 @@ TEST(EngineApi, AnotherEnginesRawValuesMatchNoneOfThisEnginesTimers) {
   std::vector<Timer> later;
   for (int i = 0; i < kTimers; ++i) later.push_back(c.schedule_after(1h, [] {}));
   for (const std::uint64_t raw : theirs) {
-    EXPECT_FALSE(a.timer_from_raw(raw).pending()) << "a destroyed engine's raw value, here";
-    EXPECT_FALSE(c.timer_from_raw(raw).pending()) << "a destroyed engine's raw value, on a later engine";
+    EXPECT_FALSE(a.timer_from_raw(raw).is_pending()) << "a destroyed engine's raw value, here";
+    EXPECT_FALSE(c.timer_from_raw(raw).is_pending()) << "a destroyed engine's raw value, on a later engine";
   }
-  for (const Timer& t : mine) EXPECT_TRUE(t.pending()) << "none of a's timers was touched";
-  for (const Timer& t : later) EXPECT_TRUE(t.pending());
+  for (const Timer& t : mine) EXPECT_TRUE(t.is_pending()) << "none of a's timers was touched";
+  for (const Timer& t : later) EXPECT_TRUE(t.is_pending());
 }
 
 // ---- clear() and for_each_pending() ----
@@ -620,8 +620,8 @@ TEST(EngineApi, ClearCancelsEveryPendingTimerHandOffsIncludedAndRunsNone) {
   timers.push_back(o.engine.schedule_after(1h, Probe(&t, 1)));
   timers.push_back(o.engine.schedule_every(5ms, Probe(&t, 2)));
   std::thread([&] {
-    timers.push_back(o.engine.schedule_on(0, 2ms, Probe(&t, 3)));  // in transit
-    timers.push_back(o.engine.schedule_on(0, 2ms, Probe(&t, 4)));
+    timers.push_back(o.engine.schedule_after_on(0, 2ms, Probe(&t, 3)));  // in transit
+    timers.push_back(o.engine.schedule_after_on(0, 2ms, Probe(&t, 4)));
     EXPECT_TRUE(timers.back().cancel());  // a cancel posted, not yet retired
   }).join();
   Timer moved = o.engine.schedule_after(1ms, Probe(&t, 5));
@@ -647,10 +647,10 @@ TEST(EngineApi, ClearCancelsEveryPendingTimerHandOffsIncludedAndRunsNone) {
 TEST(EngineApi, ClearFromACallbackOnTheShardWithWorkerThreads) {
   Tally t(3);
   Engine engine(workers(1));
-  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
-  Timer b = engine.schedule_on(0, 1h, Probe(&t, 1));
+  Timer a = engine.schedule_after_on(0, 1h, Probe(&t, 0));
+  Timer b = engine.schedule_after_on(0, 1h, Probe(&t, 1));
   std::atomic<std::size_t> cleared{99};
-  Timer c = engine.schedule_on(0, 0ns, [&] { cleared.store(engine.clear(0)); });
+  Timer c = engine.schedule_after_on(0, 0ns, [&] { cleared.store(engine.clear(0)); });
   ASSERT_TRUE(eventually([&] { return cleared.load() != 99; }));
   EXPECT_EQ(cleared.load(), 2u);
   EXPECT_TRUE(a.cancelled() && b.cancelled());
@@ -667,7 +667,7 @@ TEST(EngineApi, ForEachPendingVisitsEveryPendingTimerWithItsDeadline) {
   Timer gone = o.engine.schedule_after(1ms, Probe(&t, 2));
   ASSERT_TRUE(gone.cancel());
   Timer transit;
-  std::thread([&] { transit = o.engine.schedule_on(0, 3ms, Probe(&t, 3)); }).join();
+  std::thread([&] { transit = o.engine.schedule_after_on(0, 3ms, Probe(&t, 3)); }).join();
   std::vector<std::pair<std::uint64_t, Nanos>> seen;
   const std::size_t n = o.engine.for_each_pending(
       0, [&](Timer timer, Nanos deadline) { seen.emplace_back(timer.raw(), deadline); });
@@ -686,7 +686,7 @@ TEST(EngineApi, ForEachPendingVisitsEveryPendingTimerWithItsDeadline) {
       EXPECT_TRUE(timer.cancel());
     }
     if (timer.raw() == b.raw()) {
-      EXPECT_TRUE(timer.reschedule(at(o.start + 4ms)));
+      EXPECT_TRUE(timer.reschedule(o.start + 4ms));
     }
   });
   EXPECT_TRUE(a.cancelled());
@@ -733,7 +733,7 @@ TEST(EngineApi, APostedClearIsServedByTheNextPollBeforeAnythingRuns) {
   EXPECT_TRUE(engine.post_clear(0));
   EXPECT_TRUE(engine.post_clear(0)) << "a second request before the pass";
   EXPECT_EQ(engine.next_deadline(0), fake_now()) << "a clear waits: the loop must poll now";
-  for (const Timer& timer : timers) EXPECT_TRUE(timer.pending()) << "served before the pass";
+  for (const Timer& timer : timers) EXPECT_TRUE(timer.is_pending()) << "served before the pass";
   EXPECT_EQ(engine.stats().clears, 0u);
   advance_clock(1ms);  // every timer but one is due now: none may run
   EXPECT_EQ(engine.poll(0), 0u);
@@ -765,9 +765,9 @@ TEST(EngineApi, APostedClearIsServedByTheNextPollBeforeAnythingRuns) {
 TEST(EngineApi, AClearPostedBeforeStopAndNotServedIsServedByStop) {
   Tally t(3);
   Engine engine(manual(2));
-  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
-  Timer b = engine.schedule_on(1, 1h, Probe(&t, 1));
-  Timer c = engine.schedule_on(1, 2h, Probe(&t, 2));
+  Timer a = engine.schedule_after_on(0, 1h, Probe(&t, 0));
+  Timer b = engine.schedule_after_on(1, 1h, Probe(&t, 1));
+  Timer c = engine.schedule_after_on(1, 2h, Probe(&t, 2));
   EXPECT_TRUE(engine.post_clear(1));
   std::vector<Timer> back = engine.stop();
   ASSERT_EQ(back.size(), 1u) << "shard 1's timers cancelled by stop()'s drain, shard 0's handed back";
@@ -801,12 +801,12 @@ TEST(EngineApi, APostedClearBeforeTheFirstStartClearsNothingLater) {
 TEST(EngineApi, PostClearAllServesEachShardAtItsOwnNextPoll) {
   Tally t(4);
   Engine engine(manual(2));
-  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
-  Timer b = engine.schedule_on(1, 1h, Probe(&t, 1));
+  Timer a = engine.schedule_after_on(0, 1h, Probe(&t, 0));
+  Timer b = engine.schedule_after_on(1, 1h, Probe(&t, 1));
   EXPECT_TRUE(engine.post_clear_all());
   EXPECT_EQ(engine.poll(0), 0u);
   EXPECT_TRUE(a.cancelled());
-  EXPECT_TRUE(b.pending()) << "shard 1 has not polled yet";
+  EXPECT_TRUE(b.is_pending()) << "shard 1 has not polled yet";
   EXPECT_EQ(engine.next_deadline(1), fake_now());
   EXPECT_EQ(engine.poll(1), 0u);
   EXPECT_TRUE(b.cancelled());
@@ -840,8 +840,8 @@ TEST(EngineApi, APostFromACallbackIsServedAtTheNextPassAndThePassUnderWayGoesOn)
   // taken its recycled node, and its handle then reads neither expired nor cancelled.
   EXPECT_TRUE(first.expired());
   EXPECT_EQ(t.ran[2].load(), 1) << "the owner's timer due in the same pass ran in it";
-  EXPECT_FALSE(second.pending());
-  EXPECT_TRUE(far.pending() && c.direct.pending());
+  EXPECT_FALSE(second.is_pending());
+  EXPECT_TRUE(far.is_pending() && c.direct.is_pending());
   EXPECT_EQ(o.engine.poll(0), 0u);
   EXPECT_TRUE(far.cancelled() && c.direct.cancelled());
   EXPECT_EQ(t.destroyed[1].load() + t.destroyed[3].load(), 2);
@@ -857,7 +857,7 @@ TEST(EngineApi, APostFromAVisitorIsServedAfterTheWalk) {
   EXPECT_EQ(o.engine.for_each_pending(0,
                                       [&](Timer timer, Nanos) {
                                         posted += o.engine.post_clear(0) ? 1 : 0;
-                                        EXPECT_TRUE(timer.pending());
+                                        EXPECT_TRUE(timer.is_pending());
                                       }),
             3u);
   EXPECT_EQ(posted, 3u);
@@ -899,7 +899,7 @@ TEST(EngineApi, APostedClearWakesAWaitingLoop) {
 TEST(EngineApiRace, AnEarlierMoveWakesTheSleepingWorker) {
   Tally t(1);
   Engine engine(workers(1));
-  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
+  Timer a = engine.schedule_after_on(0, 1h, Probe(&t, 0));
   ASSERT_TRUE(eventually([&] { return engine.stats().scheduled == 1; }));
   EXPECT_TRUE(a.reschedule_after(1ms));
   EXPECT_TRUE(t.wait_runs(1)) << "the worker slept through a move to 1 ms";
@@ -915,7 +915,7 @@ TEST(EngineApiRace, DeadlineFromAThreadNotTheShardsWithWorkersInEveryState) {
   auto executor = pool(1);
   Engine engine(workers(1, executor));
   const Nanos base = Nanos((now_ns() / 1'000'000 + 1) * 1'000'000) + 1h;  // on the tick
-  Timer far = engine.schedule_at(at(base), Probe(&t, 0));
+  Timer far = engine.schedule_at(base, Probe(&t, 0));
   EXPECT_EQ(far.deadline(), base) << "whether or not the worker has taken it in yet";
   Timer soon = engine.schedule_after(0ns, Probe(&t, 1));
   ASSERT_TRUE(t.wait_runs(1));
@@ -932,7 +932,7 @@ TEST(EngineApiRace, DeadlineFromAThreadNotTheShardsWithWorkersInEveryState) {
     if (runs.fetch_add(1) == 0) gate.pass();
   });
   ASSERT_TRUE(gate.wait_entered());
-  EXPECT_TRUE(every.pending());
+  EXPECT_TRUE(every.is_pending());
   EXPECT_EQ(every.deadline(), std::nullopt) << "a periodic timer out on its task";
   gate.release();
   ASSERT_TRUE(eventually([&] { return runs.load() >= 3; }));
@@ -940,7 +940,7 @@ TEST(EngineApiRace, DeadlineFromAThreadNotTheShardsWithWorkersInEveryState) {
   std::optional<Nanos> next;
   ASSERT_TRUE(eventually([&] { return (next = every.deadline()).has_value(); }));
   EXPECT_EQ(next->count() % engine.tick().count(), 0);
-  EXPECT_TRUE(far.reschedule(at(base + 1h)));
+  EXPECT_TRUE(far.reschedule(base + 1h));
   EXPECT_TRUE(eventually([&] { return far.deadline() == base + 1h; })) << "the posted move applied";
   std::vector<Timer> back = engine.stop();
   EXPECT_EQ(back.size(), 2u);
@@ -1013,7 +1013,7 @@ TEST(EngineApiRace, DeadlineReadersRacingReschedulesCancelsFiresAndReuse) {
       (void)handles[i].cancel();
     } else {  // near (due soon after base, or at once) or far
       const std::int64_t k = rng() % 4 == 0 ? 0 : static_cast<std::int64_t>(rng() % 4096);
-      (void)handles[i].reschedule(at(deadline_of(i, k)));
+      (void)handles[i].reschedule(deadline_of(i, k));
     }
   };
   for (std::size_t i = 0; i < n; ++i) {
@@ -1028,7 +1028,7 @@ TEST(EngineApiRace, DeadlineReadersRacingReschedulesCancelsFiresAndReuse) {
       ASSERT_TRUE(eventually([&] { return (first = handles[i].deadline()).has_value(); }));
       first_residue[i] = residue(*first);
     } else {
-      handles[i] = engine.schedule_at(at(deadline_of(i, k)), [] {});
+      handles[i] = engine.schedule_at(deadline_of(i, k), [] {});
       ASSERT_TRUE(handles[i]) << i;
     }
     published.store(i + 1, std::memory_order_release);
@@ -1047,8 +1047,8 @@ TEST(EngineApiRace, DeadlineReadersRacingReschedulesCancelsFiresAndReuse) {
 TEST(EngineApiRace, APostedClearWakesTheSleepingWorkerAndSparesARunUnderWay) {
   Tally t(3);
   Engine engine(workers(1, pool(1)));
-  Timer a = engine.schedule_on(0, 1h, Probe(&t, 0));
-  Timer b = engine.schedule_on(0, 2h, Probe(&t, 1));
+  Timer a = engine.schedule_after_on(0, 1h, Probe(&t, 0));
+  Timer b = engine.schedule_after_on(0, 2h, Probe(&t, 1));
   HoldGate gate;
   const ReleaseOnExit release{gate};
   std::atomic<int> runs{0};
@@ -1061,7 +1061,7 @@ TEST(EngineApiRace, APostedClearWakesTheSleepingWorkerAndSparesARunUnderWay) {
       << "the sleeping worker was not woken";
   EXPECT_EQ(t.total_destroyed(), 2);
   EXPECT_TRUE(eventually([&] { return engine.stats().clears == 1; }));
-  EXPECT_TRUE(every.pending()) << "a run under way is not cancelled";
+  EXPECT_TRUE(every.is_pending()) << "a run under way is not cancelled";
   gate.release();
   EXPECT_TRUE(eventually([&] { return runs.load() >= 3; })) << "it runs on";
   EXPECT_TRUE(every.cancel());
@@ -1127,7 +1127,7 @@ TEST(EngineApiRace, PostedClearsRacingSchedulesAndCancelsKeepExactlyOnce) {
       std::vector<std::size_t> far;  // this thread's far timers since its last clear
       for (std::size_t i = k * per; i < (k + 1) * per; ++i) {
         const bool is_far = rng() % 2 == 0;
-        handles[i] = engine.schedule_on(shard, is_far ? 1h : Nanos(rng() % 2'000'000), Probe(&t, i));
+        handles[i] = engine.schedule_after_on(shard, is_far ? 1h : Nanos(rng() % 2'000'000), Probe(&t, i));
         if (!handles[i]) continue;
         if (is_far) far.push_back(i);
         const std::size_t victim = k * per + rng() % (i - k * per + 1);
@@ -1137,7 +1137,7 @@ TEST(EngineApiRace, PostedClearsRacingSchedulesAndCancelsKeepExactlyOnce) {
           // Each far timer scheduled before the call is cancelled by the pass that serves it
           // (by this clear or the clearing thread's), unless this thread's cancel won first.
           for (const std::size_t f : far) {
-            if (!eventually([&] { return !handles[f].pending(); })) unserved.fetch_add(1);
+            if (!eventually([&] { return !handles[f].is_pending(); })) unserved.fetch_add(1);
           }
           far.clear();
         }
@@ -1196,7 +1196,7 @@ TEST(EngineApiRace, ReschedulesRacingFiresCancelsAndStopKeepExactlyOnce) {
       std::mt19937 rng(static_cast<unsigned>(k + 1));
       while (!go.load()) std::this_thread::yield();
       for (std::size_t i = k * per; i < (k + 1) * per; ++i) {
-        handles[i] = engine.schedule_on(i % 2, Nanos(rng() % 2'000'000), Probe(&t, i));
+        handles[i] = engine.schedule_after_on(i % 2, Nanos(rng() % 2'000'000), Probe(&t, i));
         done.fetch_add(1, std::memory_order_relaxed);
         if (!handles[i]) continue;  // stop() came first: its callable was destroyed
         // A few earlier timers of this thread: move, cancel, or move through the raw form.
@@ -1209,7 +1209,7 @@ TEST(EngineApiRace, ReschedulesRacingFiresCancelsAndStopKeepExactlyOnce) {
               moves_true += engine.timer_from_raw(handles[victim].raw()).reschedule_after(0ns) ? 1 : 0;
               break;
             case 2: won[victim] |= handles[victim].cancel() ? 1 : 0; break;
-            default: (void)handles[victim].pending(); break;
+            default: (void)handles[victim].is_pending(); break;
           }
         }
       }

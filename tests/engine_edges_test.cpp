@@ -204,7 +204,7 @@ TEST(EngineEdges, TheDestructorNeedsNoMemoryWithWorkersAndTimersPending) {
     std::atomic<long> destroyed{0};
     auto e = std::make_unique<Engine>(quiet_workers(2));
     for (long i = 0; i < kN; ++i) {
-      if (!e->schedule_on(static_cast<std::size_t>(i) % 2, 1h, Destroys(&destroyed))) return 1;
+      if (!e->schedule_after_on(static_cast<std::size_t>(i) % 2, 1h, Destroys(&destroyed))) return 1;
     }
     if (!limit_address_space(mapped_bytes())) return 2;  // no room at all
     e.reset();
@@ -339,15 +339,15 @@ TEST(EngineEdges, PendingCountsWhatIsScheduledAndNotYetClaimedNorCancelled) {
 // too), cancelled, a periodic timer between and during its runs, failed, default, stale.
 TEST(EngineEdges, PendingTellsEveryStateOfAHandle) {
   Engine e(manual());
-  EXPECT_FALSE(Timer().pending());
+  EXPECT_FALSE(Timer().is_pending());
   Timer in_transit = e.schedule_after(1ms, [] {});
-  EXPECT_TRUE(in_transit.pending()) << "a hand-off not yet taken by its shard";
+  EXPECT_TRUE(in_transit.is_pending()) << "a hand-off not yet taken by its shard";
   EXPECT_EQ(e.poll(0), 0u);
-  EXPECT_TRUE(in_transit.pending()) << "linked in the wheel";
+  EXPECT_TRUE(in_transit.is_pending()) << "linked in the wheel";
   struct Self {
     Timer* self;
     int* seen;
-    void operator()() const noexcept { *seen = self->pending() ? 1 : 0; }
+    void operator()() const noexcept { *seen = self->is_pending() ? 1 : 0; }
   };
   Timer one_shot;
   int seen_one_shot = -1;
@@ -359,28 +359,28 @@ TEST(EngineEdges, PendingTellsEveryStateOfAHandle) {
   EXPECT_EQ(e.poll(0), 3u);
   EXPECT_EQ(seen_one_shot, 0) << "a one-shot asking about itself from its callback";
   EXPECT_EQ(seen_periodic, 1) << "a periodic timer asking from its callback";
-  EXPECT_FALSE(in_transit.pending()) << "fired";
-  EXPECT_FALSE(one_shot.pending());
-  EXPECT_TRUE(periodic.pending()) << "a periodic timer between runs";
+  EXPECT_FALSE(in_transit.is_pending()) << "fired";
+  EXPECT_FALSE(one_shot.is_pending());
+  EXPECT_TRUE(periodic.is_pending()) << "a periodic timer between runs";
   ASSERT_TRUE(periodic.cancel());
-  EXPECT_FALSE(periodic.pending()) << "cancelled";
+  EXPECT_FALSE(periodic.is_pending()) << "cancelled";
   Timer cancelled = e.schedule_after(1h, [] {});
   ASSERT_TRUE(cancelled.cancel());
-  EXPECT_FALSE(cancelled.pending());
+  EXPECT_FALSE(cancelled.is_pending());
   (void)e.poll(0);  // recycles the nodes: a new timer may take one
   Timer reuse = e.schedule_after(1h, [] {});
-  EXPECT_TRUE(reuse.pending());
-  EXPECT_FALSE(in_transit.pending()) << "a stale handle whose node may hold another timer";
+  EXPECT_TRUE(reuse.is_pending());
+  EXPECT_FALSE(in_transit.is_pending()) << "a stale handle whose node may hold another timer";
   EXPECT_EQ(e.stop().size(), 1u);
-  EXPECT_FALSE(e.schedule_after(1h, [] {}).pending()) << "a failed schedule";
+  EXPECT_FALSE(e.schedule_after(1h, [] {}).is_pending()) << "a failed schedule";
 }
 
 // ---- 3. Shutdown ----
 
 TEST(EngineEdges, AfterStopNextDeadlineIsNulloptAndPollRunsNothing) {
   Engine e(manual(2));
-  ASSERT_TRUE(e.schedule_on(0, 0ns, [] {}));
-  ASSERT_TRUE(e.schedule_on(1, 1h, [] {}));
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, [] {}));
+  ASSERT_TRUE(e.schedule_after_on(1, 1h, [] {}));
   ASSERT_TRUE(e.next_deadline(0).has_value());
   EXPECT_EQ(e.stop().size(), 2u);
   EXPECT_EQ(e.next_deadline(0), std::nullopt) << "a loop sleeping until it would spin forever";

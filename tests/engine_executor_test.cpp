@@ -44,7 +44,7 @@ std::thread::id worker_thread_of(Engine& e, std::size_t shard) {
       done->store(true, std::memory_order_release);
     }
   };
-  EXPECT_TRUE(e.schedule_on(shard, 0ns, Probe{&id, &done}));
+  EXPECT_TRUE(e.schedule_after_on(shard, 0ns, Probe{&id, &done}));
   EXPECT_TRUE(eventually([&] { return done.load(std::memory_order_acquire); }));
   return id;
 }
@@ -188,7 +188,7 @@ TEST(EngineExecutor, AUsersOwnExecutorRunsTheCallbacksOnItsThread) {
   std::atomic<int> on_loop{0}, elsewhere{0};
   const std::thread::id loop_id = loop->id();
   for (int i = 0; i < 1000; ++i) {
-    ASSERT_TRUE(e.schedule_on(i % 2, Nanos(50us) * (i % 10), [&, loop_id] {
+    ASSERT_TRUE(e.schedule_after_on(i % 2, Nanos(50us) * (i % 10), [&, loop_id] {
       (std::this_thread::get_id() == loop_id ? on_loop : elsewhere).fetch_add(1);
     }));
   }

@@ -57,25 +57,25 @@ EngineOptions counted(WakeCount& w, std::size_t shards = 1) {
 TEST(EngineLoop, AnEarlierHandOffWakesAWaitingLoopAndNothingElseDoes) {
   WakeCount w;
   Engine e(counted(w, 2));
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(e.schedule_on(1, 10ms, [] {}));
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(e.schedule_after_on(1, 10ms, [] {}));
   EXPECT_EQ(w.calls.load(), 0) << "a loop that announced no wait was woken";
   EXPECT_FALSE(e.prepare_wait(1, fake_now() + 10ms)) << "hand-offs wait: the loop must poll, not wait";
   EXPECT_EQ(e.poll(1), 0u);  // takes them in
 
   ASSERT_TRUE(e.prepare_wait(1, fake_now() + 10ms));
-  ASSERT_TRUE(e.schedule_on(1, 1h, [] {}));
+  ASSERT_TRUE(e.schedule_after_on(1, 1h, [] {}));
   EXPECT_EQ(w.calls.load(), 0) << "a hand-off due after the loop's wait woke it";
-  Timer later = e.schedule_on(1, 20ms, [] {});
+  Timer later = e.schedule_after_on(1, 20ms, [] {});
   EXPECT_EQ(w.calls.load(), 0);
   ASSERT_TRUE(later.cancel());
   EXPECT_EQ(w.calls.load(), 0) << "a cancel woke the loop";
-  ASSERT_TRUE(e.schedule_on(1, 1ms, [] {}));
+  ASSERT_TRUE(e.schedule_after_on(1, 1ms, [] {}));
   EXPECT_EQ(w.calls.load(), 1) << "a hand-off due before the loop's wait did not wake it";
   EXPECT_EQ(w.last_shard.load(), 1u);
-  ASSERT_TRUE(e.schedule_on(0, 1ms, [] {}));
+  ASSERT_TRUE(e.schedule_after_on(0, 1ms, [] {}));
   EXPECT_EQ(w.calls.load(), 1) << "a hand-off to another shard woke this one's loop";
   e.finish_wait(1);
-  ASSERT_TRUE(e.schedule_on(1, 1ms, [] {}));
+  ASSERT_TRUE(e.schedule_after_on(1, 1ms, [] {}));
   EXPECT_EQ(w.calls.load(), 1) << "a loop that finished its wait was woken";
   EXPECT_EQ(e.stop().size(), 104u);
 }
@@ -88,12 +88,12 @@ TEST(EngineLoop, AHandOffDueWithinTheTickTheLoopWakesForDoesNotWakeIt) {
   advance_clock(300us);  // inside a tick
   const Nanos tick_end = std::chrono::ceil<std::chrono::milliseconds>(fake_now());
   ASSERT_TRUE(e.prepare_wait(0, tick_end));
-  ASSERT_TRUE(e.schedule_on(0, 0ns, [] {}));
-  ASSERT_TRUE(e.schedule_on(0, tick_end - fake_now(), [] {}));
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, [] {}));
+  ASSERT_TRUE(e.schedule_after_on(0, tick_end - fake_now(), [] {}));
   EXPECT_EQ(w.calls.load(), 0) << "a hand-off due by the end of the tick the loop wakes at woke it";
-  ASSERT_TRUE(e.schedule_on(0, tick_end - fake_now() + 1ns, [] {}));
+  ASSERT_TRUE(e.schedule_after_on(0, tick_end - fake_now() + 1ns, [] {}));
   EXPECT_EQ(w.calls.load(), 0) << "a hand-off due in a later tick woke the loop";
-  ASSERT_TRUE(e.schedule_on(0, -1ms, [] {}));
+  ASSERT_TRUE(e.schedule_after_on(0, -1ms, [] {}));
   EXPECT_EQ(w.calls.load(), 1) << "a hand-off of an ended tick did not wake the loop";
   e.finish_wait(0);
   advance_clock(tick_end - fake_now());
@@ -179,7 +179,8 @@ class EpollLoop {
       ran.store(true);
     };
     job_.store(&job);
-    e_.schedule_on(shard_, 0ns, [] {}).cancel();  // a hand-off wakes the loop; cancelled, it runs nothing
+    e_.schedule_after_on(shard_, 0ns, [] {
+      }).cancel();  // a hand-off wakes the loop; cancelled, it runs nothing
     ASSERT_TRUE(eventually([&] { return ran.load(); }));
   }
 
@@ -318,7 +319,7 @@ TEST(EngineLoop, OwnershipMisuseIsRefused) {
   EXPECT_THROW(e.own_shard(0), std::logic_error) << "two owners";
   EXPECT_THROW(e.release_shard(0), std::logic_error) << "released by a thread that does not own it";
   EXPECT_NO_THROW((void)e.poll(1));
-  Timer t = e.schedule_on(0, 1h, [] {});  // from another thread: the queue, as always
+  Timer t = e.schedule_after_on(0, 1h, [] {});  // from another thread: the queue, as always
   EXPECT_TRUE(t);
   EXPECT_EQ(e.stats().shards[0].queue_depth, 1u);
   leave.store(true);
@@ -334,7 +335,7 @@ TEST(EngineLoop, TheOwnerMayStopTheEngineAndDestroyIt) {
     Engine e(manual(2));
     e.own_shard(0);
     ASSERT_TRUE(e.schedule_after(1h, [] {}));
-    ASSERT_TRUE(e.schedule_on(1, 1h, [] {}));
+    ASSERT_TRUE(e.schedule_after_on(1, 1h, [] {}));
     EXPECT_EQ(e.stop().size(), 2u) << "the owner's stop() returns every pending timer";
     EXPECT_THROW(e.release_shard(0), std::logic_error) << "stop() ended the ownership";
     EXPECT_THROW(e.own_shard(0), std::logic_error) << "no owner after stop()";
@@ -411,7 +412,7 @@ TEST(EngineLoop, TheOwnersPollOfItsShardFromInsideThatShardsPassIsRefused) {
   e.own_shard(0);
   int inner_refused = 0;
   int ran_on_1 = 0;
-  ASSERT_TRUE(e.schedule_on(1, 0ns, [&] {
+  ASSERT_TRUE(e.schedule_after_on(1, 0ns, [&] {
     ++ran_on_1;
     try {
       (void)e.poll(0);
@@ -442,7 +443,7 @@ TEST(EngineLoop, StopFromAnotherThreadWakesTheOwnersLoopAndWaitsForItToLetGo) {
 
 TEST(EngineLoop, ScheduleAtOnTakesAShard) {
   Engine e(manual(2));
-  const auto when = std::chrono::steady_clock::time_point(fake_now() + 3ms);
+  const Nanos when = fake_now() + 3ms;
   Timer t = e.schedule_at_on(1, when, [] {});
   ASSERT_TRUE(t);
   EXPECT_EQ(t.shard(), 1u);
@@ -487,7 +488,7 @@ TEST(EngineLoop, ALoopExecutorRunsEachShardsCallbacksOnTheLoopThatOwnsIt) {
   }
   for (std::size_t shard = 0; shard < 2; ++shard) {
     for (int i = 0; i < kPerShard; ++i) {
-      ASSERT_TRUE(e.schedule_on(shard, Nanos(i * 10'000), [s = &seen, shard] {
+      ASSERT_TRUE(e.schedule_after_on(shard, Nanos(i * 10'000), [s = &seen, shard] {
         if (std::this_thread::get_id() != s->loop_ids[shard].load()) s->wrong_thread.fetch_add(1);
         s->ran[shard].fetch_add(1);
       }));
@@ -566,9 +567,9 @@ TEST(EngineLoop, TwoLoopsDrainingALoopExecutorMayBothStopTheEngine) {
   auto schedule = [s] {  // once both loops are their lanes' loops
     ASSERT_TRUE(eventually([&] { return s->drained.load() == 2; }));
     for (std::size_t shard = 0; shard < 2; ++shard) {
-      ASSERT_TRUE(s->e->schedule_on(shard, 1h, [] {}));
-      ASSERT_TRUE(
-          s->e->schedule_on(shard, 0ns, [s, shard] { s->ran_on[shard].store(std::this_thread::get_id()); }));
+      ASSERT_TRUE(s->e->schedule_after_on(shard, 1h, [] {}));
+      ASSERT_TRUE(s->e->schedule_after_on(
+          shard, 0ns, [s, shard] { s->ran_on[shard].store(std::this_thread::get_id()); }));
     }
   };
   ASSERT_TRUE(all_return({[loop] { loop(0); }, [loop] { loop(1); }, schedule}))
@@ -618,7 +619,7 @@ TEST(EngineLoop, ALoopThatDrainsOnlyWhenItsFdIsReadableLosesNoWakeUp) {
     ::close(ep);
   });
   for (int round = 1; round <= kRounds; ++round) {
-    const auto when = std::chrono::steady_clock::now() + 20ms;
+    const Nanos when = e.now() + 20ms;
     for (int i = 0; i < kPerRound; ++i) ASSERT_TRUE(e.schedule_at(when, [&ran] { ran.fetch_add(1); }));
     ASSERT_TRUE(eventually([&] { return ran.load() == round * kPerRound; }));
   }

@@ -79,7 +79,7 @@ TEST(EngineManual, ScheduleAndCancelFromOtherThreadsGoThroughTheQueues) {
   std::thread producer([&] {
     for (int i = 0; i < 200; ++i) {
       timers[static_cast<std::size_t>(i)] =
-          e.schedule_on(static_cast<std::size_t>(i % 2), 1ms, Record{&log, i});
+          e.schedule_after_on(static_cast<std::size_t>(i % 2), 1ms, Record{&log, i});
     }
     for (std::size_t i = 0; i < timers.size(); i += 2) EXPECT_TRUE(timers[i].cancel());
   });
@@ -137,13 +137,9 @@ TEST(EngineManual, AnOverdueHandOffFiresInTheNextPollNotARevolutionLater) {
   const Nanos start = fake_now();
   const Nanos moved_on = advance_clock(10s);
   EXPECT_EQ(e.poll(0, moved_on), 0u);
-  auto at = [](Nanos t) {
-    using Steady = std::chrono::steady_clock;
-    return Steady::time_point(std::chrono::duration_cast<Steady::duration>(t));
-  };
   std::thread producer([&] {
-    ASSERT_TRUE(e.schedule_at(at(start + 1ms), Record{&log, 1}));
-    ASSERT_TRUE(e.schedule_at(at(moved_on - 511ms), Record{&log, 2}));  // almost a revolution ago
+    ASSERT_TRUE(e.schedule_at(start + 1ms, Record{&log, 1}));
+    ASSERT_TRUE(e.schedule_at(moved_on - 511ms, Record{&log, 2}));  // almost a revolution ago
   });
   producer.join();
   EXPECT_EQ(e.poll(0, moved_on), 2u);
@@ -180,7 +176,7 @@ TEST(EngineManual, ACallbackSchedulesOnItsOwnShardAndCannotLivelockThePoll) {
       if (++*runs < 3) *inner = e->schedule_after(0ns, Again{e, inner, runs});
     }
   };
-  ASSERT_TRUE(e.schedule_on(1, 0ns, Again{&e, &inner, &runs}));
+  ASSERT_TRUE(e.schedule_after_on(1, 0ns, Again{&e, &inner, &runs}));
   EXPECT_EQ(e.poll(1), 1u) << "a re-arm at zero delay must wait for the next poll";
   ASSERT_TRUE(inner);
   EXPECT_EQ(inner.shard(), 1u) << "a callback's schedule went to another shard";
@@ -258,7 +254,7 @@ TEST(EngineManual, MisuseIsRefusedWithAClearError) {
       }).join();
     }
   };
-  ASSERT_TRUE(manual_engine.schedule_on(0, 0ns, PollFromAnotherThread{&manual_engine, &refused}));
+  ASSERT_TRUE(manual_engine.schedule_after_on(0, 0ns, PollFromAnotherThread{&manual_engine, &refused}));
   EXPECT_EQ(manual_engine.poll(0), 1u);
   EXPECT_TRUE(refused);
 }

@@ -1,6 +1,6 @@
 // Tier 3 (engine, concurrency; run it under TSan too): the exactly-once accounting test of the
 // multicore tickwheel::Engine, from the Engine issue's Tests section. Producer threads schedule
-// (delays spread over 0..200 ms, a few far out or in the past, through schedule_after, schedule_on
+// (delays spread over 0..200 ms, a few far out or in the past, through schedule_after, schedule_after_on
 // and schedule_at), canceller threads cancel handles picked at random among the recently
 // published ones (a third of all timers are candidates; the others' states are only read), one callback in
 // eight schedules a new timer (on its own shard, or handed to another), and stop() races all of it part-way
@@ -138,8 +138,8 @@ struct Ctx {
     Timer t;
     switch (how) {
       case kAfter: t = engine->schedule_after(delay, Job(this, id)); break;
-      case kOn: t = engine->schedule_on(shard, delay, Job(this, id)); break;
-      case kAt: t = engine->schedule_at(Clock::time_point(Nanos(start) + delay), Job(this, id)); break;
+      case kOn: t = engine->schedule_after_on(shard, delay, Job(this, id)); break;
+      case kAt: t = engine->schedule_at(Nanos(start) + delay, Job(this, id)); break;
     }
     if (t) {
       scheduled[id] = 1;

@@ -58,13 +58,6 @@ inline constexpr bool kOptimised = false;
 // The steady clock's now in nanoseconds: the time base of a worker-mode engine.
 inline std::int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 
-// The time_point that schedule_at() takes for `t` on the engine's clock (the injected one of
-// Threads::manual included: the engine reads the time_point's time_since_epoch()).
-inline std::chrono::steady_clock::time_point at(Nanos t) {
-  return std::chrono::steady_clock::time_point(
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(t));
-}
-
 // Per-timer records, indexed by an id captured in the callable. `runs` is bumped with release after
 // the per-id writes, so a thread that saw it reach N (acquire) may read them. `seq` numbers the
 // runs, for order checks in caller-driven tests (one thread). Declared before the Engine (or Wheel)

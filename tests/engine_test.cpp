@@ -146,8 +146,8 @@ TEST(EngineLifecycle, StartIsIdempotent) {
   Engine e(workers(2));
   e.start();
   e.start();
-  ASSERT_TRUE(e.schedule_on(0, 0ns, Probe(&t, 0)));
-  ASSERT_TRUE(e.schedule_on(1, 0ns, Probe(&t, 1)));
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, Probe(&t, 0)));
+  ASSERT_TRUE(e.schedule_after_on(1, 0ns, Probe(&t, 1)));
   ASSERT_TRUE(t.wait_runs(2));
   EXPECT_TRUE(e.stop().empty());
 }
@@ -167,7 +167,7 @@ TEST(EngineLifecycle, StopIsIdempotentAndLaterSchedulesFailWithStopped) {
   Engine e(workers(2));
   std::vector<Timer> handles;
   for (std::size_t i = 0; i < 4; ++i) {
-    handles.push_back(e.schedule_on(i % 2, 1h, Probe(&t, i)));
+    handles.push_back(e.schedule_after_on(i % 2, 1h, Probe(&t, i)));
     ASSERT_TRUE(handles.back());
   }
   std::vector<Timer> first = e.stop();
@@ -176,8 +176,8 @@ TEST(EngineLifecycle, StopIsIdempotentAndLaterSchedulesFailWithStopped) {
   EXPECT_TRUE(e.stop().empty());
 
   Timer a = e.schedule_after(0ns, Probe(&t, 4));
-  Timer b = e.schedule_on(1, 0ns, Probe(&t, 5));
-  Timer c = e.schedule_at(Clock::now(), Probe(&t, 6));
+  Timer b = e.schedule_after_on(1, 0ns, Probe(&t, 5));
+  Timer c = e.schedule_at(e.now(), Probe(&t, 6));
   for (const Timer* x : {&a, &b, &c}) {
     EXPECT_FALSE(*x);
     EXPECT_EQ(x->status(), Status::stopped);
@@ -190,14 +190,14 @@ TEST(EngineLifecycle, StopIsIdempotentAndLaterSchedulesFailWithStopped) {
 TEST(EngineLifecycle, SchedulesRefusedAfterStopAreCountedAsRejected) {
   Tally t(3);
   Engine e(workers(2));
-  ASSERT_TRUE(e.schedule_on(0, 0ns, Probe(&t, 0)));
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, Probe(&t, 0)));
   ASSERT_TRUE(t.wait_runs(1));
   EXPECT_TRUE(e.stop().empty());
   const std::uint64_t before = e.stats().rejected;
   EXPECT_EQ(e.schedule_after(0ns, Probe(&t, 1)).status(), Status::stopped);
-  EXPECT_EQ(e.schedule_on(1, 0ns, Probe(&t, 2)).status(), Status::stopped);
+  EXPECT_EQ(e.schedule_after_on(1, 0ns, Probe(&t, 2)).status(), Status::stopped);
   EXPECT_EQ(e.stats().rejected, before + 2) << "schedules refused after stop() are not counted";
-  EXPECT_EQ(e.stats().shards[1].rejected, 1u) << "a refused schedule_on(1) is not counted on shard 1";
+  EXPECT_EQ(e.stats().shards[1].rejected, 1u) << "a refused schedule_after_on(1) is not counted on shard 1";
 }
 
 TEST(EngineLifecycle, StopReturnsExactlyTheTimersThatNeitherFiredNorWereCancelled) {
@@ -207,7 +207,7 @@ TEST(EngineLifecycle, StopReturnsExactlyTheTimersThatNeitherFiredNorWereCancelle
   std::vector<Timer> handles;
   for (std::size_t i = 0; i < kN; ++i) {
     const Nanos delay = i < kFire ? Nanos(0) : Nanos(1h);
-    handles.push_back(e->schedule_on(i % 2, delay, Probe(&t, i)));
+    handles.push_back(e->schedule_after_on(i % 2, delay, Probe(&t, i)));
     ASSERT_TRUE(handles.back()) << i;
     EXPECT_EQ(handles.back().shard(), i % 2);
   }
@@ -324,7 +324,7 @@ TEST(EngineLifecycle, DestructionStopsAndDestroysEveryCallable) {
   {
     Engine e(workers(2));
     for (std::size_t i = 0; i < kN; ++i) {
-      ASSERT_TRUE(e.schedule_on(i % 2, i < kN / 2 ? Nanos(0) : Nanos(1h), Probe(&t, i)));
+      ASSERT_TRUE(e.schedule_after_on(i % 2, i < kN / 2 ? Nanos(0) : Nanos(1h), Probe(&t, i)));
     }
     ASSERT_TRUE(t.wait_runs(kN / 2));
   }
@@ -379,8 +379,8 @@ void expect_never_early(EngineOptions opts) {
   for (std::size_t i = 0; i < n; ++i) {
     const Nanos d = delays[i % delays.size()];
     t.due_ns[i] = now_ns() + std::max<std::int64_t>(d.count(), 0);
-    Timer x =
-        i % 3 == 0 ? e.schedule_after(d, Probe(&t, i)) : e.schedule_on(i % e.shard_count(), d, Probe(&t, i));
+    Timer x = i % 3 == 0 ? e.schedule_after(d, Probe(&t, i))
+                         : e.schedule_after_on(i % e.shard_count(), d, Probe(&t, i));
     ASSERT_TRUE(x) << i;
   }
   ASSERT_TRUE(t.wait_runs(n));
@@ -399,12 +399,12 @@ TEST(EngineSchedule, NeverFiresBeforeItsDeadlineAtAFineTick) { expect_never_earl
 TEST(EngineSchedule, ScheduleAtATimePoint) {
   Tally t(3);
   Engine e(workers(2));
-  const auto deadline = Clock::now() + 15ms;
-  t.due_ns[0] = deadline.time_since_epoch().count();
+  const Nanos deadline = e.now() + 15ms;
+  t.due_ns[0] = deadline.count();
   std::vector<Timer> handles;
   handles.push_back(e.schedule_at(deadline, Probe(&t, 0)));
-  handles.push_back(e.schedule_at(Clock::now() - 1s, Probe(&t, 1)));         // in the past: runs at once
-  handles.push_back(e.schedule_at(Clock::time_point::max(), Probe(&t, 2)));  // clamped, never due
+  handles.push_back(e.schedule_at(e.now() - 1s, Probe(&t, 1)));  // in the past: runs at once
+  handles.push_back(e.schedule_at(Nanos::max(), Probe(&t, 2)));  // clamped, never due
   for (const Timer& h : handles) ASSERT_TRUE(h);
   ASSERT_TRUE(t.wait_runs(2));
   EXPECT_GE(t.fired_ns[0], t.due_ns[0]) << "fired " << (t.due_ns[0] - t.fired_ns[0]) << "ns early";
@@ -433,7 +433,7 @@ TEST(EngineSchedule, ScheduleOnRunsOnThatShardsWorker) {
   Tally t(kShards * kPer);
   Engine e(workers(kShards));
   for (std::size_t i = 0; i < kShards * kPer; ++i) {
-    Timer x = e.schedule_on(i % kShards, Nanos(std::chrono::milliseconds(i % 4)), Probe(&t, i));
+    Timer x = e.schedule_after_on(i % kShards, Nanos(std::chrono::milliseconds(i % 4)), Probe(&t, i));
     ASSERT_TRUE(x);
     EXPECT_EQ(x.shard(), i % kShards);
   }
@@ -452,8 +452,8 @@ TEST(EngineSchedule, ScheduleOnRunsOnThatShardsWorker) {
 TEST(EngineSchedule, ScheduleOnAMissingShardFails) {
   Tally t(3);
   Engine e(workers(2));
-  Timer a = e.schedule_on(e.shard_count(), 0ns, Probe(&t, 0));
-  Timer b = e.schedule_on(e.shard_count() + 1000, 0ns, Probe(&t, 1));
+  Timer a = e.schedule_after_on(e.shard_count(), 0ns, Probe(&t, 0));
+  Timer b = e.schedule_after_on(e.shard_count() + 1000, 0ns, Probe(&t, 1));
   for (const Timer* x : {&a, &b}) {
     EXPECT_FALSE(*x);
     EXPECT_EQ(x->status(), Status::no_such_shard);
@@ -461,7 +461,7 @@ TEST(EngineSchedule, ScheduleOnAMissingShardFails) {
   }
   EXPECT_EQ(t.destroyed[0].load(), 1);
   EXPECT_EQ(t.destroyed[1].load(), 1);
-  Timer any = e.schedule_on(Engine::any_shard, 0ns, Probe(&t, 2));  // any_shard is "the caller's"
+  Timer any = e.schedule_after_on(Engine::kAnyShard, 0ns, Probe(&t, 2));  // kAnyShard is "the caller's"
   ASSERT_TRUE(any);
   EXPECT_LT(any.shard(), e.shard_count());
   ASSERT_TRUE(t.wait_runs(1));
@@ -672,19 +672,19 @@ TEST(EngineLifecycle, CallbacksThatCancelAndScheduleWhileStopJoinsThemDoNotDeadl
     Status scheduled = Status::no_timer;
   } st;
   st.e = &e;
-  st.victim = e.schedule_on(0, 1h, [] {});
+  st.victim = e.schedule_after_on(0, 1h, [] {});
   ASSERT_TRUE(st.victim);
-  ASSERT_TRUE(e.schedule_on(0, 0ns, [s = &st] {
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, [s = &st] {
     s->entered.store(true);
     // stop() has begun once a schedule is refused. Probing from the worker never blocks: its own
     // shard's schedules link straight into its wheel (those returned by stop() too).
     const auto until = Clock::now() + 10s;
-    while (s->e->schedule_on(0, 1h, [] {}).status() != Status::stopped && Clock::now() < until) {
+    while (s->e->schedule_after_on(0, 1h, [] {}).status() != Status::stopped && Clock::now() < until) {
       ++s->probes;
       std::this_thread::yield();
     }
     s->cancelled.store(s->victim.cancel());
-    s->scheduled = s->e->schedule_on(1, 1h, [] {}).status();
+    s->scheduled = s->e->schedule_after_on(1, 1h, [] {}).status();
   }));
   ASSERT_TRUE(eventually([&] { return st.entered.load(); }));
   std::atomic<bool> stopped{false};
@@ -772,10 +772,10 @@ TEST(EngineCallback, SchedulesOnItsOwnShardAndOnAnother) {
   Engine e(workers(2));
   n.engine = &e;
   n.tally = &t;
-  ASSERT_TRUE(e.schedule_on(1, 0ns, [n = &n] {
+  ASSERT_TRUE(e.schedule_after_on(1, 0ns, [n = &n] {
     n->parent_thread = std::this_thread::get_id();
-    n->child_own = n->engine->schedule_after(1ms, Probe(n->tally, 0));    // the worker's own shard
-    n->child_other = n->engine->schedule_on(0, 1ms, Probe(n->tally, 1));  // a hand-off from a worker
+    n->child_own = n->engine->schedule_after(1ms, Probe(n->tally, 0));          // the worker's own shard
+    n->child_other = n->engine->schedule_after_on(0, 1ms, Probe(n->tally, 1));  // a hand-off from a worker
     n->done.store(true, std::memory_order_release);
   }));
   ASSERT_TRUE(eventually([&] { return n.done.load(std::memory_order_acquire); }));
@@ -821,10 +821,10 @@ TEST(EngineCallback, CancelsAnotherTimer) {
     std::atomic<int> won{0};
     std::atomic<bool> done{false};
   } ctx;
-  ctx.victims[0] = e.schedule_on(0, 1h, Probe(&t, 0));  // same shard as the canceller
-  ctx.victims[1] = e.schedule_on(1, 1h, Probe(&t, 1));  // another shard
+  ctx.victims[0] = e.schedule_after_on(0, 1h, Probe(&t, 0));  // same shard as the canceller
+  ctx.victims[1] = e.schedule_after_on(1, 1h, Probe(&t, 1));  // another shard
   ASSERT_TRUE(ctx.victims[0] && ctx.victims[1]);
-  ASSERT_TRUE(e.schedule_on(0, 0ns, [c = &ctx] {
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, [c = &ctx] {
     c->won.fetch_add(c->victims[0].cancel() ? 1 : 0);
     c->won.fetch_add(c->victims[1].cancel() ? 1 : 0);
     c->done.store(true);
@@ -903,7 +903,7 @@ TEST(EngineBackpressure, MaxPendingPerShardRejectsTheNextSchedule) {
   EXPECT_EQ(over.status(), Status::max_pending_reached);
   EXPECT_EQ(e.stats().rejected, 1u);
   EXPECT_EQ(e.stats().shards[0].rejected, 1u);
-  Timer again = e.schedule_on(0, 0ns, Probe(&t, kLimit + 1));
+  Timer again = e.schedule_after_on(0, 0ns, Probe(&t, kLimit + 1));
   EXPECT_EQ(again.status(), Status::max_pending_reached);
   EXPECT_EQ(e.stats().rejected, 2u);
   EXPECT_EQ(t.destroyed[kLimit].load(), 1);
@@ -992,9 +992,9 @@ TEST(EngineIdle, AfterABurstAndWithAFarTimerPending) {
   Tally t(202);
   Engine e(Opts(2).tick(1ms).wait(WaitStrategy::sleep));
   for (std::size_t i = 0; i < 200; ++i)
-    ASSERT_TRUE(e.schedule_on(i % 2, Nanos(std::chrono::milliseconds(i % 20)), Probe(&t, i)));
-  ASSERT_TRUE(e.schedule_on(0, 1h, Probe(&t, 200)));
-  ASSERT_TRUE(e.schedule_on(1, 1h, Probe(&t, 201)));
+    ASSERT_TRUE(e.schedule_after_on(i % 2, Nanos(std::chrono::milliseconds(i % 20)), Probe(&t, i)));
+  ASSERT_TRUE(e.schedule_after_on(0, 1h, Probe(&t, 200)));
+  ASSERT_TRUE(e.schedule_after_on(1, 1h, Probe(&t, 201)));
   ASSERT_TRUE(t.wait_runs(200));
   expect_idle_for_a_second(e);
   EXPECT_EQ(e.stop().size(), 2u);
@@ -1046,8 +1046,8 @@ TEST(EngineBinding, PinnedWorkersReportWhereTheyAreBound) {
       EXPECT_EQ(s.binding.find("bound to PU"), std::string::npos) << s.binding;
     }
   }
-  ASSERT_TRUE(e.schedule_on(0, 0ns, Probe(&t, 0)));
-  ASSERT_TRUE(e.schedule_on(1, 0ns, Probe(&t, 1)));
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, Probe(&t, 0)));
+  ASSERT_TRUE(e.schedule_after_on(1, 0ns, Probe(&t, 1)));
   ASSERT_TRUE(t.wait_runs(2));
 }
 
@@ -1058,18 +1058,18 @@ TEST(EngineStats, CountersAddUpPerShardAndInTotal) {
   Tally t(64);
   Engine e(workers(2));
   std::vector<Timer> far;
-  for (std::size_t i = 0; i < 20; ++i) ASSERT_TRUE(e.schedule_on(i % 2, 0ns, Probe(&t, i)));
-  for (std::size_t i = 20; i < 40; ++i) far.push_back(e.schedule_on(i % 2, 1h, Probe(&t, i)));
+  for (std::size_t i = 0; i < 20; ++i) ASSERT_TRUE(e.schedule_after_on(i % 2, 0ns, Probe(&t, i)));
+  for (std::size_t i = 20; i < 40; ++i) far.push_back(e.schedule_after_on(i % 2, 1h, Probe(&t, i)));
   // Sentinels due now wake both workers; each pass transfers everything queued before them (a
   // later deadline alone would not wake a sleeping worker), so the far timers are in the wheels.
-  ASSERT_TRUE(e.schedule_on(0, 0ns, Probe(&t, 40)));
-  ASSERT_TRUE(e.schedule_on(1, 0ns, Probe(&t, 41)));
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, Probe(&t, 40)));
+  ASSERT_TRUE(e.schedule_after_on(1, 0ns, Probe(&t, 41)));
   ASSERT_TRUE(t.wait_runs(22));
   ASSERT_TRUE(eventually([&] { return e.stats().pending == 20; })) << e.stats().pending;
   for (std::size_t k = 0; k < 10; ++k) EXPECT_TRUE(far[k].cancel());  // 5 on each shard
   // More sentinels: their passes drain the cancels.
-  ASSERT_TRUE(e.schedule_on(0, 0ns, Probe(&t, 42)));
-  ASSERT_TRUE(e.schedule_on(1, 0ns, Probe(&t, 43)));
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, Probe(&t, 42)));
+  ASSERT_TRUE(e.schedule_after_on(1, 0ns, Probe(&t, 43)));
   ASSERT_TRUE(t.wait_runs(24));
   ASSERT_TRUE(eventually([&] {
     const EngineStats s = e.stats();

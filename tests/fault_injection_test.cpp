@@ -73,13 +73,13 @@ TEST(FaultInjection, ThrowingCallbacksAreCountedExactlyAndTheWorkersGoOn) {
   Engine e(o);
   // A first timer per shard names the shard's worker thread.
   for (std::size_t s = 0; s < kShards; ++s)
-    ASSERT_TRUE(e.schedule_on(s, 0ns, Probe(&t, kShards * kPerShard + s)));
+    ASSERT_TRUE(e.schedule_after_on(s, 0ns, Probe(&t, kShards * kPerShard + s)));
   ASSERT_TRUE(t.wait_runs(kMarkers));
   for (std::size_t i = 0; i < kPerShard; ++i) {
     for (std::size_t s = 0; s < kShards; ++s) {
       const std::size_t id = s * kPerShard + i;
       const Throw how = i % kEvery == 0 ? nth_fault(i / kEvery) : Throw::none;
-      ASSERT_TRUE(e.schedule_on(s, Nanos(std::chrono::milliseconds(i % 7)), Probe(&t, id, how))) << id;
+      ASSERT_TRUE(e.schedule_after_on(s, Nanos(std::chrono::milliseconds(i % 7)), Probe(&t, id, how))) << id;
     }
   }
   ASSERT_TRUE(t.wait_runs(kTotal)) << t.runs.load() << " of " << kTotal << " ran";
@@ -165,7 +165,7 @@ TEST(FaultInjection, WheelThrowLeavesAdvanceAndTheRestRunInTheNextCall) {
     EXPECT_FALSE(w.cancel(ids[2])) << "a timer whose callback threw is fired, not pending";
     const WheelStats s = w.stats();
     EXPECT_EQ(s.fired, kTotal);
-    EXPECT_EQ(w.pending(), 0u);
+    EXPECT_EQ(w.pending_count(), 0u);
     EXPECT_EQ(t.destroyed[2].load(), 1) << "the throwing callable was not destroyed once";
   }
   long last_of_first = -1, first_of_second = 1'000'000;
@@ -193,7 +193,7 @@ TEST(FaultInjection, CallbacksThatBlockFor100msLoseNothing) {
   Tally t(kShards * kPerShard);
   Engine e(workers(kShards));
   for (std::size_t k = 0; k < kBlockers; ++k) {
-    ASSERT_TRUE(e.schedule_on(0, Nanos(std::chrono::milliseconds(k)), [b = &b] {
+    ASSERT_TRUE(e.schedule_after_on(0, Nanos(std::chrono::milliseconds(k)), [b = &b] {
       b->entered.store(true);
       std::this_thread::sleep_for(100ms);
       b->done.fetch_add(1);
@@ -203,7 +203,7 @@ TEST(FaultInjection, CallbacksThatBlockFor100msLoseNothing) {
   for (std::size_t i = 0; i < kPerShard; ++i) {
     for (std::size_t s = 0; s < kShards; ++s) {
       const std::size_t id = s * kPerShard + i;
-      ASSERT_TRUE(e.schedule_on(s, Nanos(std::chrono::milliseconds(i % 50)), Probe(&t, id))) << id;
+      ASSERT_TRUE(e.schedule_after_on(s, Nanos(std::chrono::milliseconds(i % 50)), Probe(&t, id))) << id;
     }
   }
   ASSERT_TRUE(t.wait_runs(kShards * kPerShard)) << t.runs.load() << " of " << kShards * kPerShard << " ran";
@@ -229,11 +229,11 @@ TEST(FaultInjection, ABlockedShardDoesNotHoldUpAnother) {
   HoldGate gate;
   Engine e(workers(2));
   ReleaseOnExit guard{gate};
-  ASSERT_TRUE(e.schedule_on(0, 0ns, [g = &gate] { g->pass(); }));
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, [g = &gate] { g->pass(); }));
   ASSERT_TRUE(gate.wait_entered());
   for (std::size_t i = 0; i < kPer; ++i) {
-    ASSERT_TRUE(e.schedule_on(0, Nanos(std::chrono::milliseconds(i % 5)), Probe(&t, i)));
-    ASSERT_TRUE(e.schedule_on(1, Nanos(std::chrono::milliseconds(i % 5)), Probe(&t, kPer + i)));
+    ASSERT_TRUE(e.schedule_after_on(0, Nanos(std::chrono::milliseconds(i % 5)), Probe(&t, i)));
+    ASSERT_TRUE(e.schedule_after_on(1, Nanos(std::chrono::milliseconds(i % 5)), Probe(&t, kPer + i)));
   }
   ASSERT_TRUE(t.wait_runs(kPer)) << "shard 1 stalled behind shard 0's blocked worker";
   for (std::size_t i = 0; i < kPer; ++i) {
@@ -353,11 +353,11 @@ TEST(FaultInjection, WheelCallbackCancelsItselfAndTimersOfItsSlotAndItsPass) {
     }
     EXPECT_TRUE(c.seen.far_won);
     EXPECT_EQ(ran, 1 + same_ran);
-    EXPECT_EQ(w.pending(), 0u);
+    EXPECT_EQ(w.pending_count(), 0u);
     const WheelStats s = w.stats();
     EXPECT_EQ(s.fired, 1 + same_ran);
     EXPECT_EQ(s.cancelled, won + kVictims + 1);
-    EXPECT_EQ(s.scheduled, s.fired + s.cancelled + w.pending());
+    EXPECT_EQ(s.scheduled, s.fired + s.cancelled + w.pending_count());
     EXPECT_EQ(w.advance(1h + 1s), 0u);
   }
   for (std::size_t id = 0; id <= 2 * kVictims; ++id)
@@ -379,9 +379,9 @@ TEST(FaultInjection, AWorkerCallbackCancelsItselfAndTimersOnBothShards) {
   } c;
   Engine e(workers(2));
   ReleaseOnExit guard{gate};
-  ASSERT_TRUE(e.schedule_on(0, 0ns, [g = &gate] { g->pass(); }));
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, [g = &gate] { g->pass(); }));
   ASSERT_TRUE(gate.wait_entered());
-  c.self = e.schedule_on(0, 0ns, [c = &c] {
+  c.self = e.schedule_after_on(0, 0ns, [c = &c] {
     c->seen.self_cancel = c->self.cancel();
     c->seen.self_expired = c->self.expired();
     c->seen.self_cancelled = c->self.cancelled();
@@ -392,9 +392,9 @@ TEST(FaultInjection, AWorkerCallbackCancelsItselfAndTimersOnBothShards) {
   });
   ASSERT_TRUE(c.self);
   for (std::size_t i = 0; i < kVictims; ++i) {
-    c.same.push_back(e.schedule_on(0, 0ns, Probe(&t, i)));
-    c.own_far.push_back(e.schedule_on(0, 1h, Probe(&t, kVictims + i)));
-    c.other_far.push_back(e.schedule_on(1, 1h, Probe(&t, 2 * kVictims + i)));
+    c.same.push_back(e.schedule_after_on(0, 0ns, Probe(&t, i)));
+    c.own_far.push_back(e.schedule_after_on(0, 1h, Probe(&t, kVictims + i)));
+    c.other_far.push_back(e.schedule_after_on(1, 1h, Probe(&t, 2 * kVictims + i)));
   }
   gate.release();
   ASSERT_TRUE(eventually([&] { return c.seen.done.load(std::memory_order_acquire); }));
@@ -443,14 +443,14 @@ TEST(FaultInjection, CallbacksScheduleThousandsOnTheirOwnShardAndOnAnother) {
   Engine e(workers(kShards));
   n.engine = &e;
   for (std::size_t p = 0; p < kParents; ++p) {
-    ASSERT_TRUE(e.schedule_on(p % kShards, 0ns, [n = &n, p] {
+    ASSERT_TRUE(e.schedule_after_on(p % kShards, 0ns, [n = &n, p] {
       n->parent_thread[p] = std::this_thread::get_id();
       const std::size_t other = (p + 1) % kShards;
       for (std::size_t k = 0; k < kEach; ++k) {
         const Nanos delay(std::chrono::milliseconds(k % 10));
         const std::size_t own_id = p * kPerParent + k, other_id = own_id + kEach;
         n->handles[own_id] = n->engine->schedule_after(delay, Probe(n->tally, own_id));
-        n->handles[other_id] = n->engine->schedule_on(other, delay, Probe(n->tally, other_id));
+        n->handles[other_id] = n->engine->schedule_after_on(other, delay, Probe(n->tally, other_id));
         if (!n->handles[own_id] || !n->handles[other_id]) n->failed.fetch_add(1);
       }
       n->parents_done.fetch_add(1, std::memory_order_release);
@@ -496,10 +496,10 @@ TEST(FaultInjection, ACallbackSchedulingThousandsOnItsShardKeepsThePassRules) {
     std::vector<Timer> far;
     std::size_t failed = 0;
   } sp{&e, &t, fake_now(), {}};
-  ASSERT_TRUE(e.schedule_at(at(sp.start + 1ms), [s = &sp] {
+  ASSERT_TRUE(e.schedule_at(sp.start + 1ms, [s = &sp] {
     for (std::size_t k = 0; k < kEach; ++k) {
-      s->failed += s->e->schedule_at(at(s->start + 1ms), Probe(s->t, k)) ? 0 : 1;
-      s->failed += s->e->schedule_at(at(s->start + 5ms), Probe(s->t, kEach + k)) ? 0 : 1;
+      s->failed += s->e->schedule_at(s->start + 1ms, Probe(s->t, k)) ? 0 : 1;
+      s->failed += s->e->schedule_at(s->start + 5ms, Probe(s->t, kEach + k)) ? 0 : 1;
       s->far.push_back(s->e->schedule_after(1h, Probe(s->t, 2 * kEach + k)));
     }
   }));
@@ -536,8 +536,8 @@ TEST(FaultInjection, StopFromACallbackIsRefusedAndAStopFromOutsideStillWorks) {
   Engine e(workers(2));
   c.engine = &e;
   std::vector<Timer> handles;
-  for (std::size_t i = 0; i < kFar; ++i) handles.push_back(e.schedule_on(i % 2, 1h, Probe(&t, i)));
-  ASSERT_TRUE(e.schedule_on(1, 0ns, [c = &c] {
+  for (std::size_t i = 0; i < kFar; ++i) handles.push_back(e.schedule_after_on(i % 2, 1h, Probe(&t, i)));
+  ASSERT_TRUE(e.schedule_after_on(1, 0ns, [c = &c] {
     try {
       (void)c->engine->stop();
       c->returned.fetch_add(1);
@@ -555,10 +555,10 @@ TEST(FaultInjection, StopFromACallbackIsRefusedAndAStopFromOutsideStillWorks) {
   EXPECT_EQ(c.returned.load(), 0);
   EXPECT_NE(c.what.find("stop()"), std::string::npos) << c.what;
   EXPECT_NE(c.what.find("callback"), std::string::npos) << c.what;
-  ASSERT_TRUE(e.schedule_on(0, 0ns, [c = &c] { (void)c->engine->stop(); }));  // lets it escape
+  ASSERT_TRUE(e.schedule_after_on(0, 0ns, [c = &c] { (void)c->engine->stop(); }));  // lets it escape
   ASSERT_TRUE(eventually([&] { return e.stats().callback_errors == 1; })) << e.stats().callback_errors;
   for (std::size_t i = kFar; i < kFar + kLater; ++i) {
-    Timer x = e.schedule_on(i % 2, Nanos(std::chrono::milliseconds(i % 3)), Probe(&t, i));
+    Timer x = e.schedule_after_on(i % 2, Nanos(std::chrono::milliseconds(i % 3)), Probe(&t, i));
     ASSERT_TRUE(x) << "the engine stopped after a refused stop(): " << to_string(x.status());
   }
   ASSERT_TRUE(t.wait_runs(kLater));
@@ -616,7 +616,7 @@ TEST(FaultInjection, HandOffsOfAnExitedThreadNeverPolledAreReturnedByStop) {
   Engine e(manual(2));
   std::thread([&] {
     for (std::size_t i = 0; i < kN; ++i)
-      handles[i] = e.schedule_on(i % 2, i % 3 == 0 ? 0ns : Nanos(1s), Probe(&t, i));
+      handles[i] = e.schedule_after_on(i % 2, i % 3 == 0 ? 0ns : Nanos(1s), Probe(&t, i));
   }).join();
   std::vector<Timer> returned = e.stop();
   EXPECT_EQ(ids_of_returned(returned, handles).size(), kN);
@@ -859,7 +859,7 @@ TEST(FaultInjection, WheelChurnWithAStablePopulationStopsGrowingThePool) {
     EXPECT_EQ(end.pool_segments, warm.pool_segments);
     EXPECT_EQ(end.bytes, warm.bytes);
     EXPECT_LE(end.pool_nodes, kPopulation + 32u);
-    EXPECT_EQ(d.w.pending(), kPopulation);
+    EXPECT_EQ(d.w.pending_count(), kPopulation);
     EXPECT_EQ(end.scheduled, c.scheduled);
     EXPECT_EQ(end.fired, c.fired);
     EXPECT_EQ(end.cancelled, c.cancelled);

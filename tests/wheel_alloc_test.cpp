@@ -174,9 +174,9 @@ TEST(WheelAlloc, SteadyStateChurnAllocatesNothing) {
   Churn c(kPending);
   std::mt19937_64 rng(31337);
   fill(w, c, rng);
-  ASSERT_EQ(w.pending(), kPending);
+  ASSERT_EQ(w.pending_count(), kPending);
   churn(w, c, rng, 300'000);  // warm-up: the pool reaches its high-water mark
-  ASSERT_EQ(w.pending(), kPending);
+  ASSERT_EQ(w.pending_count(), kPending);
 
   const std::uint64_t news_before = news();
   const WheelStats before = w.stats();
@@ -189,7 +189,7 @@ TEST(WheelAlloc, SteadyStateChurnAllocatesNothing) {
   EXPECT_EQ(after.pool_capacity, before.pool_capacity);
   EXPECT_EQ(c.cancel_mismatch, 0u) << "cancel of a pending timer returned false";
   EXPECT_EQ(c.schedule_failed, 0u);
-  EXPECT_EQ(w.pending(), kPending);
+  EXPECT_EQ(w.pending_count(), kPending);
   EXPECT_GT(after.fired - before.fired, 100'000u) << "the churn is meant to fire timers too";
   EXPECT_EQ(after.fired - before.fired + (after.cancelled - before.cancelled),
             after.scheduled - before.scheduled);
@@ -208,7 +208,7 @@ TEST(WheelAlloc, RescheduleQueriesWalkAndClearAllocateNothing) {
   std::mt19937_64 rng(4242);
   fill(w, c, rng);
   churn(w, c, rng, 100'000);  // warm-up, as above
-  ASSERT_EQ(w.pending(), kPending);
+  ASSERT_EQ(w.pending_count(), kPending);
 
   const std::uint64_t news_before = news();
   const WheelStats before = w.stats();
@@ -255,7 +255,7 @@ TEST(WheelAlloc, RescheduleQueriesWalkAndClearAllocateNothing) {
   EXPECT_GT(after.rescheduled_in_place - before.rescheduled_in_place, moves / 4);
   EXPECT_EQ(visited, 3 * kPending);
   EXPECT_EQ(cleared, 3 * kPending);
-  EXPECT_EQ(w.pending(), kPending);
+  EXPECT_EQ(w.pending_count(), kPending);
 }
 
 TEST(WheelAlloc, PeriodicTimersAllocateNothingPerPeriod) {
@@ -285,7 +285,7 @@ TEST(WheelAlloc, PeriodicTimersAllocateNothingPerPeriod) {
   EXPECT_EQ(news() - news_before, 0u) << "operator new called while periodic timers ran";
   EXPECT_EQ(after.pool_segments, before.pool_segments) << "the pool grew";
   EXPECT_EQ(after.pool_nodes, kTimers) << "one node per periodic timer, for its whole life";
-  EXPECT_EQ(w.pending(), kTimers);
+  EXPECT_EQ(w.pending_count(), kTimers);
   EXPECT_GT(runs - runs_before, 200'000u) << "the phase is meant to run many periods";
   EXPECT_EQ(after.rearmed - before.rearmed, (after.fired - before.fired) + (after.skipped - before.skipped));
 }
@@ -308,7 +308,7 @@ TEST(WheelAlloc, AMillionPendingCostOneNodeEachPlusTheSlotArrays) {
     ASSERT_TRUE(w.schedule_after(delay, [] {}));
   }
   EXPECT_EQ(news() - news_before, 0u) << "schedule allocated from the heap while the pool grew";
-  ASSERT_EQ(w.pending(), kPending);
+  ASSERT_EQ(w.pending_count(), kPending);
 
   const WheelStats s = w.stats();
   const std::uint64_t slot_arrays = empty.bytes;

@@ -65,7 +65,7 @@ TEST(WheelReschedule, MovesAPendingTimerLaterKeepingItsIdAndItsCallable) {
   EXPECT_EQ(lc.constructed, constructed) << "the callable was rebuilt";
   EXPECT_EQ(lc.live, 1);
   EXPECT_EQ(w.deadline(id), 25ms);
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   tick_to(w, 24ms);
   EXPECT_TRUE(log.runs.empty()) << "ran at the old deadline or early";
   EXPECT_TRUE(w.is_pending(id));
@@ -87,7 +87,7 @@ TEST(WheelReschedule, MovesAPendingTimerEarlierAcrossLevels) {
   EXPECT_EQ(w.next_deadline(), 3ms);
   tick_to(w, 3ms);
   EXPECT_EQ(log.of(1), std::vector<Nanos>{3ms});
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_FALSE(w.is_pending(id));
 }
 
@@ -262,7 +262,7 @@ TEST(WheelReschedule, FalseForEveryIdThatNamesNoPendingTimer) {
   EXPECT_EQ(w.deadline(reused), 2h + 1ms) << "the node's current timer was touched";
   EXPECT_EQ(w.deadline(keep), 1h);
   EXPECT_EQ(w.stats().rescheduled, before.rescheduled);
-  EXPECT_EQ(w.pending(), 2u);
+  EXPECT_EQ(w.pending_count(), 2u);
 }
 
 TEST(WheelReschedule, AOneShotCallbackReschedulingItselfGetsFalseAndRunsOnce) {
@@ -280,7 +280,7 @@ TEST(WheelReschedule, AOneShotCallbackReschedulingItselfGetsFalseAndRunsOnce) {
   tick_to(w, 20ms);
   EXPECT_FALSE(st.got);
   EXPECT_EQ(st.runs, 1);
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
 }
 
 TEST(WheelReschedule, ACallbackMovesAnotherTimerIntoThisPassOrOutOfIt) {
@@ -540,11 +540,11 @@ TEST(WheelClear, DestroysEveryCallableWithoutRunningItAndEndsEveryId) {
   ids.push_back(w.schedule_every(7ms, Periodic{&runs, Counted(&lc)}));
   ids.push_back(w.schedule_after(-5ms, Fn{&runs, Counted(&lc)}));   // in the due slot
   for (int i = 0; i < 1000; i += 7) ASSERT_TRUE(w.cancel(ids[i]));  // some queued for a batched unlink
-  const std::size_t pending = w.pending();
+  const std::size_t pending = w.pending_count();
   const WheelStats before = w.stats();
   EXPECT_EQ(w.clear(), pending);
   EXPECT_EQ(lc.live, 0) << "callables left alive, or destroyed twice";
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_EQ(w.next_deadline(), std::nullopt);
   const WheelStats s = w.stats();
   EXPECT_EQ(s.cancelled, before.cancelled + pending);
@@ -607,7 +607,7 @@ TEST(WheelForEachPending, VisitsExactlyThePendingTimersWithTheirDeadlines) {
   for (const TimerId id : ids) {
     if (const std::optional<Nanos> d = w.deadline(id)) expected.emplace(id.raw(), *d);
   }
-  ASSERT_EQ(expected.size(), w.pending());
+  ASSERT_EQ(expected.size(), w.pending_count());
   std::map<std::uint64_t, Nanos> seen;
   w.for_each_pending([&](TimerId id, Nanos deadline) {
     EXPECT_TRUE(seen.emplace(id.raw(), deadline).second) << "visited twice";
@@ -640,7 +640,7 @@ TEST(WheelForEachPending, AnExceptionFromTheVisitorLeavesTheWheelAsItWas) {
   }),
                std::runtime_error);
   EXPECT_EQ(visits, 4);
-  EXPECT_EQ(w.pending(), 10u);
+  EXPECT_EQ(w.pending_count(), 10u);
   EXPECT_EQ(w.advance(10ms), 10u);
   const TimerId id = w.schedule_after(1ms, [] {});  // the guard was reset: changes are allowed again
   EXPECT_TRUE(w.cancel(id));

@@ -70,7 +70,7 @@ PacedResult run_paced(std::uint64_t n, Nanos tick, Nanos span, std::int64_t step
     ++r.calls;
     if (target == end_tick) break;
   }
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_FALSE(w.next_deadline().has_value());
   r.stats = w.stats();
   return r;
@@ -181,10 +181,10 @@ TEST(WheelCascade, JumpsAcrossManyUpperSlotsLoseNothing) {
     if (++round % 50 == 0) schedule_some(2000, now_tick);
     ASSERT_EQ(o.early, 0u) << "deadline " << o.first_bad.count();
     ASSERT_EQ(o.late, 0u) << "deadline " << o.first_bad.count();
-    ASSERT_EQ(o.fired + w.pending(), n);
+    ASSERT_EQ(o.fired + w.pending_count(), n);
   }
   advance_to(w, o, Nanos::max());
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_EQ(o.fired, n);
   EXPECT_EQ(w.stats().fired, n);
   EXPECT_EQ(o.early, 0u);
@@ -219,7 +219,7 @@ TEST(WheelCascade, OneJumpOverEveryLevelFiresEverythingInTickOrder) {
   EXPECT_EQ(w.advance(Nanos::max()), n);
   EXPECT_EQ(ord.fired, n);
   EXPECT_EQ(ord.out_of_order, 0u);
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
 }
 
 }  // namespace

@@ -544,8 +544,8 @@ class ModelRun {
     remove(serial);
     ++fired_;
     ++total_fired_;
-    if (wheel_->pending() != recs_.size()) {
-      return fail("pending() inside a callback is " + std::to_string(wheel_->pending()) + ", model " +
+    if (wheel_->pending_count() != recs_.size()) {
+      return fail("pending() inside a callback is " + std::to_string(wheel_->pending_count()) + ", model " +
                   std::to_string(recs_.size()));
     }
     if (lc_.live != static_cast<long>(recs_.size()) + 1) {
@@ -599,18 +599,18 @@ class ModelRun {
         ++total_rescheduled_;
       }
     } else if (r < 13) {
-      const std::size_t before = wheel_->pending();
+      const std::size_t before = wheel_->pending_count();
       const std::size_t got = wheel_->advance(Nanos::max());
       if (got != 0) fail("advance() from a callback returned " + std::to_string(got));
-      if (wheel_->pending() != before) fail("advance() from a callback changed pending()");
+      if (wheel_->pending_count() != before) fail("advance() from a callback changed pending()");
     }
   }
 
   // ---- invariants -----------------------------------------------------------------------------
 
   void check_invariants(const char* when) {
-    if (wheel_->pending() != recs_.size()) {
-      return fail(std::string(when) + ": pending() " + std::to_string(wheel_->pending()) + ", model " +
+    if (wheel_->pending_count() != recs_.size()) {
+      return fail(std::string(when) + ": pending() " + std::to_string(wheel_->pending_count()) + ", model " +
                   std::to_string(recs_.size()));
     }
     if (lc_.live != static_cast<long>(recs_.size())) {

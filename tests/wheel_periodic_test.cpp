@@ -44,7 +44,7 @@ void expect_accounting(const Wheel& w, std::uint64_t scheduled) {
   const WheelStats s = w.stats();
   EXPECT_EQ(s.scheduled, scheduled) << "scheduled " << s.scheduled << " rearmed " << s.rearmed << " fired "
                                     << s.fired << " skipped " << s.skipped << " cancelled " << s.cancelled
-                                    << " pending " << w.pending();
+                                    << " pending " << w.pending_count();
 }
 
 // Advances one millisecond at a time through [from, to] ms, checking the accounting after each
@@ -76,11 +76,11 @@ TEST(WheelPeriodicRate, RunsAtDThenEveryPeriodWithOneId) {
   Ticks at;
   const TimerId id = w.schedule_every(10ms, [&w, &at] { at.push_back(ms_now(w)); });
   ASSERT_TRUE(id);
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(10ms)) << "the first run is one period out by default";
   for (std::int64_t t = 1; t <= 50; ++t) {
     w.advance(Nanos(1ms) * t);
-    EXPECT_EQ(w.pending(), 1u) << "a periodic timer counts once while it lives";
+    EXPECT_EQ(w.pending_count(), 1u) << "a periodic timer counts once while it lives";
     expect_accounting(w, 1);
   }
   EXPECT_EQ(at, (Ticks{10, 20, 30, 40, 50}));
@@ -93,7 +93,7 @@ TEST(WheelPeriodicRate, RunsAtDThenEveryPeriodWithOneId) {
   EXPECT_EQ(s.moved, 0u) << "a 10-tick period stays in level 0";
   EXPECT_TRUE(w.cancel(id)) << "the id of the first run still names the timer after five runs";
   EXPECT_FALSE(w.cancel(id));
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   expect_accounting(w, 1);
 }
 
@@ -299,7 +299,7 @@ TEST(WheelPeriodicMisfire, SkipDropsTheBacklogAndResumesOnTheGrid) {
   EXPECT_EQ(w.advance(45ms), 0u);
   EXPECT_EQ(w.stats().skipped, 1u);
   EXPECT_EQ(w.stats().rearmed, 1u);
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   expect_accounting(w, 1);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(50ms));
   step_ms(w, 46, 70, 1);
@@ -393,7 +393,7 @@ TEST(WheelPeriodicCancel, BetweenRunsStopsItAndDestroysTheCallable) {
   EXPECT_EQ(lc.live, 1);
   EXPECT_TRUE(w.cancel(id));
   EXPECT_EQ(lc.live, 0) << "destroyed before cancel returns";
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_FALSE(w.next_deadline().has_value());
   EXPECT_FALSE(w.cancel(id));
   step_ms(w, 26, 100, 1);
@@ -418,14 +418,14 @@ TEST(WheelPeriodicCancel, FromInsideItsOwnCallbackTheRunFinishesAndNoneFollows) 
     s->results.push_back(s->w->cancel(s->id));
     s->results.push_back(s->w->cancel(s->id));  // a second cancel of the same run: nothing left
     EXPECT_EQ(s->lc.live, 1) << "the running callable must outlive its own cancel";
-    EXPECT_EQ(s->w->pending(), 0u) << "no further run: no longer pending";
+    EXPECT_EQ(s->w->pending_count(), 0u) << "no further run: no longer pending";
   });
   ASSERT_TRUE(st.id);
   step_ms(w, 1, 10, 1);
   EXPECT_EQ(st.runs, 3);
   EXPECT_EQ(st.results, (std::vector<bool>{true, false}));
   EXPECT_EQ(st.lc.live, 0) << "destroyed once, after the callback returned";
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   const WheelStats s = w.stats();
   EXPECT_EQ(s.fired, 3u);
   EXPECT_EQ(s.cancelled, 1u);
@@ -449,7 +449,7 @@ TEST(WheelPeriodicCancel, FromAnotherTimersCallbackInTheSamePass) {
     EXPECT_EQ(w.advance(20ms), 1u);
     EXPECT_TRUE(result);
     EXPECT_EQ(runs, 0);
-    EXPECT_EQ(w.pending(), 0u);
+    EXPECT_EQ(w.pending_count(), 0u);
     expect_accounting(w, 2);
   }
   {
@@ -464,7 +464,7 @@ TEST(WheelPeriodicCancel, FromAnotherTimersCallbackInTheSamePass) {
     EXPECT_TRUE(result);
     EXPECT_EQ(ran, 1u + static_cast<std::size_t>(runs));
     EXPECT_LE(runs, 1);
-    EXPECT_EQ(w.pending(), 0u);
+    EXPECT_EQ(w.pending_count(), 0u);
     expect_accounting(w, 2);
   }
   {
@@ -481,7 +481,7 @@ TEST(WheelPeriodicCancel, FromAnotherTimersCallbackInTheSamePass) {
     EXPECT_TRUE(result);
     EXPECT_EQ(runs, 2);
     EXPECT_EQ(w.advance(20ms), 0u);
-    EXPECT_EQ(w.pending(), 0u);
+    EXPECT_EQ(w.pending_count(), 0u);
     expect_accounting(w, 2);
   }
   {
@@ -505,7 +505,7 @@ TEST(WheelPeriodicCancel, FromAnotherTimersCallbackInTheSamePass) {
     EXPECT_EQ(pr.cancels, 1);
     EXPECT_EQ(std::min(pr.x_runs, pr.y_runs), 0);
     EXPECT_EQ(std::max(pr.x_runs, pr.y_runs), 5);  // 4, 8, 12, 16, 20
-    EXPECT_EQ(w.pending(), 1u);
+    EXPECT_EQ(w.pending_count(), 1u);
     EXPECT_EQ(w.stats().cancelled, 1u);
     expect_accounting(w, 2);
   }
@@ -534,7 +534,7 @@ TEST(WheelPeriodicBadPeriod, RefusedWithNothingChanged) {
     EXPECT_EQ(try_every(bad, Cadence::fixed_rate).status(), Status::bad_period) << bad.count();
   }
   EXPECT_EQ(lc.live, 0) << "a refused callable is never stored";
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_EQ(w.stats().scheduled, 0u);
   EXPECT_EQ(w.stats().rejected, 0u) << "a bad period is the caller's error, not a refusal for resources";
   EXPECT_EQ(w.stats().pool_nodes, 0u);
@@ -602,7 +602,7 @@ TEST(WheelPeriodicThrow, AThrowingRunKeepsTheSchedule) {
   EXPECT_EQ(w.advance(10ms), 1u);
   EXPECT_THROW(w.advance(20ms), std::runtime_error);
   EXPECT_EQ(runs, 2);
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   EXPECT_EQ(lc.live, 1) << "a throwing periodic callable is kept";
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(30ms));
   expect_accounting(w, 1);
@@ -644,7 +644,7 @@ TEST(WheelPeriodicThrow, CancelledFromItsCallbackThenThrowingEndsIt) {
   });
   EXPECT_THROW(w.advance(1ms), std::runtime_error);
   EXPECT_EQ(lc.live, 0);
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_EQ(w.advance(10ms), 0u);
   expect_accounting(w, 1);
 }
@@ -663,7 +663,7 @@ TEST(WheelPeriodicLimit, RunsCountAgainstTheLimitAndLeftoversRunFirstNextCall) {
   EXPECT_EQ(w.advance(1ms, 3), 0u);
   EXPECT_EQ(periodic, 5);
   EXPECT_EQ(once, 2);
-  EXPECT_EQ(w.pending(), 5u);
+  EXPECT_EQ(w.pending_count(), 5u);
   EXPECT_EQ(w.advance(2ms), 5u);
   EXPECT_EQ(periodic, 10);
   expect_accounting(w, 7);
@@ -721,7 +721,7 @@ TEST(WheelPeriodicPending, ARunningPeriodicTimerStillCountsAgainstMaxPending) {
     std::optional<Nanos> deadline{0ns};
   } in;
   ASSERT_TRUE(w.schedule_every(1ms, [&w, &in] {
-    in.pending = w.pending();
+    in.pending = w.pending_count();
     in.nested = w.schedule_after(1ms, [] {}).status();
     in.deadline = w.next_deadline();
   }));
@@ -729,7 +729,7 @@ TEST(WheelPeriodicPending, ARunningPeriodicTimerStillCountsAgainstMaxPending) {
   EXPECT_EQ(in.pending, 1u);
   EXPECT_EQ(in.nested, Status::max_pending_reached) << "its re-arm would have gone past max_pending";
   EXPECT_FALSE(in.deadline.has_value()) << "its next run is not linked while it runs";
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(2ms));
 }
 
@@ -1244,7 +1244,7 @@ class PeriodicModel {
       timers_.erase(it);
       remember_dead(t.id);
     }
-    if (wheel_->pending() != timers_.size()) return fail("pending() inside a callback disagrees");
+    if (wheel_->pending_count() != timers_.size()) return fail("pending() inside a callback disagrees");
     if (live_ != static_cast<long>(timers_.size()) + (t.periodic ? 0 : 1)) {
       return fail("live callables inside a callback: " + std::to_string(live_));
     }
@@ -1291,8 +1291,8 @@ class PeriodicModel {
   // ---- checks ----------------------------------------------------------------------------------
 
   void check(const char* when) {
-    if (wheel_->pending() != timers_.size()) {
-      return fail(std::string(when) + ": pending() " + std::to_string(wheel_->pending()) + ", model " +
+    if (wheel_->pending_count() != timers_.size()) {
+      return fail(std::string(when) + ": pending() " + std::to_string(wheel_->pending_count()) + ", model " +
                   std::to_string(timers_.size()));
     }
     if (live_ != static_cast<long>(timers_.size()))

@@ -34,7 +34,7 @@ TEST(WheelOptions, DefaultsAndAcceptedBoundaries) {
   Wheel def;
   EXPECT_EQ(def.tick(), 1ms);
   EXPECT_EQ(def.now(), 0ns);
-  EXPECT_EQ(def.pending(), 0u);
+  EXPECT_EQ(def.pending_count(), 0u);
   EXPECT_FALSE(def.next_deadline().has_value());
 
   Wheel min_tick({.tick = Wheel::kMinTick});
@@ -46,7 +46,7 @@ TEST(WheelOptions, DefaultsAndAcceptedBoundaries) {
   Wheel at_end({.tick = 1ms, .start = Nanos::max()});
   EXPECT_EQ(at_end.now(), Nanos::max());
   Wheel big_limit({.max_pending = std::size_t{0xFFFFFFFFu}});
-  EXPECT_EQ(big_limit.pending(), 0u);
+  EXPECT_EQ(big_limit.pending_count(), 0u);
 }
 
 // The constructor must throw std::invalid_argument whose message names the bad value.
@@ -135,7 +135,7 @@ TEST(CheckedTest, PassesGoodIdsAndThrowsScheduleErrorWithTheReason) {
   } catch (const ScheduleError& e) {
     EXPECT_EQ(e.status(), Status::no_timer);
   }
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -218,12 +218,12 @@ TEST(WheelPast, PastZeroAndNegativeDeadlinesFireOnTheNextAdvanceEvenWithTheSameN
   ASSERT_TRUE(w.schedule_after(-1ns, [&] { ++ran; }));
   ASSERT_TRUE(w.schedule_after(-3ms, [&] { ++ran; }));
   ASSERT_TRUE(w.schedule_after(Nanos::min(), [&] { ++ran; }));  // saturates, no overflow
-  EXPECT_EQ(w.pending(), 9u);
+  EXPECT_EQ(w.pending_count(), 9u);
   ASSERT_TRUE(w.next_deadline().has_value());
   EXPECT_LE(*w.next_deadline(), w.now());
   EXPECT_EQ(w.advance(10ms), 9u);
   EXPECT_EQ(ran, 9);
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
 }
 
 TEST(WheelPast, ZeroDelayAtStartFiresOnAdvanceOfStart) {
@@ -268,7 +268,7 @@ TEST(WheelHorizon, ScheduleAfterMaxSaturatesToTheHorizonAndNeverFiresEarly) {
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(w.horizon()));
   EXPECT_EQ(w.advance(Nanos::max()), 1u);
   EXPECT_EQ(ran, 1);
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_FALSE(w.next_deadline().has_value());
 }
 
@@ -340,7 +340,7 @@ TEST(WheelMaxPending, RefusesPastTheBoundAndRecovers) {
   const TimerId refused = w.schedule_at(1ms, [&ran, c = Counted(&lc)] { ran += 100; });
   EXPECT_FALSE(refused);
   EXPECT_EQ(refused.status(), Status::max_pending_reached);
-  EXPECT_EQ(w.pending(), 3u);
+  EXPECT_EQ(w.pending_count(), 3u);
   EXPECT_EQ(lc.live, 3) << "a refused callable must not be kept (nor destroyed twice)";
   EXPECT_FALSE(w.cancel(refused));
   EXPECT_EQ(w.stats().rejected, 1u);
@@ -348,14 +348,14 @@ TEST(WheelMaxPending, RefusesPastTheBoundAndRecovers) {
 
   EXPECT_EQ(w.advance(1ms), 1u);  // a fires; the refused one must not
   EXPECT_EQ(ran, 1);
-  EXPECT_EQ(w.pending(), 2u);
+  EXPECT_EQ(w.pending_count(), 2u);
   const TimerId d = w.schedule_at(4ms, [&ran, c = Counted(&lc)] { ++ran; });
   EXPECT_TRUE(d) << "a slot freed by a fire must be reusable";
   EXPECT_FALSE(w.schedule_at(4ms, [&ran, c = Counted(&lc)] { ran += 100; }));
   EXPECT_TRUE(w.cancel(b));
   const TimerId e = w.schedule_at(5ms, [&ran, c = Counted(&lc)] { ++ran; });
   EXPECT_TRUE(e) << "a slot freed by a cancel must be reusable";
-  EXPECT_EQ(w.pending(), 3u);
+  EXPECT_EQ(w.pending_count(), 3u);
 
   EXPECT_EQ(w.advance(10ms), 3u);
   EXPECT_EQ(ran, 4);
@@ -391,9 +391,9 @@ TEST(WheelCancel, TrueOnceThenFalseAndTheTimerNeverFires) {
   int ran = 0;
   const TimerId id = w.schedule_after(5ms, [&] { ++ran; });
   ASSERT_TRUE(id);
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   EXPECT_TRUE(w.cancel(id));
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_FALSE(w.next_deadline().has_value());
   EXPECT_FALSE(w.cancel(id));
   EXPECT_EQ(w.advance(1s), 0u);
@@ -438,7 +438,7 @@ TEST(WheelCancel, EveryPositionInASubListUnlinksExactly) {
           std::shuffle(ids.begin(), ids.end(), rng);
           for (std::size_t i = 0; i < ids.size(); ++i) {
             ASSERT_TRUE(w.cancel(ids[i]));
-            EXPECT_EQ(w.pending(), group - i);
+            EXPECT_EQ(w.pending_count(), group - i);
             const std::size_t left = ids.size() - i - 1;
             EXPECT_EQ(w.next_deadline(), left == 0                     ? place.other
                                          : left > Wheel::kDeadlineScan ? place.crowd
@@ -447,7 +447,7 @@ TEST(WheelCancel, EveryPositionInASubListUnlinksExactly) {
           w.advance(place.other);
           EXPECT_EQ(group_ran, 0);
           EXPECT_EQ(other_ran, 1);
-          EXPECT_EQ(w.pending(), 0u);
+          EXPECT_EQ(w.pending_count(), 0u);
         }
       }
     }
@@ -478,7 +478,7 @@ TEST(WheelCancel, StaleIdWhoseNodeWasReusedCancelsNothing) {
   ASSERT_EQ(index_of(a), index_of(b)) << "precondition: the pool hands the freed node back out";
   EXPECT_NE(a, b);
   EXPECT_FALSE(w.cancel(a));
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   EXPECT_EQ(w.advance(5ms), 1u);
   EXPECT_EQ(a_ran, 0);
   EXPECT_EQ(b_ran, 1);
@@ -512,7 +512,7 @@ TEST(WheelCancel, ManyReusesOfOneNodeNeverConfuseIds) {
   int ran = 0;
   const TimerId live = w.schedule_after(3ms, [&] { ++ran; });
   for (TimerId o : old) EXPECT_FALSE(w.cancel(o));
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   EXPECT_TRUE(w.cancel(live));
 }
 
@@ -528,11 +528,11 @@ TEST(WheelCancel, GarbageIdsCancelNothing) {
   }
   // Churn a little so generations are not all the same.
   for (int i = 0; i < 1000; i += 3) ASSERT_TRUE(w.cancel(ids[static_cast<std::size_t>(i)]));
-  std::size_t expected_pending = w.pending();
+  std::size_t expected_pending = w.pending_count();
   for (int i = 0; i < 1000; i += 3) {
     ids[static_cast<std::size_t>(i)] = w.schedule_after(700ms, [&] { ++ran; });
   }
-  expected_pending = w.pending();
+  expected_pending = w.pending_count();
   for (TimerId id : ids) live.insert(id.raw());
 
   std::mt19937_64 rng(20240611);
@@ -550,7 +550,7 @@ TEST(WheelCancel, GarbageIdsCancelNothing) {
     ASSERT_FALSE(w.cancel(TimerId::from_raw(raw))) << "garbage raw id " << raw << " cancelled a timer";
   }
   EXPECT_GT(tried, 190000u);
-  EXPECT_EQ(w.pending(), expected_pending);
+  EXPECT_EQ(w.pending_count(), expected_pending);
   EXPECT_EQ(w.stats().cancelled, 334u);
 
   // Free nodes (cancelled or fired, not reused yet) and every small generation of every index:
@@ -559,7 +559,7 @@ TEST(WheelCancel, GarbageIdsCancelNothing) {
   for (int i = 0; i < 200; ++i) extra.push_back(w.schedule_after(900ms, [&] { ++ran; }));
   for (int i = 0; i < 200; i += 2) ASSERT_TRUE(w.cancel(extra[static_cast<std::size_t>(i)]));
   for (int i = 1; i < 200; i += 2) live.insert(extra[static_cast<std::size_t>(i)].raw());
-  expected_pending = w.pending();
+  expected_pending = w.pending_count();
   const std::uint64_t cancelled_before = w.stats().cancelled;
   for (std::uint64_t index = 0; index < 3300; ++index) {
     for (std::uint64_t gen = 0; gen < 16; ++gen) {
@@ -576,7 +576,7 @@ TEST(WheelCancel, GarbageIdsCancelNothing) {
     }
   }
   EXPECT_EQ(w.stats().cancelled, cancelled_before);
-  EXPECT_EQ(w.pending(), expected_pending);
+  EXPECT_EQ(w.pending_count(), expected_pending);
   EXPECT_EQ(w.advance(1s), expected_pending);
   EXPECT_EQ(static_cast<std::size_t>(ran), expected_pending);
 }
@@ -612,7 +612,7 @@ TEST(WheelCallbacks, CancellingAnotherTimerDueInTheSamePassStopsIt) {
   EXPECT_EQ(p.cancels_true, 1);
   EXPECT_TRUE(a_cancel);
   EXPECT_EQ(b_ran, 0);
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_EQ(w.stats().cancelled, 2u);
   EXPECT_EQ(w.stats().fired, 2u);
 }
@@ -649,7 +649,7 @@ TEST(WheelCallbacks, ScheduledAtOrBeforeTheTickBeingProcessedRunsInTheNextCall) 
   }));
   EXPECT_EQ(w.advance(10ms), 1u);
   EXPECT_EQ(log, std::vector<std::string>{"a"});
-  EXPECT_EQ(w.pending(), 4u);
+  EXPECT_EQ(w.pending_count(), 4u);
   ASSERT_TRUE(w.next_deadline().has_value());
   EXPECT_LE(*w.next_deadline(), w.now());
   EXPECT_EQ(w.advance(10ms), 4u);
@@ -690,7 +690,7 @@ TEST(WheelCallbacks, SelfRearmAtZeroDelayDoesNotLivelock) {
     EXPECT_EQ(w.advance(1ms), 1u);
     EXPECT_EQ(runs, i);
   }
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
 }
 
 TEST(WheelCallbacks, AdvanceFromInsideACallbackIsRefused) {
@@ -705,7 +705,7 @@ TEST(WheelCallbacks, AdvanceFromInsideACallbackIsRefused) {
   EXPECT_EQ(*inner, 0u);
   EXPECT_EQ(later, 0) << "the refused inner advance(1h) must not run anything";
   EXPECT_EQ(w.now(), 2ms) << "the refused inner advance(1h) must not move time";
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   EXPECT_GE(w.stats().passes, passes_before + 1);
   EXPECT_EQ(w.advance(1s), 1u);
   EXPECT_EQ(later, 1);
@@ -719,13 +719,13 @@ TEST(WheelLimit, TenOnOneTickRunThreeAtATime) {
   int ran = 0;
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(w.schedule_at(4ms, [&] { ++ran; }));
   EXPECT_EQ(w.advance(4ms, 3), 3u);
-  EXPECT_EQ(w.pending(), 7u);
+  EXPECT_EQ(w.pending_count(), 7u);
   EXPECT_EQ(w.advance(4ms, 3), 3u);
   EXPECT_EQ(w.advance(4ms, 3), 3u);
   EXPECT_EQ(w.advance(4ms, 3), 1u);
   EXPECT_EQ(w.advance(4ms, 3), 0u);
   EXPECT_EQ(ran, 10);
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
 }
 
 TEST(WheelLimit, EarliestTickFirst) {
@@ -749,7 +749,7 @@ TEST(WheelLimit, ZeroLimitRunsNothingAndLosesNothing) {
   for (int i = 1; i <= 4; ++i) ASSERT_TRUE(w.schedule_at(Nanos(1ms) * i, [&] { ++ran; }));
   EXPECT_EQ(w.advance(10ms, 0), 0u);
   EXPECT_EQ(ran, 0);
-  EXPECT_EQ(w.pending(), 4u);
+  EXPECT_EQ(w.pending_count(), 4u);
   ASSERT_TRUE(w.next_deadline().has_value());
   EXPECT_LE(*w.next_deadline(), w.now());
   EXPECT_EQ(w.advance(10ms), 4u);
@@ -853,14 +853,14 @@ TEST(WheelThrow, ExceptionPropagatesTimerCountsAsFiredRestRunsNextCall) {
   EXPECT_THROW(w.advance(5ms), std::runtime_error);
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
   EXPECT_EQ(w.stats().fired, 2u);
-  EXPECT_EQ(w.pending(), 3u);
+  EXPECT_EQ(w.pending_count(), 3u);
   EXPECT_EQ(lc.live, 3) << "the thrower's callable must be destroyed, the others kept";
   EXPECT_FALSE(w.cancel(thrower));
   ASSERT_TRUE(w.next_deadline().has_value());
   EXPECT_LE(*w.next_deadline(), 5ms);
   EXPECT_EQ(w.advance(5ms), 2u);
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 3}));
-  EXPECT_EQ(w.pending(), 1u);
+  EXPECT_EQ(w.pending_count(), 1u);
   EXPECT_EQ(w.advance(50ms), 1u);
   EXPECT_EQ(lc.live, 0);
   EXPECT_EQ(w.stats().fired, 5u);
@@ -890,7 +890,7 @@ TEST(WheelThrow, ThrowerAmongManyOnOneTick) {
   }
   EXPECT_EQ(thrown, 1);
   EXPECT_EQ(ran, 10);
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
   EXPECT_EQ(w.stats().fired, 10u);
   EXPECT_LE(total, 9u);  // the throwing call returns nothing
 }
@@ -1099,7 +1099,7 @@ TEST(WheelNextDeadline, AfterALimitHitThatLeftNothingDueIsExactAndNotInThePast) 
   Wheel w({.tick = tick});
   ASSERT_TRUE(w.schedule_at(tick, [] {}));
   ASSERT_EQ(w.advance(now, 1), 1u);  // ran == limit, nothing else pending
-  ASSERT_EQ(w.pending(), 0u);
+  ASSERT_EQ(w.pending_count(), 0u);
   int ran = 0;
   const Nanos deadline = now + 5 * tick;  // 5 ticks ahead of now()
   ASSERT_TRUE(w.schedule_at(deadline, [&] { ++ran; }));
@@ -1126,7 +1126,7 @@ TEST(WheelNextDeadline, AfterALimitHitWhoseLeftoversWereCancelledIsNotInThePast)
   const TimerId leftover = w.schedule_at(2 * tick, [] {});
   ASSERT_EQ(w.advance(now, 1), 1u);  // ran == limit; the timer at 2 ms is left over, due
   ASSERT_TRUE(w.cancel(leftover));
-  ASSERT_EQ(w.pending(), 0u);
+  ASSERT_EQ(w.pending_count(), 0u);
   int ran = 0;
   const Nanos deadline = now + 5 * tick;
   ASSERT_TRUE(w.schedule_at(deadline, [&] { ++ran; }));
@@ -1151,7 +1151,7 @@ TEST(WheelNextDeadline, AfterAThrowingCallbackIsExactAndNotInThePast) {
   Wheel w({.tick = tick});
   ASSERT_TRUE(w.schedule_at(tick, [] { throw std::runtime_error("boom"); }));
   EXPECT_THROW(w.advance(now), std::runtime_error);
-  ASSERT_EQ(w.pending(), 0u);
+  ASSERT_EQ(w.pending_count(), 0u);
   int ran = 0;
   const Nanos deadline = now + 5 * tick;
   ASSERT_TRUE(w.schedule_at(deadline, [&] { ++ran; }));
@@ -1354,8 +1354,8 @@ TEST(WheelStatsTest, CountersAgreeWithWhatHappened) {
     ASSERT_EQ(s.cancelled, cancelled);
     ASSERT_EQ(s.fired, fired);
     ASSERT_LE(s.passes, calls);  // calls that only moved time on are not counted
-    ASSERT_EQ(w.pending(), scheduled - cancelled - fired);
-    ASSERT_GE(s.pool_nodes, w.pending());
+    ASSERT_EQ(w.pending_count(), scheduled - cancelled - fired);
+    ASSERT_GE(s.pool_nodes, w.pending_count());
     ASSERT_GE(s.pool_capacity, s.pool_nodes);
     ASSERT_GE(s.pool_segments, 1u);
     ASSERT_GE(s.bytes, s.pool_nodes * sizeof(detail::Node));
@@ -1379,7 +1379,7 @@ TEST(WheelCallbacks, ScheduleAboveThePassesStartingTopLevelRunsInTheSamePass) {
   const Nanos end = Nanos(std::int64_t{Wheel::kSlots} << Wheel::kLevelBits) * 1'000'000 * 3;
   EXPECT_EQ(w.advance(end), 2u);
   EXPECT_EQ(fired_at, end);
-  EXPECT_EQ(w.pending(), 0u);
+  EXPECT_EQ(w.pending_count(), 0u);
 }
 
 }  // namespace

@@ -104,6 +104,7 @@ class FrameReader {
 // CLOCK_MONOTONIC, the clock of both std::chrono::steady_clock and tickwheel's Engine by default,
 // in nanoseconds: one time base for deadlines, fire times and the engine.
 inline Nanos now() { return std::chrono::steady_clock::now().time_since_epoch(); }
+// Asio's timers take time points.
 inline std::chrono::steady_clock::time_point at(Nanos t) { return std::chrono::steady_clock::time_point(t); }
 
 // ---- A lateness histogram ----

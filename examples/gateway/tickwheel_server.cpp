@@ -204,8 +204,7 @@ class Server {
 // cross-thread hand-off that wakes the loop if it sleeps (manual) or its shard's worker (workers).
 // Refused only once the engine is stopping: the answer is dropped, as a dead upstream's would be.
 void Deliver::operator()(const Ask& a) const {
-  (void)server->engine.schedule_at_on(a.loop, at(Nanos(0)),
-                                      AnswerFn{server->loops[a.loop].get(), a.slot, a.gen});
+  (void)server->engine.schedule_at_on(a.loop, Nanos(0), AnswerFn{server->loops[a.loop].get(), a.slot, a.gen});
 }
 
 Loop::Loop(Server& server, std::size_t index, int listen_fd)
@@ -330,7 +329,7 @@ void Loop::arm_idle(std::uint32_t slot, Nanos t) {
   auto& e = conns_[slot];
   Conn& c = e.value;
   c.idle_deadline = t + std::chrono::milliseconds(server_.opts.idle_ms);
-  c.idle = engine_.schedule_at_on(index_, at(c.idle_deadline), IdleFn{this, slot, e.gen, ++c.idle_seq});
+  c.idle = engine_.schedule_at_on(index_, c.idle_deadline, IdleFn{this, slot, e.gen, ++c.idle_seq});
   if (!c.idle) ++counts_.schedule_failed;
 }
 
@@ -361,7 +360,7 @@ void Loop::on_request(std::uint32_t slot, const Frame& f, Nanos t) {
   Conn& c = ce.value;
   if (server_.manual()) {
     const Nanos deadline = t + std::chrono::milliseconds(server_.opts.idle_ms);
-    if (c.idle.reschedule(at(deadline))) {
+    if (c.idle.reschedule(deadline)) {
       c.idle_deadline = deadline;
       ++counts_.idle_rearms;
     }
@@ -376,7 +375,7 @@ void Loop::on_request(std::uint32_t slot, const Frame& f, Nanos t) {
   q.conn_gen = ce.gen;
   q.id = f.id;
   q.deadline = t + std::chrono::microseconds(f.value);
-  q.timer = engine_.schedule_at_on(index_, at(q.deadline), TimeoutFn{this, r, re.gen});
+  q.timer = engine_.schedule_at_on(index_, q.deadline, TimeoutFn{this, r, re.gen});
   if (!q.timer) {  // refused (the engine is stopping): answer with the error at once
     ++counts_.schedule_failed;
     reply(q.conn, q.conn_gen, q.id, kTimedOut);

@@ -18,7 +18,7 @@ enum class Status : std::uint8_t {
   max_pending_reached,  // WheelOptions::max_pending timers are pending; nothing was scheduled
   out_of_memory,        // the node pool could not grow (address space or the 2^32-node limit)
   stopped,              // Engine: stop() was called; nothing is scheduled any more
-  no_such_shard,        // Engine: schedule_on() named a shard >= shard_count()
+  no_such_shard,        // Engine: schedule_after_on() named a shard >= shard_count()
   bad_period,           // schedule_every(): the period is <= 0, longer than 2^60 - 1 ns, or, for a
                         // fixed-rate timer, not a whole number of ticks (the wheel runs timers only
                         // on ticks, and a grid kept in whole ticks never drifts): use

@@ -6,7 +6,7 @@
 // the clock's start, where callbacks run: inline, an InlineExecutor, or the target's own queueing
 // executor; whether on_callback_error is set; now and then a raw set of options whose validation
 // is checked instead). Then each front byte is one operation: schedule_after / schedule_at /
-// schedule_on (a good shard or one past the last), schedule_every / schedule_every_on (good and
+// schedule_after_on (a good shard or one past the last), schedule_every / schedule_every_on (good and
 // bad periods, fixed rate and fixed delay, each Misfire policy, with and without an initial
 // delay), Timer::cancel (of a pending, fired, running or cancelled timer, a default or a failed
 // handle; through the handle or the one its raw() gives back), moving the clock (small steps and
@@ -479,7 +479,7 @@ class EngineRun {
       return failed(t);
     }
     const std::uint32_t serial = next_serial_++;
-    std::size_t asked = Engine::any_shard;
+    std::size_t asked = Engine::kAnyShard;
     if (kind == 2) asked = in_.u8() % shards_;
     if (kind == 3) asked = shards_ + in_.u8() % 2;
     // The deadline, as the engine computes it: the delay from its clock (or the shard's loop time,
@@ -493,14 +493,14 @@ class EngineRun {
       switch (kind) {
         case 0: t = engine_->schedule_after(Nanos(d), std::move(fn)); break;
         case 1: {
-          t = engine_->schedule_at(at(d), std::move(fn));
+          t = engine_->schedule_at(Nanos(d), std::move(fn));
           break;
         }
-        default: t = engine_->schedule_on(asked, Nanos(d), std::move(fn)); break;
+        default: t = engine_->schedule_after_on(asked, Nanos(d), std::move(fn)); break;
       }
     }
     TICKWHEEL_FUZZ_TRACE("schedule #%u (kind %u, shard %lld, deadline %lld) -> %s, shard %zu", serial, kind,
-                         asked == Engine::any_shard ? -1LL : static_cast<long long>(asked), ll(deadline),
+                         asked == Engine::kAnyShard ? -1LL : static_cast<long long>(asked), ll(deadline),
                          std::string(to_string(t.status())).c_str(), t.shard());
     if (kind == 3) return no_such_shard(t, e);
     record(t, serial, e, Rec{}, deadline);
@@ -511,7 +511,7 @@ class EngineRun {
     const PeriodicCall call = PeriodicCall::decode(in_, tick_, [this] { return delay(); });
     const std::int64_t p = call.period_ns;
     const PeriodicOptions& opts = call.options;
-    std::size_t asked = Engine::any_shard;
+    std::size_t asked = Engine::kAnyShard;
     if (kind == 2) asked = in_.u8() % shards_;
     if (kind == 3) asked = shards_ + in_.u8() % 2;
     const Expect e = expect(asked);
@@ -534,7 +534,7 @@ class EngineRun {
         "schedule_every #%u (period %lld, %s, misfire %u, first %lld, shard %lld) -> %s, shard %zu", serial,
         ll(p), opts.cadence == Cadence::fixed_rate ? "fixed rate" : "fixed delay",
         static_cast<unsigned>(opts.misfire), ll(first),
-        asked == Engine::any_shard ? -1LL : static_cast<long long>(asked),
+        asked == Engine::kAnyShard ? -1LL : static_cast<long long>(asked),
         std::string(to_string(t.status())).c_str(), t.shard());
     if (call.refused(tick_)) {
       // Refused before a shard is chosen, so before no_such_shard and stopped; not counted.
@@ -561,7 +561,7 @@ class EngineRun {
   Expect expect(std::size_t asked) {
     Expect e;
     // Which shard: one asked for, else a callback's own (inline), else the thread's home shard.
-    if (asked != Engine::any_shard) {
+    if (asked != Engine::kAnyShard) {
       e.target = asked;
     } else if (!polls_.empty()) {
       e.target = polls_.back().shard;
@@ -620,7 +620,7 @@ class EngineRun {
     rec.handle = t;
     rec.shard = s;
     rec.due = due_tick(deadline, tick_);
-    check(!t.cancelled() && !t.expired() && t.pending(),
+    check(!t.cancelled() && !t.expired() && t.is_pending(),
           "a new timer's handle says cancelled, expired or not pending");
     Rec& r = recs_.emplace(serial, rec).first->second;
     serials_.push_back(serial);
@@ -651,8 +651,8 @@ class EngineRun {
   static void check_empty(const tickwheel::Timer& t) {
     tickwheel::Timer copy = t;
     check(!copy.cancel(), "cancel() of an empty handle returned true");
-    check(!copy.pending() && copy.raw() == 0, "an empty handle says pending, or has a raw value");
-    check(!copy.reschedule_after(Nanos(0)) && !copy.reschedule(std::chrono::steady_clock::time_point{}),
+    check(!copy.is_pending() && copy.raw() == 0, "an empty handle says pending, or has a raw value");
+    check(!copy.reschedule_after(Nanos(0)) && !copy.reschedule(Nanos{}),
           "reschedule() of an empty handle returned true");
     check(!copy.deadline() && !copy.remaining(), "deadline() or remaining() of an empty handle has a value");
   }
@@ -700,7 +700,7 @@ class EngineRun {
     check(got == expected, "cancel() returned what the model does not", got, expected);
     if (!got) return;
     won_cancel(serial);
-    check(r.handle.cancelled() && !r.handle.expired() && !r.handle.pending(),
+    check(r.handle.cancelled() && !r.handle.expired() && !r.handle.is_pending(),
           "a handle just cancelled does not say so");
     if (stopped_) {
       // After stop() a cancel retires the timer at once: its callable is gone, and it is counted.
@@ -1186,12 +1186,13 @@ class EngineRun {
       check(!h.cancelled() && !h.expired(), "a pending timer's handle says cancelled or expired", serial);
     }
     // pending() is exact in every state: it reads the generation, which no later timer shares.
-    check(h.pending() == is_pending(r), "pending() is not whether the model says the timer may still run",
+    check(h.is_pending() == is_pending(r), "pending() is not whether the model says the timer may still run",
           serial, is_pending(r));
     const std::uint64_t raw = h.raw();
     const tickwheel::Timer back = engine_->timer_from_raw(raw);
-    check(raw != 0 && back && back.raw() == raw && back.shard() == r.shard && back.pending() == h.pending() &&
-              back.cancelled() == h.cancelled() && back.expired() == h.expired(),
+    check(raw != 0 && back && back.raw() == raw && back.shard() == r.shard &&
+              back.is_pending() == h.is_pending() && back.cancelled() == h.cancelled() &&
+              back.expired() == h.expired(),
           "timer_from_raw(raw()) does not answer as the handle", serial);
   }
 
@@ -1387,7 +1388,7 @@ class EngineRun {
     const bool here = own_thread(r.shard) && !m.walking;
     const bool expected = movable(r) && (here || !stopped_);
     const std::int64_t deadline = absolute ? d : sat_add(here ? m.loop_now : g_clock, d);
-    const bool got = absolute ? h.reschedule(at(d)) : h.reschedule_after(Nanos(d));
+    const bool got = absolute ? h.reschedule(Nanos(d)) : h.reschedule_after(Nanos(d));
     TICKWHEEL_FUZZ_TRACE("reschedule #%u to %lld (%s) -> %d", serial, ll(deadline), here ? "here" : "posted",
                          got);
     check(got == expected, "reschedule() returned what the model does not", got, expected);
@@ -1400,7 +1401,7 @@ class EngineRun {
     } else {
       m.moves.push_back(Move{serial, due});
     }
-    check(h.pending() && r.handle.pending(), "a timer just moved does not say pending", serial);
+    check(h.is_pending() && r.handle.is_pending(), "a timer just moved does not say pending", serial);
   }
 
   void op_deadline() {
@@ -1500,13 +1501,13 @@ class EngineRun {
     check(named != Named::nothing, "timer_from_raw() of a value that names no node gave a handle", lu(raw));
     check(t.status() == Status::ok && t.raw() == raw && t.shard() < shards_,
           "timer_from_raw(): the handle's status, raw() or shard", lu(raw));
-    check(t.pending() == (live != 0),
+    check(t.is_pending() == (live != 0),
           "timer_from_raw(): pending() is not whether the value names a pending timer", lu(raw), live);
     if (live != 0) {
       check(t.shard() == recs_.at(live).shard, "timer_from_raw(): the shard is not the timer's", live);
       return;
     }
-    check(!t.cancel() && !t.reschedule_after(Nanos(0)) && !t.pending(),
+    check(!t.cancel() && !t.reschedule_after(Nanos(0)) && !t.is_pending(),
           "a stale or forged handle from timer_from_raw() cancelled or moved something", lu(raw));
     check(!t.deadline(), "deadline() of a stale or forged handle has a value", lu(raw));
   }
@@ -1536,7 +1537,7 @@ class EngineRun {
           static_cast<long long>(got), static_cast<long long>(cleared.size()));
     for (std::uint32_t serial : cleared) {
       const tickwheel::Timer& h = recs_.at(serial).handle;
-      check(h.cancelled() && !h.pending() && alive_.count(serial) == 0,
+      check(h.cancelled() && !h.is_pending() && alive_.count(serial) == 0,
             "a timer clear() cancelled does not say so, or its callable lives", serial);
     }
     publish(s);
@@ -1627,7 +1628,7 @@ class EngineRun {
               lu(t.raw()));
         const std::uint32_t serial = it->second;
         check(seen.insert(serial).second, "for_each_pending() visited a timer twice", serial);
-        check(t && t.shard() == s && t.pending(), "a visited timer's handle is not a pending one", serial);
+        check(t && t.shard() == s && t.is_pending(), "a visited timer's handle is not a pending one", serial);
         check(deadline_ok(recs_.at(serial), deadline.count()),
               "for_each_pending() gave a deadline the model does not", deadline.count(),
               ns_of(recs_.at(serial).due));

@@ -716,8 +716,8 @@ class WheelRun {
     check(alive_.size() == timers_.size() + (periodic ? 0 : 1) && alive_.count(serial) == 1,
           "callables alive inside a callback are not the pending timers plus the running one",
           static_cast<long long>(alive_.size()), static_cast<long long>(timers_.size()));
-    check(wheel_->pending() == timers_.size(), "pending() inside a callback",
-          static_cast<long long>(wheel_->pending()), static_cast<long long>(timers_.size()));
+    check(wheel_->pending_count() == timers_.size(), "pending() inside a callback",
+          static_cast<long long>(wheel_->pending_count()), static_cast<long long>(timers_.size()));
     bool do_throw = false;
     {
       Bytes::FromBack nested(in_);
@@ -735,9 +735,9 @@ class WheelRun {
         default: break;
       }
       if ((what & 8) != 0) {
-        const std::size_t before = wheel_->pending();
+        const std::size_t before = wheel_->pending_count();
         check(wheel_->advance(Nanos::max()) == 0, "advance() from a callback ran something");
-        check(wheel_->pending() == before && wheel_->now().count() == now_,
+        check(wheel_->pending_count() == before && wheel_->now().count() == now_,
               "advance() from a callback changed the wheel");
       }
       do_throw = what >= 0xF0;
@@ -836,8 +836,8 @@ class WheelRun {
 
   void check_invariants() {
     const auto pending = static_cast<long long>(timers_.size());
-    check(wheel_->pending() == timers_.size(), "pending()", static_cast<long long>(wheel_->pending()),
-          pending);
+    check(wheel_->pending_count() == timers_.size(), "pending()",
+          static_cast<long long>(wheel_->pending_count()), pending);
     check(alive_.size() == timers_.size(), "callables alive are not the pending timers",
           static_cast<long long>(alive_.size()), pending);
     check(wheel_->now().count() == now_, "now()");
@@ -858,7 +858,7 @@ class WheelRun {
           static_cast<long long>(passes_));
     check(s.rescheduled == rescheduled_, "stats().rescheduled", static_cast<long long>(s.rescheduled),
           static_cast<long long>(rescheduled_));
-    check(s.scheduled + s.rearmed == s.fired + s.skipped + s.cancelled + wheel_->pending(),
+    check(s.scheduled + s.rearmed == s.fired + s.skipped + s.cancelled + wheel_->pending_count(),
           "scheduled + rearmed != fired + skipped + cancelled + pending");
 
     const std::optional<Nanos> nd = wheel_->next_deadline();
