@@ -78,8 +78,7 @@
 
 #include <unistd.h>
 
-namespace tickwheel {
-namespace detail {
+namespace tickwheel::detail {
 
 inline std::string nanos_text(Nanos n) { return std::to_string(n.count()) + "ns"; }
 
@@ -1126,5 +1125,4 @@ WheelStats WheelCore<Policy>::stats() const noexcept {
   return s;
 }
 
-}  // namespace detail
-}  // namespace tickwheel
+}  // namespace tickwheel::detail
