@@ -76,8 +76,10 @@ EpollLoop::~EpollLoop() {
   if (old_slack_ > 0) (void)::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(old_slack_), 0UL, 0UL, 0UL);
 }
 
+// The loop protocol of engine.hpp with the poll at the end of the turn rather than its start, so
+// that what the wait woke the loop for has run when run_once() returns (a loop that tests its own
+// state between turns sees it).
 std::span<const epoll_event> EpollLoop::run_once(std::size_t limit) {
-  (void)engine_.poll(shard_, limit);
   const std::optional<Nanos> until = engine_.next_deadline(shard_);
   int n = 0;
   int error = 0;
@@ -86,11 +88,12 @@ std::span<const epoll_event> EpollLoop::run_once(std::size_t limit) {
     if (until) left = std::max(*until - engine_.now(), Nanos(0));
     n = wait(left);
     error = errno;
-    engine_.finish_wait(shard_);  // before any throw: the wait is over either way
+    engine_.finish_wait(shard_);
   } else {
     n = wait(Nanos(0));  // hand-offs wait (or the engine stopped): look at the fds, don't sleep
     error = errno;
   }
+  (void)engine_.poll(shard_, limit);
   if (n < 0) {
     if (error == EINTR) return {};
     throw std::system_error(error, std::generic_category(), "tickwheel::EpollLoop::run_once: epoll wait");

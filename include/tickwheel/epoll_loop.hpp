@@ -1,8 +1,8 @@
 // tickwheel/epoll_loop.hpp — one shard of a caller-driven Engine inside an epoll loop (Linux).
 //
-// EpollLoop writes the loop protocol of engine.hpp once (own_shard(), then per turn poll(),
-// next_deadline(), prepare_wait(), a wait in epoll, finish_wait()), so that embedding the Engine in
-// an epoll loop takes a constructor and one call per turn:
+// EpollLoop writes the loop protocol of engine.hpp once (own_shard(), then per turn
+// next_deadline(), prepare_wait(), a wait in epoll, finish_wait(), poll()), so that embedding the
+// Engine in an epoll loop takes a constructor and one call per turn:
 //
 //   tickwheel::EpollLoop loop(engine, shard);      // on the loop's thread
 //   ... epoll_ctl(loop.fd(), EPOLL_CTL_ADD, your_fd, &ev) ...
@@ -61,18 +61,19 @@ class EpollLoop {
   EpollLoop(const EpollLoop&) = delete;
   EpollLoop& operator=(const EpollLoop&) = delete;
 
-  // One turn of the loop: runs the shard's due callbacks on this thread (poll(shard, limit)), then
-  // waits in epoll until one of your fds is ready, the shard's next deadline comes (its distance
-  // read from Engine::now(); nothing pending: no timeout), or another thread wakes it (an earlier
-  // hand-off, post_clear(), stop(), clock_moved()); with hand-offs already waiting, or callbacks
-  // left over by `limit`, it only looks (timeout 0). Returns your ready events, the wake-up fd's
-  // never among them: a view of the loop's buffer, valid until the next run_once(). A signal
-  // (EINTR) returns an empty view. Once stop() has begun it runs nothing and never sleeps: leave
-  // the loop when Engine::stopped() says so. Cost: a poll(), a next_deadline() and prepare_wait()'s
-  // fence, one epoll_pwait2 (epoll_wait, rounded up to milliseconds, where the kernel lacks it), and
-  // finish_wait()'s read of the wake-up fd when another thread wrote it; no allocation.
-  // Throws as Engine::poll() (std::logic_error from a thread that is not the owner, or from
-  // inside one of this shard's callbacks), and std::system_error if epoll fails (a closed set).
+  // One turn of the loop: waits in epoll until one of your fds is ready, the shard's next deadline
+  // comes (its distance read from Engine::now(); nothing pending: no timeout), or another thread
+  // wakes it (an earlier hand-off, post_clear(), stop(), clock_moved()); then runs the shard's due
+  // callbacks on this thread (poll(shard, limit)), so that what woke it has run when it returns.
+  // With hand-offs waiting, or callbacks left over by `limit`, it only looks (timeout 0). Returns
+  // your ready events, never the wake-up fd's: a view of the loop's buffer, valid until the next
+  // run_once(). A signal (EINTR) returns an empty view. Once stop() has begun it runs nothing and
+  // never sleeps: leave the loop when Engine::stopped() says so. Cost: a next_deadline(),
+  // prepare_wait()'s fence, one epoll_pwait2 (epoll_wait rounded up to milliseconds where the
+  // kernel lacks it), finish_wait()'s read of the wake-up fd when another thread wrote it, and a
+  // poll(); no allocation. Throws as Engine::poll() (std::logic_error from a thread that is not
+  // the owner, or from inside one of this shard's callbacks), and std::system_error if epoll fails
+  // (a closed set).
   std::span<const epoll_event> run_once(std::size_t limit = Engine::kNoLimit);
 
   int fd() const noexcept { return epoll_fd_; }  // the epoll set: add your fds here
