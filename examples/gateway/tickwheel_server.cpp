@@ -86,7 +86,8 @@ class Loop {
     (void)::write(stop_fd_, &one, sizeof one);
     if (thread_.joinable()) thread_.join();
   }
-  // Timer callbacks, on this loop's thread.
+  // Timer callbacks, on this loop's thread. Their lambdas hold a Loop* and two or three 32-bit
+  // values: at most 24 bytes, the engine's limit, so nothing is allocated per timer.
   void on_timeout(std::uint32_t slot, std::uint32_t gen);
   void on_answer(std::uint32_t slot, std::uint32_t gen);
   void on_idle(std::uint32_t slot, std::uint32_t gen, std::uint32_t seq);
@@ -146,23 +147,6 @@ class Loop {
   std::thread thread_;
 };
 
-// The callables: 16 and 24 bytes, under the engine's 24-byte limit; nothing allocated per timer.
-struct TimeoutFn {
-  Loop* loop;
-  std::uint32_t slot, gen;
-  void operator()() const { loop->on_timeout(slot, gen); }
-};
-struct AnswerFn {
-  Loop* loop;
-  std::uint32_t slot, gen;
-  void operator()() const { loop->on_answer(slot, gen); }
-};
-struct IdleFn {
-  Loop* loop;
-  std::uint32_t slot, gen, seq;
-  void operator()() const { loop->on_idle(slot, gen, seq); }
-};
-
 struct Deliver {
   Server* server;
   void operator()(const Ask& a) const;
@@ -208,8 +192,9 @@ class Server {
 // cross-thread hand-off that wakes the loop if it sleeps (manual) or its shard's worker (workers).
 // Refused only once the engine is stopping: the answer is dropped, as a dead upstream's would be.
 void Deliver::operator()(const Ask& a) const {
-  (void)server->engine.schedule_at_on(a.loop, at(Nanos(0)),
-                                      AnswerFn{server->loops[a.loop].get(), a.slot, a.gen});
+  (void)server->engine.schedule_at_on(
+      a.loop, at(Nanos(0)),
+      [loop = server->loops[a.loop].get(), slot = a.slot, gen = a.gen] { loop->on_answer(slot, gen); });
 }
 
 Loop::Loop(Server& server, std::size_t index, int listen_fd)
@@ -335,7 +320,8 @@ void Loop::arm_idle(std::uint32_t slot, Nanos t) {
   auto& e = conns_[slot];
   Conn& c = e.value;
   c.idle_deadline = t + std::chrono::milliseconds(server_.opts.idle_ms);
-  c.idle = engine_.schedule_at_on(index_, at(c.idle_deadline), IdleFn{this, slot, e.gen, ++c.idle_seq});
+  c.idle = engine_.schedule_at_on(index_, at(c.idle_deadline),
+                                  [this, slot, gen = e.gen, seq = ++c.idle_seq] { on_idle(slot, gen, seq); });
   if (!c.idle) ++counts_.schedule_failed;
 }
 
@@ -381,7 +367,7 @@ void Loop::on_request(std::uint32_t slot, const Frame& f, Nanos t) {
   q.conn_gen = ce.gen;
   q.id = f.id;
   q.deadline = t + std::chrono::microseconds(f.value);
-  q.timer = engine_.schedule_at_on(index_, at(q.deadline), TimeoutFn{this, r, re.gen});
+  q.timer = engine_.schedule_at_on(index_, at(q.deadline), [this, r, gen = re.gen] { on_timeout(r, gen); });
   if (!q.timer) {  // refused (the engine is stopping): answer with the error at once
     ++counts_.schedule_failed;
     reply(q.conn, q.conn_gen, q.id, kTimedOut);
