@@ -80,20 +80,37 @@ EpollLoop::~EpollLoop() {
 // that what the wait woke the loop for has run when run_once() returns (a loop that tests its own
 // state between turns sees it).
 std::span<const epoll_event> EpollLoop::run_once(std::size_t limit) {
-  const std::optional<Nanos> until = engine_.next_deadline(shard_);
+  // Refused before any step of the protocol: a wait announced by another thread, or from inside a
+  // callback, would take the owner's place in it (a producer would wake the wrong wait, or none).
+  if (running_) {
+    throw std::logic_error(
+        "tickwheel::EpollLoop::run_once: called from inside run_once() (a callback of shard " +
+        std::to_string(shard_) + ")");
+  }
+  const bool owner = engine_.owned_shard() == shard_;
+  if (!owner && !engine_.stopped()) {
+    throw std::logic_error("tickwheel::EpollLoop::run_once: this thread does not own shard " +
+                           std::to_string(shard_) + "; the thread that built the loop does");
+  }
+  running_ = true;
+  struct Done {
+    bool& running;
+    ~Done() { running = false; }
+  } done{running_};
   int n = 0;
   int error = 0;
-  if (engine_.prepare_wait(shard_, until)) {
+  const std::optional<Nanos> until = owner ? engine_.next_deadline(shard_) : std::nullopt;
+  if (owner && engine_.prepare_wait(shard_, until)) {
     std::optional<Nanos> left;
     if (until) left = std::max(*until - engine_.now(), Nanos(0));
     n = wait(left);
     error = errno;
     engine_.finish_wait(shard_);
   } else {
-    n = wait(Nanos(0));  // hand-offs wait (or the engine stopped): look at the fds, don't sleep
+    n = wait(Nanos(0));  // hand-offs wait, or the engine stopped: look at the fds, don't sleep
     error = errno;
   }
-  (void)engine_.poll(shard_, limit);
+  if (owner) (void)engine_.poll(shard_, limit);
   if (n < 0) {
     if (error == EINTR) return {};
     throw std::system_error(error, std::generic_category(), "tickwheel::EpollLoop::run_once: epoll wait");

@@ -249,6 +249,28 @@ TEST(EpollLoop, AfterStopRunOnceNeverSleepsAndTheOwnershipHasEnded) {
   EXPECT_EQ(ran.load(), 0);
 }
 
+// A wait announced from another thread, or from inside a callback, would take the owner's place
+// in the wake-up protocol: refused before any step of it.
+TEST(EpollLoop, RunOnceOffTheOwnersThreadOrFromACallbackIsRefused) {
+  Engine e(real_clock_manual());
+  EpollLoop loop(e, 0);
+  std::thread([&loop] { EXPECT_THROW((void)loop.run_once(), std::logic_error); }).join();
+  bool refused = false;
+  ASSERT_TRUE(e.schedule_after(0ns, [&] {
+    try {
+      (void)loop.run_once();
+    } catch (const std::logic_error&) {
+      refused = true;
+    }
+  }));
+  ASSERT_TRUE(e.schedule_after(1h, [] {}));
+  for (int turn = 0; turn < 100 && !refused; ++turn) (void)loop.run_once();
+  EXPECT_TRUE(refused) << "run_once() from a callback of its shard was not refused";
+  EXPECT_EQ(e.owned_shard(), std::optional<std::size_t>(0));
+  EXPECT_EQ(e.stop().size(), 1u);
+  std::thread([&loop] { EXPECT_NO_THROW((void)loop.run_once()) << "after stop() it only looks"; }).join();
+}
+
 TEST(EpollLoop, TheShardIsReleasedOnDestructionAndTheTimerSlackRestored) {
   Engine e(real_clock_manual(2));
   const long slack_before = timer_slack();

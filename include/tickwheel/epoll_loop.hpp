@@ -49,7 +49,7 @@ class EpollLoop {
   // Makes the calling thread the owner of `shard` (Engine::own_shard), adds the shard's
   // wakeup_fd() to the epoll set, and sets the thread's timer slack to 1 ns (the default adds
   // 50 us to every timed sleep; the old value comes back on destruction). Allocates the event
-  // buffer. Throws, with nothing owned or changed: std::out_of_range for shard >= shard_count();
+  // buffer (max_events). Throws, with nothing owned or changed: std::out_of_range for shard >= shard_count();
   // std::logic_error for an engine with worker threads or EngineOptions::wake_loop, or as
   // own_shard() does (a shard owned or polled by another thread, this thread owning another, the
   // engine stopped); std::invalid_argument naming a bad max_events; std::system_error when epoll
@@ -61,19 +61,16 @@ class EpollLoop {
   EpollLoop(const EpollLoop&) = delete;
   EpollLoop& operator=(const EpollLoop&) = delete;
 
-  // One turn of the loop: waits in epoll until one of your fds is ready, the shard's next deadline
-  // comes (its distance read from Engine::now(); nothing pending: no timeout), or another thread
-  // wakes it (an earlier hand-off, post_clear(), stop(), clock_moved()); then runs the shard's due
-  // callbacks on this thread (poll(shard, limit)), so that what woke it has run when it returns.
-  // With hand-offs waiting, or callbacks left over by `limit`, it only looks (timeout 0). Returns
-  // your ready events, never the wake-up fd's: a view of the loop's buffer, valid until the next
-  // run_once(). A signal (EINTR) returns an empty view. Once stop() has begun it runs nothing and
-  // never sleeps: leave the loop when Engine::stopped() says so. Cost: a next_deadline(),
-  // prepare_wait()'s fence, one epoll_pwait2 (epoll_wait rounded up to milliseconds where the
-  // kernel lacks it), finish_wait()'s read of the wake-up fd when another thread wrote it, and a
-  // poll(); no allocation. Throws as Engine::poll() (std::logic_error from a thread that is not
-  // the owner, or from inside one of this shard's callbacks), and std::system_error if epoll fails
-  // (a closed set).
+  // One turn: waits in epoll until one of your fds is ready, the shard's next deadline comes
+  // (timed from Engine::now()) or another thread wakes the shard (an earlier hand-off,
+  // post_clear(), stop(), clock_moved()); then runs the due callbacks here (poll(shard, limit)), so
+  // that what woke it has run by the return. It does not sleep while hand-offs, or callbacks left
+  // over by `limit`, wait. Returns your ready events, never the wake-up fd's: a view valid until
+  // the next call; empty on EINTR. Once stop() has begun it runs nothing and never sleeps: leave
+  // the loop when Engine::stopped() says so. Cost: the protocol's calls and one epoll_pwait2
+  // (epoll_wait, rounded up to milliseconds, on kernels without it); no allocation. Throws
+  // std::logic_error, having done nothing, on a thread other than the owner's (before stop()) and
+  // from a callback of the shard; std::system_error if epoll fails; else as Engine::poll().
   std::span<const epoll_event> run_once(std::size_t limit = Engine::kNoLimit);
 
   int fd() const noexcept { return epoll_fd_; }  // the epoll set: add your fds here
@@ -89,6 +86,7 @@ class EpollLoop {
   int epoll_fd_ = -1;
   bool own_epoll_ = false;
   bool nanosecond_waits_ = true;  // false once epoll_pwait2 said ENOSYS
+  bool running_ = false;          // inside run_once(): a callback calling it again is refused
   long old_slack_ = -1;           // the thread's timer slack before, restored on destruction
   std::vector<epoll_event> events_;
 };
