@@ -33,11 +33,12 @@ EpollLoop::EpollLoop(Engine& engine, std::size_t shard, EpollLoopOptions opts)
     : engine_(engine),
       shard_(shard),
       wake_fd_(engine.wakeup_fd(shard)),  // out_of_range; logic_error with workers or wake_loop
-      events_(checked_max_events(opts.max_events)) {
-  own_epoll_ = opts.epoll_fd < 0;
-  epoll_fd_ = own_epoll_ ? ::epoll_create1(EPOLL_CLOEXEC) : opts.epoll_fd;
-  if (epoll_fd_ < 0)
+      events_(checked_max_events(opts.max_events)),
+      epoll_fd_(opts.epoll_fd < 0 ? ::epoll_create1(EPOLL_CLOEXEC) : opts.epoll_fd),
+      own_epoll_(opts.epoll_fd < 0) {
+  if (epoll_fd_ < 0) {
     throw std::system_error(errno, std::generic_category(), "tickwheel::EpollLoop: epoll_create1");
+  }
   epoll_event wake{};
   wake.events = EPOLLIN;
   wake.data.u64 = kWakeData;
@@ -93,24 +94,26 @@ std::span<const epoll_event> EpollLoop::run_once(std::size_t limit) {
                            std::to_string(shard_) + "; the thread that built the loop does");
   }
   running_ = true;
-  struct Done {
-    bool& running;
-    ~Done() { running = false; }
-  } done{running_};
   int n = 0;
   int error = 0;
-  const std::optional<Nanos> until = owner ? engine_.next_deadline(shard_) : std::nullopt;
-  if (owner && engine_.prepare_wait(shard_, until)) {
-    std::optional<Nanos> left;
-    if (until) left = std::max(*until - engine_.now(), Nanos(0));
-    n = wait(left);
-    error = errno;
-    engine_.finish_wait(shard_);
-  } else {
-    n = wait(Nanos(0));  // hand-offs wait, or the engine stopped: look at the fds, don't sleep
-    error = errno;
+  try {
+    const std::optional<Nanos> until = owner ? engine_.next_deadline(shard_) : std::nullopt;
+    if (owner && engine_.prepare_wait(shard_, until)) {
+      std::optional<Nanos> left;
+      if (until) left = std::max(*until - engine_.now(), Nanos(0));
+      n = wait(left);
+      error = errno;
+      engine_.finish_wait(shard_);
+    } else {
+      n = wait(Nanos(0));  // hand-offs wait, or the engine stopped: look at the fds, don't sleep
+      error = errno;
+    }
+    if (owner) (void)engine_.poll(shard_, limit);
+  } catch (...) {
+    running_ = false;
+    throw;
   }
-  if (owner) (void)engine_.poll(shard_, limit);
+  running_ = false;
   if (n < 0) {
     if (error == EINTR) return {};
     throw std::system_error(error, std::generic_category(), "tickwheel::EpollLoop::run_once: epoll wait");

@@ -83,12 +83,12 @@ class EpollLoop {
   Engine& engine_;
   const std::size_t shard_;
   const int wake_fd_;
+  std::vector<epoll_event> events_;  // before the set: a bad max_events throws before it is made
   int epoll_fd_ = -1;
   bool own_epoll_ = false;
   bool nanosecond_waits_ = true;  // false once epoll_pwait2 said ENOSYS
   bool running_ = false;          // inside run_once(): a callback calling it again is refused
   long old_slack_ = -1;           // the thread's timer slack before, restored on destruction
-  std::vector<epoll_event> events_;
 };
 
 }  // namespace tickwheel
