@@ -10,8 +10,9 @@
 //     for (const epoll_event& ev : loop.run_once()) handle(ev);  // due callbacks ran in run_once()
 //
 // What it is for: a loop thread that owns its shard, so that its schedules, cancels and
-// reschedules go straight into the wheel, and that sleeps in epoll until its next deadline, timed in
-// nanoseconds (epoll_pwait2, timer slack 1 ns), woken early by another thread's earlier hand-off.
+// reschedules go straight into the wheel, and that sleeps in epoll until its next deadline, timed
+// in nanoseconds (epoll_pwait2, timer slack 1 ns), woken early by another thread's earlier
+// hand-off.
 // Not for: a loop that waits on something else (io_uring, a condition variable: use the calls
 // themselves with EngineOptions::wake_loop), an engine with worker threads (a LoopExecutor is the
 // loop's side there), or several shards on one thread (a thread owns one).
@@ -49,11 +50,12 @@ class EpollLoop {
   // Makes the calling thread the owner of `shard` (Engine::own_shard), adds the shard's
   // wakeup_fd() to the epoll set, and sets the thread's timer slack to 1 ns (the default adds
   // 50 us to every timed sleep; the old value comes back on destruction). Allocates the event
-  // buffer (max_events). Throws, with nothing owned or changed: std::out_of_range for shard >= shard_count();
-  // std::logic_error for an engine with worker threads or EngineOptions::wake_loop, or as
-  // own_shard() does (a shard owned or polled by another thread, this thread owning another, the
-  // engine stopped); std::invalid_argument naming a bad max_events; std::system_error when epoll
-  // refuses (a bad epoll_fd; the wake-up fd already in it).
+  // buffer (max_events). Throws, with nothing owned or changed: std::out_of_range for
+  // shard >= shard_count(); std::logic_error for an engine with worker threads or
+  // EngineOptions::wake_loop, or as own_shard() does (a shard owned or polled by another thread,
+  // this thread owning another, the engine stopped); std::invalid_argument naming a bad
+  // max_events; std::system_error when epoll refuses (a bad epoll_fd; the wake-up fd already in
+  // it).
   EpollLoop(Engine& engine, std::size_t shard, EpollLoopOptions opts = {});
   // Lets go of the shard if this thread still owns it (stop() ends the ownership itself), takes
   // the wake-up fd out of the set, closes the set if it made it, restores the timer slack.
