@@ -3,13 +3,14 @@
 // each with its own SO_REUSEPORT listener, its connections and its shard of the engine.
 //
 // Two ways to run the timers (--mode):
-//   manual   caller-driven (Threads::manual): each loop owns its shard (own_shard), so its schedules
-//            and cancels go straight into the wheel; it polls the shard, then sleeps in epoll until
-//            next_deadline() between prepare_wait() and finish_wait(), with the shard's wakeup_fd()
-//            in the set, so that another thread's earlier hand-off wakes it. The sleep is timed in
-//            nanoseconds with epoll_pwait2 (--wait ns, the default); --wait ms rounds it up to
-//            epoll_wait's milliseconds, which costs up to a millisecond past each tick when the tick
-//            is shorter (docs/gateway.md says what the comparison showed).
+//   manual   caller-driven (Threads::manual): each loop is a tickwheel::EpollLoop on its shard: it
+//            owns the shard (own_shard), so its schedules and cancels go straight into the wheel,
+//            and each run_once() polls the shard, then sleeps in epoll until the next deadline,
+//            timed in nanoseconds, woken by another thread's earlier hand-off (--wait ns, the
+//            default). --wait ms is the comparison's control: the same protocol written out by hand
+//            (run_ms), its sleep rounded up to epoll_wait's milliseconds, which costs up to a
+//            millisecond past each tick when the tick is shorter (docs/gateway.md says what the
+//            comparison showed).
 //   workers  engine worker threads time the shards (one per loop, unpinned) and hand each fired
 //            timer to a LoopExecutor whose lane i is loop i: the loop drains the lane when its fd
 //            is readable, so every callback still runs on the loop that owns its connection.
@@ -39,7 +40,6 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +48,7 @@
 
 #include "common.hpp"
 #include "tickwheel/engine.hpp"
+#include "tickwheel/epoll_loop.hpp"
 #include "tickwheel/executor.hpp"
 
 namespace gateway {
@@ -59,8 +60,10 @@ struct Options : ServerOptions {
   std::int64_t tick_us = 1000;
 };
 
-constexpr std::uint64_t kListen = ~std::uint64_t{0};
-constexpr std::uint64_t kWakeup = kListen - 1;
+// Tags of the loop's own fds in the epoll set, above every connection's (gen << 32 | slot) but
+// for the top one, EpollLoop's (kWakeData), which its run_once() keeps to itself.
+constexpr std::uint64_t kListen = tickwheel::EpollLoop::kWakeData - 1;
+constexpr std::uint64_t kWakeup = kListen - 1;  // --wait ms only: run_ms() registers it itself
 constexpr std::uint64_t kLane = kListen - 2;
 constexpr std::uint64_t kStop = kListen - 3;
 constexpr int kEvents = 256;
@@ -82,7 +85,8 @@ class Loop {
     (void)::write(stop_fd_, &one, sizeof one);
     if (thread_.joinable()) thread_.join();
   }
-  // Timer callbacks, on this loop's thread.
+  // Timer callbacks, on this loop's thread. Their lambdas hold a Loop* and two or three 32-bit
+  // values: at most 24 bytes, the engine's limit, so nothing is allocated per timer.
   void on_timeout(std::uint32_t slot, std::uint32_t gen);
   void on_answer(std::uint32_t slot, std::uint32_t gen);
   void on_idle(std::uint32_t slot, std::uint32_t gen, std::uint32_t seq);
@@ -112,6 +116,7 @@ class Loop {
   };
 
   void run();
+  void run_ms();
   void dispatch(const epoll_event& ev);
   void accept_all();
   void read_conn(std::uint32_t slot);
@@ -120,7 +125,6 @@ class Loop {
   void arm_idle(std::uint32_t slot, Nanos t);
   void reply(std::uint32_t conn, std::uint32_t conn_gen, std::uint64_t id, std::uint32_t status);
   void close_conn(std::uint32_t slot);
-  int wait_events(std::optional<Nanos> until);
   Nanos tick_ceil(Nanos t) const { return Nanos((t.count() + tick_ - 1) / tick_ * tick_); }
 
   Server& server_;
@@ -140,23 +144,6 @@ class Loop {
   Counts counts_;
   Histogram lateness_, past_tick_, idle_lateness_;
   std::thread thread_;
-};
-
-// The callables: 16 and 24 bytes, under the engine's 24-byte limit; nothing allocated per timer.
-struct TimeoutFn {
-  Loop* loop;
-  std::uint32_t slot, gen;
-  void operator()() const { loop->on_timeout(slot, gen); }
-};
-struct AnswerFn {
-  Loop* loop;
-  std::uint32_t slot, gen;
-  void operator()() const { loop->on_answer(slot, gen); }
-};
-struct IdleFn {
-  Loop* loop;
-  std::uint32_t slot, gen, seq;
-  void operator()() const { loop->on_idle(slot, gen, seq); }
 };
 
 struct Deliver {
@@ -204,7 +191,9 @@ class Server {
 // cross-thread hand-off that wakes the loop if it sleeps (manual) or its shard's worker (workers).
 // Refused only once the engine is stopping: the answer is dropped, as a dead upstream's would be.
 void Deliver::operator()(const Ask& a) const {
-  (void)server->engine.schedule_at_on(a.loop, Nanos(0), AnswerFn{server->loops[a.loop].get(), a.slot, a.gen});
+  (void)server->engine.schedule_at_on(
+      a.loop, Nanos(0),
+      [loop = server->loops[a.loop].get(), slot = a.slot, gen = a.gen] { loop->on_answer(slot, gen); });
 }
 
 Loop::Loop(Server& server, std::size_t index, int listen_fd)
@@ -226,11 +215,8 @@ Loop::Loop(Server& server, std::size_t index, int listen_fd)
   };
   add(listen_fd_, kListen);
   add(stop_fd_, kStop);
-  if (server.manual()) {
-    add(engine_.wakeup_fd(index_), kWakeup);
-  } else {
-    add(server.tasks->fd(index_), kLane);
-  }
+  if (server.manual() && server.opts.wait == "ms") add(engine_.wakeup_fd(index_), kWakeup);
+  if (!server.manual()) add(server.tasks->fd(index_), kLane);
 }
 
 Loop::~Loop() {
@@ -244,41 +230,45 @@ Loop::~Loop() {
 }
 
 void Loop::run() {
-  (void)::prctl(PR_SET_TIMERSLACK, 1UL);  // as the engine's own workers: no 50 us slack on a timed wait
-  if (server_.manual()) engine_.own_shard(index_);
-  while (!stopping_) {
-    int n = 0;
-    if (server_.manual()) {
-      (void)engine_.poll(index_);
-      const std::optional<Nanos> until = engine_.next_deadline(index_);
-      if (engine_.prepare_wait(index_, until)) {
-        n = wait_events(until);
-        engine_.finish_wait(index_);
-      } else {
-        n = ::epoll_wait(ep_, events_.data(), kEvents,
-                         0);  // hand-offs wait: look at the sockets, don't sleep
-      }
-    } else {
-      n = ::epoll_wait(ep_, events_.data(), kEvents, -1);  // the workers time the timers
+  if (!server_.manual()) {  // the workers time the timers; fired ones come through the lane
+    while (!stopping_) {
+      const int n = ::epoll_wait(ep_, events_.data(), kEvents, -1);
+      for (int i = 0; i < n; ++i) dispatch(events_[static_cast<std::size_t>(i)]);
     }
-    for (int i = 0; i < n; ++i) dispatch(events_[static_cast<std::size_t>(i)]);
+  } else if (server_.opts.wait == "ns") {
+    tickwheel::EpollLoop loop(engine_, index_, {.epoll_fd = ep_, .max_events = kEvents});
+    while (!stopping_ && !engine_.stopped()) {
+      for (const epoll_event& ev : loop.run_once()) dispatch(ev);
+    }
+  } else {
+    run_ms();
   }
 }
 
-// Sleeps in epoll until `until` (the engine's clock, CLOCK_MONOTONIC) or an event.
-int Loop::wait_events(std::optional<Nanos> until) {
-  if (!until) return ::epoll_wait(ep_, events_.data(), kEvents, -1);
-  const Nanos left = std::max(*until - now(), Nanos(0));
-  if (server_.opts.wait == "ms") {
-    // epoll_wait's timeout is whole milliseconds: rounded up, so as never to wake before the
-    // deadline, a 100 us tick's wait becomes a millisecond.
-    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
-    return ::epoll_wait(ep_, events_.data(), kEvents, static_cast<int>(std::min<std::int64_t>(ms, 60'000)));
+// --wait ms, the control of the ns/ms comparison: EpollLoop's protocol written out, its sleep in
+// epoll_wait's whole milliseconds, rounded up so as never to wake before the deadline (a 100 us
+// tick's wait becomes a millisecond).
+void Loop::run_ms() {
+  (void)::prctl(PR_SET_TIMERSLACK, 1UL);  // as EpollLoop: no 50 us slack on a timed wait
+  engine_.own_shard(index_);
+  while (!stopping_ && !engine_.stopped()) {
+    (void)engine_.poll(index_);
+    const std::optional<Nanos> until = engine_.next_deadline(index_);
+    int n = 0;
+    if (engine_.prepare_wait(index_, until)) {
+      int timeout = -1;
+      if (until) {
+        const auto ms =
+            std::chrono::ceil<std::chrono::milliseconds>(std::max(*until - engine_.now(), Nanos(0)));
+        timeout = static_cast<int>(std::min<std::int64_t>(ms.count(), 60'000));
+      }
+      n = ::epoll_wait(ep_, events_.data(), kEvents, timeout);
+      engine_.finish_wait(index_);
+    } else {
+      n = ::epoll_wait(ep_, events_.data(), kEvents, 0);  // hand-offs wait: look, don't sleep
+    }
+    for (int i = 0; i < n; ++i) dispatch(events_[static_cast<std::size_t>(i)]);
   }
-  timespec ts{};
-  ts.tv_sec = static_cast<time_t>(left.count() / 1'000'000'000);
-  ts.tv_nsec = static_cast<long>(left.count() % 1'000'000'000);
-  return ::epoll_pwait2(ep_, events_.data(), kEvents, &ts, nullptr);
 }
 
 void Loop::dispatch(const epoll_event& ev) {
@@ -329,7 +319,8 @@ void Loop::arm_idle(std::uint32_t slot, Nanos t) {
   auto& e = conns_[slot];
   Conn& c = e.value;
   c.idle_deadline = t + std::chrono::milliseconds(server_.opts.idle_ms);
-  c.idle = engine_.schedule_at_on(index_, c.idle_deadline, IdleFn{this, slot, e.gen, ++c.idle_seq});
+  c.idle = engine_.schedule_at_on(index_, c.idle_deadline,
+                                  [this, slot, gen = e.gen, seq = ++c.idle_seq] { on_idle(slot, gen, seq); });
   if (!c.idle) ++counts_.schedule_failed;
 }
 
@@ -375,7 +366,7 @@ void Loop::on_request(std::uint32_t slot, const Frame& f, Nanos t) {
   q.conn_gen = ce.gen;
   q.id = f.id;
   q.deadline = t + std::chrono::microseconds(f.value);
-  q.timer = engine_.schedule_at_on(index_, q.deadline, TimeoutFn{this, r, re.gen});
+  q.timer = engine_.schedule_at_on(index_, q.deadline, [this, r, gen = re.gen] { on_timeout(r, gen); });
   if (!q.timer) {  // refused (the engine is stopping): answer with the error at once
     ++counts_.schedule_failed;
     reply(q.conn, q.conn_gen, q.id, kTimedOut);

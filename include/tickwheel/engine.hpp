@@ -241,13 +241,14 @@ class Engine {
   // if hand-offs wait, nullopt if nothing is pending or once stopped. The polling thread; as poll().
   std::optional<Nanos> next_deadline(std::size_t shard) const;
 
-  // The polling loop's wait (README, "Embedding in your event loop"): prepare_wait(shard, until)
-  // before sleeping until `until` (nullopt: until woken) returns false if hand-offs already wait
-  // (poll instead); otherwise, until finish_wait(), a producer whose timer is due before `until`
-  // wakes the loop through wakeup_fd() or EngineOptions::wake_loop, and so do stop() and every
-  // 4096th hand-off or cancel of one thread. A producer makes a system call only to wake it. The
-  // polling thread, one wait at a time; a store and a fence; finish_wait() reads the fd only if it
-  // was signalled. Throw as poll().
+  // The polling loop's wait (tickwheel/epoll_loop.hpp writes it for epoll; the README's
+  // "Embedding in your event loop" for other loops). prepare_wait(shard, until), before sleeping
+  // until `until` (nullopt: until woken), returns false if hand-offs already wait (poll instead);
+  // otherwise, until finish_wait(), a producer whose timer is due before `until` wakes the loop
+  // through wakeup_fd() or EngineOptions::wake_loop, and so do stop() and every 4096th hand-off or
+  // cancel of one thread. A producer makes a system call only to wake it. The polling thread, one
+  // wait at a time; a store and a fence; finish_wait() reads the fd only if it was signalled.
+  // Throw as poll().
   bool prepare_wait(std::size_t shard, std::optional<Nanos> until);
   void finish_wait(std::size_t shard);
   // The shard's eventfd (non-blocking, the engine's): readable once a producer wakes the loop, for
