@@ -15,7 +15,11 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace tickwheel::stress {
+
+using Json = nlohmann::ordered_json;
 
 // "0-3,8,10-11" -> {0, 1, 2, 3, 8, 10, 11}; "" -> {}. Throws std::invalid_argument naming the text
 // for anything else (a letter, a reversed range, a number over 4095).
@@ -62,24 +66,17 @@ struct Interrupts {
 };
 Interrupts read_interrupts();
 
-// What one CPU took between two readings: the total and the largest sources.
-struct CpuInterrupts {
-  unsigned cpu = 0;
-  bool known = false;
-  std::uint64_t total = 0;
-  std::vector<std::pair<std::string, std::uint64_t>> top;  // at most 4, largest first
-};
-CpuInterrupts interrupts_between(const Interrupts& before, const Interrupts& after, unsigned cpu);
+// What one CPU took between two readings: {cpu, known, total, top}, top its largest sources (at
+// most 4, largest first, name: count).
+Json interrupts_between(const Interrupts& before, const Interrupts& after, unsigned cpu);
 
 // A thread's context switches since it started, from /proc/self/task/<tid>/status, and the CPU it
-// last ran on (/proc/self/task/<tid>/stat). known is false when the thread is gone or unreadable.
-struct ThreadSwitches {
-  bool known = false;
-  std::uint64_t voluntary = 0;
-  std::uint64_t involuntary = 0;
-  int last_cpu = -1;
-};
-ThreadSwitches read_thread_switches(pid_t tid);
+// last ran on (/proc/self/task/<tid>/stat): {known, voluntary_switches, involuntary_switches,
+// last_cpu}; known is false when the thread is gone or unreadable.
+Json read_thread_switches(pid_t tid);
+
+// The report's platform section: the facts, and the load average before and after the run.
+Json platform_json(const Platform& p, double loadavg_start, double loadavg_end);
 
 // The calling thread's kernel thread id.
 pid_t current_tid() noexcept;
