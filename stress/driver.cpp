@@ -217,9 +217,7 @@ void Driver::start_probes(Engine& engine, const Pollers* pollers) {
   every.misfire = Misfire::fire_once_now;  // a stall is one late run (see workload.hpp)
   for (std::uint32_t s = probes_.begin; s < probes_.end; ++s) {
     const std::size_t shard = s - probes_.begin;
-    const std::uint32_t seq = next_seq(seq_of(slots_[s].state.load(std::memory_order_relaxed)));
-    // Relaxed: the schedule's hand-off publishes it to the callback.
-    slots_[s].state.store(slot_word(seq, SlotState::pending), std::memory_order_relaxed);
+    const std::uint32_t seq = begin_instance(slots_[s]);
     const std::int64_t before = Clock::now();
     const std::int64_t due = (before + 2 * tick - 1) / tick * tick + tick;
     recorders_->set_first_run(s, due);
