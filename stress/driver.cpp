@@ -62,6 +62,11 @@ std::string si(double v) {
   return v >= 1e4 ? format("%.1fk", v / 1e3) : format("%.0f", v);
 }
 
+// Where the harness placed a thread: a CPU list, or "any".
+std::string cpus_or_any(const std::vector<unsigned>& cpus) {
+  return cpus.empty() ? std::string("any") : format_cpu_list(cpus);
+}
+
 // The previous sample's totals, for the rates.
 struct Totals {
   double t_s = 0;
@@ -88,6 +93,7 @@ class Driver {
   void start_threads();
   void read_threads_and_interrupts(const Pollers* pollers);
   void warn_about_the_run();
+  void describe_machine(const Pollers* pollers);
   void note(std::string line) {
     std::lock_guard lock(notices_mutex_);
     notices_.push_back(std::move(line));
@@ -688,19 +694,7 @@ Report Driver::run() {
 
   sample_until_end(engine);
   if (!o_.quiet && in_place_) status_ << '\n' << std::flush;
-  // Before anything stops: the threads' context switches (their /proc entries go as they end) and
-  // the interrupts of the run.
-  read_threads_and_interrupts(pollers.get());
-  warn_about_the_run();
-  r_.sections["platform"] = platform_json(platform_, loadavg_start_, read_loadavg());
-  r_.sections["platform"]["interrupts"] = std::move(interrupts_);
-  r_.sections["platform"]["threads"] = std::move(threads_);
-  r_.sections["placement"] = {
-      {"workers", placement_.workers.empty() ? std::string("any") : format_cpu_list(placement_.workers)},
-      {"load", placement_.load.empty() ? std::string("any") : format_cpu_list(placement_.load)},
-      {"control", placement_.control},
-      {"fitted", o_.fitted},
-      {"warnings", placement_.warnings}};
+  describe_machine(pollers.get());
 
   stop_load();
   const std::int64_t stop_at = Clock::now();
@@ -736,6 +730,21 @@ Report Driver::run() {
   return std::move(r_);
 }
 
+// Before anything stops: the threads' context switches (their /proc entries go as they end) and
+// the interrupts of the run, the warnings they call for, and the report's platform and placement.
+void Driver::describe_machine(const Pollers* pollers) {
+  read_threads_and_interrupts(pollers);
+  warn_about_the_run();
+  Json& platform = r_.sections["platform"] = platform_json(platform_, loadavg_start_, read_loadavg());
+  platform["interrupts"] = std::move(interrupts_);
+  platform["threads"] = std::move(threads_);
+  r_.sections["placement"] = {{"workers", cpus_or_any(placement_.workers)},
+                              {"load", cpus_or_any(placement_.load)},
+                              {"control", placement_.control},
+                              {"fitted", o_.fitted},
+                              {"warnings", placement_.warnings}};
+}
+
 // What the plan could not foresee, from what the run saw: other processes on the machine, and the
 // measured threads' preemptions, which put a wait for the CPU into their lateness.
 void Driver::warn_about_the_run() {
@@ -761,9 +770,6 @@ void Driver::warn_about_the_run() {
 }
 
 void Driver::read_threads_and_interrupts(const Pollers* pollers) {
-  const auto place = [](const std::vector<unsigned>& cpus) {
-    return cpus.empty() ? std::string("any") : format_cpu_list(cpus);
-  };
   const auto add = [this](const std::string& role, std::size_t index, pid_t tid, const std::string& cpus) {
     Json t = {{"role", role}, {"index", index}, {"tid", tid}, {"cpus", cpus}};
     t.update(read_thread_switches(tid));
@@ -775,17 +781,17 @@ void Driver::read_threads_and_interrupts(const Pollers* pollers) {
         w.empty() || !o_.pin ? std::string("any") : std::to_string(w[i % w.size()]));
   }
   for (std::size_t i = 0; i < producers_.size(); ++i) {
-    add("producer", i, producers_[i]->tid.load(std::memory_order_relaxed), place(placement_.load));
+    add("producer", i, producers_[i]->tid.load(std::memory_order_relaxed), cpus_or_any(placement_.load));
   }
   for (std::size_t i = 0; i < cancellers_.size(); ++i) {
-    add("canceller", i, cancellers_[i]->tid.load(std::memory_order_relaxed), place(placement_.load));
+    add("canceller", i, cancellers_[i]->tid.load(std::memory_order_relaxed), cpus_or_any(placement_.load));
   }
   if (control_) {
     add("control", 0, control_->tid(),
         control_->cpu() >= 0 ? std::to_string(control_->cpu()) : std::string("any"));
   }
   if (repeated_) {
-    add("repeater", 0, repeated_->control_tid(), place(placement_.load));
+    add("repeater", 0, repeated_->control_tid(), cpus_or_any(placement_.load));
     if (const pid_t worker = repeated_->worker_tid(); worker != 0) {
       add("rt-worker", 0, worker,
           placement_.load.empty() ? std::string("any") : std::to_string(placement_.load.front()));
