@@ -450,11 +450,7 @@ void Driver::collect_recorders() {
     r_.early_fires += rec.early_fires;
     r_.fired_before_tick += rec.fired_before_tick;
     r_.min_lateness_ns = std::min(r_.min_lateness_ns, rec.min_lateness_ns);
-    for (std::size_t k = 0; k < kPeriodicKinds; ++k) {
-      r_.policies[k].runs += rec.policy[k].runs;
-      r_.policies[k].before_bound += rec.policy[k].before_bound;
-      r_.policies[k].forced += rec.policy[k].forced;
-    }
+    for (std::size_t k = 0; k < kPeriodicKinds; ++k) r_.policies[k].add(rec.policy[k]);
     r_.forced_skips += rec.forced_skips;
     r_.runs_after_cancel += rec.runs_after_cancel;
   }

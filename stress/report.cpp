@@ -303,7 +303,7 @@ Json fire_json(const Report& r) {
 Json periodic_json(const Report& r) {
   Json policies = Json::array();
   for (std::size_t k = 0; k < kPeriodicKinds; ++k) {
-    const PolicyReport& p = r.policies[k];
+    const PolicyCounts& p = r.policies[k];
     policies.push_back({{"policy", name_of(static_cast<PeriodicPolicy>(k))},
                         {"timers", p.timers},
                         {"runs", p.runs},
@@ -397,7 +397,7 @@ Json memory_json(const Report& r) {
 
 Json accounting_json(const Report& r) {
   std::uint64_t before_bound = 0;
-  for (const PolicyReport& p : r.policies) before_bound += p.before_bound;
+  for (const PolicyCounts& p : r.policies) before_bound += p.before_bound;
   return {{"scheduled", r.total_scheduled()},
           {"rearmed", r.periodic_runs},
           {"fired", r.fired},

@@ -5,7 +5,7 @@
 //
 // The counters the rules read are fields; the sections only the reader needs (the machine, the
 // threads, each shard's probe and passes, the per-second series) go straight into `sections` as the
-// driver collects them, in the document's own shape (docs/stress.md lists its keys).
+// driver collects them, in the document's own shape (stress/check_report.py holds it to its schema).
 #pragma once
 
 #include <array>
@@ -36,14 +36,6 @@ Json curve_json(const Histogram& h);
 // Calls and the time inside them, summed over the threads that made them (producer.hpp, CallTimes).
 struct CallTotals {
   std::uint64_t calls = 0, batches = 0, ns = 0;
-};
-
-// One kind of periodic timer (PeriodicPolicy), over the run.
-struct PolicyReport {
-  std::uint64_t timers = 0;        // started (schedule_every returned a timer)
-  std::uint64_t runs = 0;          // runs recorded against the kind's bound
-  std::uint64_t before_bound = 0;  // of those, started before the policy let them (a broken rule)
-  std::uint64_t forced = 0;        // forced misfires (--misfire-every)
 };
 
 struct Report {
@@ -98,7 +90,7 @@ struct Report {
   std::int64_t min_lateness_ns = 0;
 
   // Periodic timers by kind, and their cancels (workload.hpp).
-  std::array<PolicyReport, kPeriodicKinds> policies{};
+  std::array<PolicyCounts, kPeriodicKinds> policies{};
   std::uint64_t periodic_cancelled = 0;       // cancel() returned true on a periodic timer
   std::uint64_t periodic_cancel_refused = 0;  // ... returned false (a broken rule)
   std::uint64_t runs_after_cancel = 0;        // the run begun before such a cancel() returned

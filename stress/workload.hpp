@@ -302,11 +302,18 @@ struct PeriodicTrack {
   std::atomic<GridState> grid{GridState::undecided};
 };
 
-// What one kind of periodic timer did, on one thread. Written by that thread; read after stop().
+// What one kind of periodic timer did: on one thread (its Recorder, written by that thread and read
+// after stop()), or over the run (the report).
 struct PolicyCounts {
-  std::uint64_t runs = 0;
-  std::uint64_t before_bound = 0;  // runs that started before the policy let them (a broken rule)
+  std::uint64_t timers = 0;        // the report's: started (schedule_every returned a timer)
+  std::uint64_t runs = 0;          // runs recorded against the kind's bound
+  std::uint64_t before_bound = 0;  // of those, started before the policy let them (a broken rule)
   std::uint64_t forced = 0;        // forced misfires: runs that spun past two periods
+  void add(const PolicyCounts& o) noexcept {
+    runs += o.runs;
+    before_bound += o.before_bound;
+    forced += o.forced;
+  }
 };
 
 // What the callbacks of one thread measure and check. Cache-line aligned: two threads' recorders
