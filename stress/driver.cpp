@@ -731,7 +731,9 @@ Report Driver::run() {
 void Driver::describe_machine(const Pollers* pollers) {
   read_threads_and_interrupts(pollers);
   warn_about_the_run();
-  Json& platform = r_.sections["platform"] = platform_json(platform_, loadavg_start_, read_loadavg());
+  Json& platform = r_.sections["platform"] = std::move(platform_.report);
+  platform["loadavg_start"] = loadavg_start_;
+  platform["loadavg_end"] = read_loadavg();
   platform["interrupts"] = std::move(interrupts_);
   platform["threads"] = std::move(threads_);
   r_.sections["placement"] = {{"workers", cpus_or_any(placement_.workers)},

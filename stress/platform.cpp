@@ -160,35 +160,48 @@ std::vector<unsigned> smt_siblings(unsigned cpu) {
 Platform read_platform(const std::vector<unsigned>& cpus) {
   Platform p;
   utsname u{};
-  p.kernel = uname(&u) == 0 ? std::string(u.release) + " " + u.version : "unknown";
-  p.clocksource = trim(read_file("/sys/devices/system/clocksource/clocksource0/current_clocksource"));
-  if (p.clocksource.empty()) p.clocksource = "unknown";
+  const std::string clocksource =
+      trim(read_file("/sys/devices/system/clocksource/clocksource0/current_clocksource"));
   const std::string cmdline = read_file("/proc/cmdline");
-  p.isolcpus = cmdline_value(cmdline, "isolcpus");
-  p.nohz_full = cmdline_value(cmdline, "nohz_full");
-  p.rcu_nocbs = cmdline_value(cmdline, "rcu_nocbs");
+  const std::string isolcpus = cmdline_value(cmdline, "isolcpus");
   try {
     p.isolated = parse_cpu_list(trim(read_file("/sys/devices/system/cpu/isolated")));
   } catch (const std::invalid_argument&) {
   }
-  if (p.isolated.empty()) p.isolated = cpus_of_isolcpus(p.isolcpus);
+  if (p.isolated.empty()) p.isolated = cpus_of_isolcpus(isolcpus);
+  std::string governor;
+  Json siblings = Json::array();
   for (const unsigned c : cpus) {
     const std::string g = trim(read_file(cpu_path(c, "/cpufreq/scaling_governor")));
-    if (!p.governor.empty()) p.governor.append(", ");
-    p.governor.append(format("cpu%u %s", c, g.empty() ? "unknown (no cpufreq)" : g.c_str()));
-    p.siblings.push_back(format("cpu%u: %s", c, format_cpu_list(smt_siblings(c)).c_str()));
+    governor +=
+        format("%scpu%u %s", governor.empty() ? "" : ", ", c, g.empty() ? "unknown (no cpufreq)" : g.c_str());
+    siblings.push_back(format("cpu%u: %s", c, format_cpu_list(smt_siblings(c)).c_str()));
   }
-  if (p.governor.empty()) p.governor = "unknown";
   const std::string thp = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
   const std::size_t open = thp.find('[');
   const std::size_t close = thp.find(']');
-  p.thp = open != std::string::npos && close > open ? thp.substr(open + 1, close - open - 1) : "unknown";
   bool runtime_ok = false;
   bool period_ok = false;
   p.rt_runtime_us = read_integer("/proc/sys/kernel/sched_rt_runtime_us", runtime_ok);
   p.rt_period_us = read_integer("/proc/sys/kernel/sched_rt_period_us", period_ok);
   p.rt_known = runtime_ok && period_ok;
   p.allowed = allowed_cpus();
+  p.report = {
+      {"kernel", uname(&u) == 0 ? std::string(u.release) + " " + u.version : "unknown"},
+      {"clocksource", clocksource.empty() ? "unknown" : clocksource},
+      {"isolcpus", isolcpus},
+      {"nohz_full", cmdline_value(cmdline, "nohz_full")},
+      {"rcu_nocbs", cmdline_value(cmdline, "rcu_nocbs")},
+      {"isolated", format_cpu_list(p.isolated)},
+      {"governor", governor.empty() ? "unknown" : governor},
+      {"thp", open != std::string::npos && close > open ? thp.substr(open + 1, close - open - 1) : "unknown"},
+      {"rt_runtime_us", p.rt_runtime_us},
+      {"rt_period_us", p.rt_period_us},
+      {"rt_known", p.rt_known},
+      {"allowed_cpus", format_cpu_list(p.allowed)},
+      {"smt_siblings", siblings},
+      {"loadavg_start", -1.0},
+      {"loadavg_end", -1.0}};
   return p;
 }
 
@@ -290,26 +303,6 @@ Json read_thread_switches(pid_t tid) {
           {"voluntary_switches", voluntary},
           {"involuntary_switches", involuntary},
           {"last_cpu", last_cpu}};
-}
-
-Json platform_json(const Platform& p, double loadavg_start, double loadavg_end) {
-  return {{"kernel", p.kernel},
-          {"clocksource", p.clocksource},
-          {"isolcpus", p.isolcpus},
-          {"nohz_full", p.nohz_full},
-          {"rcu_nocbs", p.rcu_nocbs},
-          {"isolated", format_cpu_list(p.isolated)},
-          {"governor", p.governor},
-          {"thp", p.thp},
-          {"rt_runtime_us", p.rt_runtime_us},
-          {"rt_period_us", p.rt_period_us},
-          {"rt_known", p.rt_known},
-          {"allowed_cpus", format_cpu_list(p.allowed)},
-          {"smt_siblings", p.siblings},
-          {"loadavg_start", loadavg_start},
-          {"loadavg_end", loadavg_end},
-          {"interrupts", Json::array()},
-          {"threads", Json::array()}};
 }
 
 pid_t current_tid() noexcept { return static_cast<pid_t>(::syscall(SYS_gettid)); }
