@@ -58,22 +58,28 @@ rusage read_rusage() {
 
 // "1.23M", "456.7k", "89"
 std::string si(double v) {
-  char buf[32];
-  if (v >= 1e6) {
-    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-  } else if (v >= 1e4) {
-    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-  }
-  return buf;
+  if (v >= 1e6) return format("%.2fM", v / 1e6);
+  return v >= 1e4 ? format("%.1fk", v / 1e3) : format("%.0f", v);
 }
 
-std::string us(std::uint64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fus", static_cast<double>(ns) / 1e3);
-  return buf;
+// Where the harness placed a thread: a CPU list, or "any".
+std::string cpus_or_any(const std::vector<unsigned>& cpus) {
+  return cpus.empty() ? std::string("any") : format_cpu_list(cpus);
 }
+
+// The previous sample's totals, for the rates.
+struct Totals {
+  double t_s = 0;
+  std::uint64_t scheduled = 0, cancelled = 0, fired = 0;
+};
+
+// Whole-run histograms as a sample saw them; the next sample's interval is the difference.
+struct Snapshots {
+  std::unique_ptr<Histogram> lateness = std::make_unique<Histogram>();
+  std::unique_ptr<Histogram> past_tick = std::make_unique<Histogram>();
+  std::unique_ptr<Histogram> control = std::make_unique<Histogram>();
+  std::unique_ptr<Histogram> probe = std::make_unique<Histogram>();
+};
 
 class Driver {
  public:
@@ -87,12 +93,13 @@ class Driver {
   void start_threads();
   void read_threads_and_interrupts(const Pollers* pollers);
   void warn_about_the_run();
+  void describe_machine(const Pollers* pollers);
   void note(std::string line) {
     std::lock_guard lock(notices_mutex_);
     notices_.push_back(std::move(line));
   }
-  Sample sample(std::int64_t now, Engine& engine);
-  void print_status(const Sample& s);
+  Json sample(std::int64_t now, Engine& engine);
+  void print_status(const Json& s);
   void plan();
   EngineOptions engine_options();
   void start_floor();
@@ -119,9 +126,10 @@ class Driver {
   std::unique_ptr<Cyclictest> cyclictest_;  // beside the control thread
   Interrupts irq_before_;
   std::unique_ptr<HlogWriter> hlog_;
-  std::unique_ptr<Histogram> previous_past_tick_ = std::make_unique<Histogram>();
-  std::unique_ptr<Histogram> previous_control_ = std::make_unique<Histogram>();
-  std::unique_ptr<Histogram> previous_probe_ = std::make_unique<Histogram>();
+  Platform platform_;
+  double loadavg_start_ = -1;
+  Json threads_ = Json::array();     // every thread of the run, with its context switches
+  Json interrupts_ = Json::array();  // the interrupts of each CPU a measured thread ran on
 
   SlotRange periodic_;  // the producers' periodic timers
   SlotRange probes_;    // the shards' tick probes, right after them
@@ -138,21 +146,27 @@ class Driver {
   std::unique_ptr<RepeatedLoad> repeated_;
 
   std::int64_t start_ns_ = 0;
+  double start_epoch_s_ = 0;      // the producers' start, seconds since the Unix epoch
   std::int64_t stop_end_ns_ = 0;  // Engine::stop() returned: no pass comes after it
-  Sample previous_;
-  std::unique_ptr<Histogram> previous_lateness_ = std::make_unique<Histogram>();
+  Totals previous_;
+  Snapshots seen_;
+  Json series_ = Json::array();
 };
 
 void Driver::build(Engine& engine) {
   const std::size_t shards = engine.shard_count();
   const unsigned producers = o_.producers != 0 ? o_.producers : static_cast<unsigned>(shards);
   r_.shards = shards;
-  r_.producers = producers;
-  r_.cancellers = o_.cancellers;
   Options resolved = o_;
   resolved.shards = shards;
   resolved.producers = producers;
-  r_.config = describe(resolved);
+  r_.sections["config"] = describe(resolved);
+  r_.sections["environment"] = {{"clock_read_ns", r_.clock_read_ns},
+                                {"clock_monotonic_offset_ns", Clock::monotonic_offset_ns()},
+                                {"hardware_threads", std::thread::hardware_concurrency()},
+                                {"shards", shards},
+                                {"producers", producers},
+                                {"cancellers", o_.cancellers}};
 
   const auto timers = static_cast<std::uint32_t>(o_.timers);
   const auto burst = static_cast<std::uint32_t>(o_.burst);
@@ -209,9 +223,7 @@ void Driver::start_probes(Engine& engine, const Pollers* pollers) {
   every.misfire = Misfire::fire_once_now;  // a stall is one late run (see workload.hpp)
   for (std::uint32_t s = probes_.begin; s < probes_.end; ++s) {
     const std::size_t shard = s - probes_.begin;
-    const std::uint32_t seq = next_seq(seq_of(slots_[s].state.load(std::memory_order_relaxed)));
-    // Relaxed: the schedule's hand-off publishes it to the callback.
-    slots_[s].state.store(slot_word(seq, SlotState::pending), std::memory_order_relaxed);
+    const std::uint32_t seq = begin_instance(slots_[s]);
     const std::int64_t before = Clock::now();
     const std::int64_t due = (before + 2 * tick - 1) / tick * tick + tick;
     recorders_->set_first_run(s, due);
@@ -280,103 +292,96 @@ void Driver::start_threads() {
     }
   }
   start_ns_ = Clock::now();
-  r_.start_epoch_s =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  start_epoch_s_ = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   shared_.start_ns = start_ns_;
   // Release: a producer that sees go also sees start_ns.
   shared_.go.store(true, std::memory_order_release);
 }
 
-Sample Driver::sample(std::int64_t now, Engine& engine) {
-  Sample s;
-  s.t_s = static_cast<double>(now - start_ns_) / 1e9;
+Json Driver::sample(std::int64_t now, Engine& engine) {
+  Totals t{static_cast<double>(now - start_ns_) / 1e9};
   for (const auto& p : producers_) {
-    s.scheduled += p->scheduled.get();
-    s.cancelled += p->cancels.cancelled.get();
+    t.scheduled += p->scheduled.get();
+    t.cancelled += p->cancels.cancelled.get();
   }
-  for (const auto& c : cancellers_) s.cancelled += c->cancels.cancelled.get();
-  auto lateness = std::make_unique<Histogram>();
+  for (const auto& c : cancellers_) t.cancelled += c->cancels.cancelled.get();
+  Snapshots h;
   for (const Recorder& rec : recorders_->claimed()) {
-    s.fired += rec.fired.get();
-    rec.oneshot_lateness.add_to(*lateness);
-    rec.periodic_lateness.add_to(*lateness);
+    t.fired += rec.fired.get();
+    rec.oneshot_lateness.add_to(*h.lateness);
+    rec.periodic_lateness.add_to(*h.lateness);
+    rec.past_tick.add_to(*h.past_tick);
+  }
+  // The floor beside it: the control thread's and the tick probes' lateness of the same second.
+  if (control_) control_->lateness().add_to(*h.control);
+  for (const ProbeState& p : recorders_->probes()) p.lag.add_to(*h.probe);
+  const Histogram interval = Histogram::since(*h.lateness, *seen_.lateness);
+  const Histogram control = Histogram::since(*h.control, *seen_.control);
+  const Histogram probe = Histogram::since(*h.probe, *seen_.probe);
+  const double dt = t.t_s - previous_.t_s;
+  if (hlog_) {
+    hlog_->interval("", previous_.t_s, dt, interval);
+    hlog_->interval("past_tick", previous_.t_s, dt, Histogram::since(*h.past_tick, *seen_.past_tick));
+    if (control_) hlog_->interval("control", previous_.t_s, dt, control);
+    hlog_->interval("tick_probe", previous_.t_s, dt, probe);
   }
   const EngineStats es = engine.stats();
-  s.pending = es.pending;
-  s.queued = es.queue_depth;
-  s.transfer_cap_hits = es.transfer_cap_hits;
-  s.executing = es.executing;
   r_.max_executing = std::max(r_.max_executing, es.executing);
-  const double dt = s.t_s - previous_.t_s;
-  if (dt > 0) {
-    s.schedule_rate = static_cast<double>(s.scheduled - previous_.scheduled) / dt;
-    s.cancel_rate = static_cast<double>(s.cancelled - previous_.cancelled) / dt;
-    s.fire_rate = static_cast<double>(s.fired - previous_.fired) / dt;
-  }
-  const Histogram interval = Histogram::since(*lateness, *previous_lateness_);
-  s.p99_ns = interval.percentile(99);
-  s.max_ns = interval.max();
-  s.p99_so_far_ns = lateness->percentile(99);
-  s.rss_bytes = current_rss();
-
-  // The floor beside it: the control thread's and the tick probes' lateness of the same second.
-  auto past_tick = std::make_unique<Histogram>();
-  for (const Recorder& rec : recorders_->claimed()) rec.past_tick.add_to(*past_tick);
-  auto control = std::make_unique<Histogram>();
-  if (control_) control_->lateness().add_to(*control);
-  auto probe = std::make_unique<Histogram>();
-  for (const ProbeState& p : recorders_->probes()) p.lag.add_to(*probe);
-  const Histogram control_interval = Histogram::since(*control, *previous_control_);
-  const Histogram probe_interval = Histogram::since(*probe, *previous_probe_);
-  s.control_p99_ns = control_interval.percentile(99);
-  s.probe_p99_ns = probe_interval.percentile(99);
-  if (hlog_) {
-    const double start = previous_.t_s;
-    hlog_->interval("", start, dt, interval);
-    hlog_->interval("past_tick", start, dt, Histogram::since(*past_tick, *previous_past_tick_));
-    if (control_) hlog_->interval("control", start, dt, control_interval);
-    hlog_->interval("tick_probe", start, dt, probe_interval);
-  }
-  previous_past_tick_ = std::move(past_tick);
-  previous_control_ = std::move(control);
-  previous_probe_ = std::move(probe);
-
-  if (s.pending + s.queued > r_.peak_pending) {
-    r_.peak_pending = s.pending + s.queued;
-    r_.rss_at_peak_bytes = s.rss_bytes;
+  const std::uint64_t rss = current_rss();
+  if (es.pending + es.queue_depth > r_.peak_pending) {
+    r_.peak_pending = es.pending + es.queue_depth;
+    r_.rss_at_peak_bytes = rss;
     r_.calendar_bytes_at_peak = 0;
     for (const auto& p : producers_) r_.calendar_bytes_at_peak += p->agenda_bytes.get();
   }
-  previous_ = s;
-  previous_lateness_ = std::move(lateness);
+  const auto rate = [dt](std::uint64_t n, std::uint64_t before) {
+    return dt > 0 ? static_cast<double>(n - before) / dt : 0.0;
+  };
+  Json s = {{"t_s", t.t_s},
+            {"scheduled_per_s", rate(t.scheduled, previous_.scheduled)},
+            {"cancelled_per_s", rate(t.cancelled, previous_.cancelled)},
+            {"fired_per_s", rate(t.fired, previous_.fired)},
+            {"pending", es.pending},
+            {"queued", es.queue_depth},
+            {"lateness_p99_ns", interval.percentile(99)},
+            {"lateness_max_ns", interval.max()},
+            {"lateness_p99_so_far_ns", h.lateness->percentile(99)},
+            {"rss_bytes", rss},
+            {"transfer_cap_hits", es.transfer_cap_hits},
+            {"executing", es.executing},
+            {"control_p99_ns", control.percentile(99)},
+            {"probe_p99_ns", probe.percentile(99)}};
+  previous_ = t;
+  seen_ = std::move(h);
   return s;
 }
 
-void Driver::print_status(const Sample& s) {
+void Driver::print_status(const Json& s) {
   if (o_.quiet) return;
-  char line[256];
-  const int n = std::snprintf(
-      line, sizeof line,
-      "[%5.1f/%s] sched %s/s  cancel %s/s  fire %s/s  pending %s  lateness p99 %s (so far %s)", s.t_s,
-      format_duration(o_.duration_ns).c_str(), si(s.schedule_rate).c_str(), si(s.cancel_rate).c_str(),
-      si(s.fire_rate).c_str(), si(static_cast<double>(s.pending + s.queued)).c_str(), us(s.p99_ns).c_str(),
-      us(s.p99_so_far_ns).c_str());
-  if (o_.executor == ExecutorKind::pool && n > 0 && static_cast<std::size_t>(n) < sizeof line) {
-    std::snprintf(line + n, sizeof line - static_cast<std::size_t>(n), "  executing %s",
-                  si(static_cast<double>(s.executing)).c_str());
-  }
+  const auto us = [](std::uint64_t ns) { return format("%.1fus", static_cast<double>(ns) / 1e3); };
+  std::string line =
+      format("[%5.1f/%s] sched %s/s  cancel %s/s  fire %s/s  pending %s  lateness p99 %s (so far %s)",
+             s["t_s"].get<double>(), format_duration(o_.duration_ns).c_str(),
+             si(s["scheduled_per_s"]).c_str(), si(s["cancelled_per_s"]).c_str(), si(s["fired_per_s"]).c_str(),
+             si(s["pending"].get<double>() + s["queued"].get<double>()).c_str(),
+             us(s["lateness_p99_ns"]).c_str(), us(s["lateness_p99_so_far_ns"]).c_str());
+  if (o_.executor == ExecutorKind::pool) line += "  executing " + si(s["executing"]);
   // On a terminal the line is rewritten in place (\r, then erase to the end of the line);
   // elsewhere (a log, a pipe) each second is its own line.
   status_ << (in_place_ ? "\r" : "") << line << (in_place_ ? "\x1b[K" : "\n") << std::flush;
 }
 
 // The producers' and cancellers' calls.
+void add_times(CallTotals& to, const CallTimes& t) {
+  to.calls += t.calls.get();
+  to.batches += t.batches.get();
+  to.ns += t.ns.get();
+}
+
 void Driver::collect_calls() {
   for (const auto& p : producers_) {
-    r_.schedule_calls += p->schedules.calls.get();
+    add_times(r_.schedule, p->schedules);
     r_.scheduled += p->scheduled.get();
-    r_.schedule_batches += p->schedules.batches.get();
-    r_.schedule_ns += p->schedules.ns.get();
     r_.periodic_started += p->periodic_started;
     r_.periodic_inexact += p->periodic_inexact;
     for (std::size_t k = 0; k < kStatusCount; ++k) r_.rejected[k] += p->rejected_by[k];
@@ -387,22 +392,17 @@ void Driver::collect_calls() {
     r_.burst_calls += p->burst_calls.get();
     r_.burst_ns += p->burst_ns.get();
     r_.max_burst_ns = std::max(r_.max_burst_ns, p->max_burst_ns.get());
-  }
-  auto add_moves = [this](const MoveCounters& m) {
-    r_.reschedule_calls += m.times.calls.get();
-    r_.reschedule_batches += m.times.batches.get();
-    r_.reschedule_ns += m.times.ns.get();
+    const MoveCounters& m = p->moves;
+    add_times(r_.reschedule, m.times);
     r_.rescheduled += m.moved.get();
     r_.reschedule_refused += m.refused.get();
     r_.moved_fires += m.fires;
     r_.moved_raced += m.raced;
     r_.moved_early += m.early;
     r_.refused_pending += m.refused_pending;
-  };
+  }
   auto add_cancels = [this](const CancelCounters& c) {
-    r_.cancel_calls += c.times.calls.get();
-    r_.cancel_batches += c.times.batches.get();
-    r_.cancel_ns += c.times.ns.get();
+    add_times(r_.cancel, c.times);
     r_.cancelled += c.cancelled.get();
     r_.cancel_lost += c.lost.get();
     r_.cancel_true_not_pending += c.true_not_pending;
@@ -410,7 +410,6 @@ void Driver::collect_calls() {
     r_.periodic_cancel_refused += c.periodic_refused;
   };
   for (const auto& p : producers_) add_cancels(p->cancels);
-  for (const auto& p : producers_) add_moves(p->moves);
   for (const auto& c : cancellers_) {
     add_cancels(c->cancels);
     r_.cancels_by_cancellers += c->cancels.times.calls.get();
@@ -420,25 +419,30 @@ void Driver::collect_calls() {
 // What the threads that ran callbacks recorded, thread by thread.
 void Driver::collect_recorders() {
   r_.min_lateness_ns = std::numeric_limits<std::int64_t>::max();
+  Json threads = Json::array();
   for (const Recorder& rec : recorders_->claimed()) {
-    ThreadReport thread;
+    // With the inline executor, the shard whose worker this is: the shard of the first timer it
+    // ran (every timer is on its producer's home shard, which the off-shard rule checks). -1 with
+    // a pool, whose threads run every shard's timers.
+    std::int64_t shard = -1;
     if (o_.executor == ExecutorKind::inline_) {
-      // Every timer is on its producer's home shard (the off-shard rule checks it), and with no
-      // executor a worker runs only its own shard's timers.
       for (const auto& p : producers_) {
-        if (p->owns(rec.first_slot)) thread.shard = static_cast<std::int64_t>(p->home());
+        if (p->owns(rec.first_slot)) shard = static_cast<std::int64_t>(p->home());
       }
-      if (probes_.contains(rec.first_slot)) thread.shard = rec.first_slot - probes_.begin;
+      if (probes_.contains(rec.first_slot)) shard = rec.first_slot - probes_.begin;
     }
-    thread.fired = rec.fired.get();
-    thread.periodic_runs = rec.periodic_runs.get();
-    rec.oneshot_lateness.add_to(thread.lateness);
-    rec.periodic_lateness.add_to(thread.lateness);
+    auto lateness = std::make_unique<Histogram>();
+    rec.oneshot_lateness.add_to(*lateness);
+    rec.periodic_lateness.add_to(*lateness);
+    threads.push_back({{"shard", shard},
+                       {"fired", rec.fired.get()},
+                       {"periodic_runs", rec.periodic_runs.get()},
+                       {"lateness_ns", histogram_json(*lateness)}});
     rec.oneshot_lateness.add_to(r_.oneshot_lateness);
     rec.periodic_lateness.add_to(r_.periodic_lateness);
     rec.past_tick.add_to(r_.lateness_past_tick);
-    r_.fired += thread.fired;
-    r_.periodic_runs += thread.periodic_runs;
+    r_.fired += rec.fired.get();
+    r_.periodic_runs += rec.periodic_runs.get();
     r_.double_fires += rec.double_fires;
     r_.overlapping_runs += rec.overlapping_runs;
     r_.fired_after_cancel += rec.fired_after_cancel;
@@ -446,43 +450,60 @@ void Driver::collect_recorders() {
     r_.early_fires += rec.early_fires;
     r_.fired_before_tick += rec.fired_before_tick;
     r_.min_lateness_ns = std::min(r_.min_lateness_ns, rec.min_lateness_ns);
-    for (std::size_t k = 0; k < kPeriodicKinds; ++k) {
-      r_.policies[k].runs += rec.policy[k].runs;
-      r_.policies[k].before_bound += rec.policy[k].before_bound;
-      r_.policies[k].forced += rec.policy[k].forced;
-    }
+    for (std::size_t k = 0; k < kPeriodicKinds; ++k) r_.policies[k].add(rec.policy[k]);
     r_.forced_skips += rec.forced_skips;
     r_.runs_after_cancel += rec.runs_after_cancel;
-    r_.callback_threads.push_back(std::move(thread));
   }
+  r_.sections["executor_threads"] = std::move(threads);
   r_.unrecorded_fires = recorders_->unrecorded();
 }
 
-// Each shard's tick probe and passes.
+// Each shard's tick probe and passes (passes.hpp), and the tick lag of all shards together.
 void Driver::collect_probes_and_passes() {
+  Json probes = Json::array();
   for (const ProbeState& p : recorders_->probes()) {
-    r_.shard_probes.emplace_back();
-    p.lag.add_to(r_.shard_probes.back().lag);
-    p.fires_per_tick.add_to(r_.shard_probes.back().fires_per_tick);
-    r_.probe_lag.merge(r_.shard_probes.back().lag);
+    auto lag = std::make_unique<Histogram>();
+    p.lag.add_to(*lag);
+    probes.push_back({{"index", probes.size()},
+                      {"lag_ns", histogram_json(*lag)},
+                      {"fires_per_tick", histogram_json(p.fires_per_tick)},
+                      {"curve", curve_json(*lag)}});
+    r_.probe_lag.merge(*lag);
   }
+  r_.sections["tick_lag"] = {{"probes", r_.tick_probes},
+                             {"lag_ns", histogram_json(r_.probe_lag)},
+                             {"curve", curve_json(r_.probe_lag)},
+                             {"shards", std::move(probes)}};
+  Json shards = Json::array();
+  auto all = std::make_unique<Histogram>();
+  std::uint64_t count = 0;
   for (const PassRecorder& p : passes_.shards()) {
-    ShardPasses& out = r_.shard_passes.emplace_back();
-    out.passes = p.passes.get();
-    out.early = p.early.get();
-    out.unplanned = p.unplanned.get();
-    p.tick_lag.add_to(out.tick_lag);
-    p.duration.add_to(out.duration);
-    p.fired.add_to(out.fired);
-    p.moved.add_to(out.moved);
-    p.transferred.add_to(out.transferred);
-    p.cancels.add_to(out.cancels);
-    out.fired_total = p.fired_total.get();
-    out.moved_total = p.moved_total.get();
-    out.transferred_total = p.transferred_total.get();
-    out.cancels_total = p.cancels_total.get();
-    r_.pass_lag.merge(out.tick_lag);
+    auto lag = std::make_unique<Histogram>();
+    p.tick_lag.add_to(*lag);
+    all->merge(*lag);
+    count += p.passes.get();
+    shards.push_back({{"index", shards.size()},
+                      {"count", p.passes.get()},
+                      {"per_second", r_.run_s > 0 ? static_cast<double>(p.passes.get()) / r_.run_s : 0.0},
+                      {"early", p.early.get()},
+                      {"unplanned", p.unplanned.get()},
+                      {"tick_lag_ns", histogram_json(*lag)},
+                      {"duration_ns", histogram_json(p.duration)},
+                      {"fired", histogram_json(p.fired)},
+                      {"moved", histogram_json(p.moved)},
+                      {"transferred", histogram_json(p.transferred)},
+                      {"cancels", histogram_json(p.cancels)},
+                      {"totals",
+                       {{"fired", p.fired_total.get()},
+                        {"moved", p.moved_total.get()},
+                        {"transferred", p.transferred_total.get()},
+                        {"cancels", p.cancels_total.get()}}},
+                      {"curve", curve_json(*lag)}});
   }
+  r_.sections["passes"] = {{"count", count},
+                           {"tick_lag_ns", histogram_json(*all)},
+                           {"curve", curve_json(*all)},
+                           {"shards", shards}};
 }
 
 void Driver::collect(Engine& engine) {
@@ -564,8 +585,7 @@ void Driver::plan() {
   if (placement_.control >= 0) of_interest.push_back(static_cast<unsigned>(placement_.control));
   std::sort(of_interest.begin(), of_interest.end());
   of_interest.erase(std::unique(of_interest.begin(), of_interest.end()), of_interest.end());
-  r_.platform = read_platform(of_interest);
-  r_.placement = placement_;
+  platform_ = read_platform(of_interest);
 }
 
 EngineOptions Driver::engine_options() {
@@ -617,8 +637,8 @@ void Driver::sample_until_end(Engine& engine) {
   for (std::int64_t next = start_ns_ + kSecond;; next += kSecond) {
     Clock::sleep_until(std::min(next, end));
     const std::int64_t now = Clock::now();
-    r_.series.push_back(sample(now, engine));
-    print_status(r_.series.back());
+    series_.push_back(sample(now, engine));
+    print_status(series_.back());
     if (now >= end) break;
   }
 }
@@ -636,10 +656,8 @@ void Driver::stop_load() {
 
 Report Driver::run() {
   r_.options = o_;
-  r_.fitted = o_.fitted;
+  r_.sections["options"] = o_.as_json;
   r_.clock_read_ns = Clock::measure_read_cost();
-  r_.clock_monotonic_offset_ns = Clock::monotonic_offset_ns();
-  r_.hardware_threads = std::thread::hardware_concurrency();
   if (o_.mlock) lock_memory();
 
   plan();
@@ -664,19 +682,15 @@ Report Driver::run() {
   start_floor();
 
   irq_before_ = read_interrupts();
-  r_.loadavg_start = read_loadavg();
+  loadavg_start_ = read_loadavg();
   const rusage usage_start = read_rusage();
   r_.rss_base_bytes = current_rss();
   start_threads();
-  if (!o_.hlog_path.empty()) hlog_ = std::make_unique<HlogWriter>(r_.start_epoch_s);
+  if (!o_.hlog_path.empty()) hlog_ = std::make_unique<HlogWriter>(start_epoch_s_);
 
   sample_until_end(engine);
   if (!o_.quiet && in_place_) status_ << '\n' << std::flush;
-  // Before anything stops: the threads' context switches (their /proc entries go as they end) and
-  // the interrupts of the run.
-  read_threads_and_interrupts(pollers.get());
-  r_.loadavg_end = read_loadavg();
-  warn_about_the_run();
+  describe_machine(pollers.get());
 
   stop_load();
   const std::int64_t stop_at = Clock::now();
@@ -703,6 +717,7 @@ Report Driver::run() {
   collect_periodic();
   check_slots();
   if (hlog_) r_.hlog = hlog_->text();
+  r_.sections["series"] = std::move(series_);
   {
     std::lock_guard lock(notices_mutex_);
     r_.notices = notices_;
@@ -711,34 +726,52 @@ Report Driver::run() {
   return std::move(r_);
 }
 
+// Before anything stops: the threads' context switches (their /proc entries go as they end) and
+// the interrupts of the run, the warnings they call for, and the report's platform and placement.
+void Driver::describe_machine(const Pollers* pollers) {
+  read_threads_and_interrupts(pollers);
+  warn_about_the_run();
+  Json& platform = r_.sections["platform"] = std::move(platform_.report);
+  platform["loadavg_start"] = loadavg_start_;
+  platform["loadavg_end"] = read_loadavg();
+  platform["interrupts"] = std::move(interrupts_);
+  platform["threads"] = std::move(threads_);
+  r_.sections["placement"] = {{"workers", cpus_or_any(placement_.workers)},
+                              {"load", cpus_or_any(placement_.load)},
+                              {"control", placement_.control},
+                              {"fitted", o_.fitted},
+                              {"warnings", placement_.warnings}};
+}
+
 // What the plan could not foresee, from what the run saw: other processes on the machine, and the
 // measured threads' preemptions, which put a wait for the CPU into their lateness.
 void Driver::warn_about_the_run() {
-  std::vector<std::string>& w = r_.placement.warnings;
-  const std::size_t cpus = std::max<std::size_t>(1, r_.platform.allowed.size());
-  if (r_.loadavg_start > kBusyLoadPerCpu * static_cast<double>(cpus)) {
+  std::vector<std::string>& w = placement_.warnings;
+  const std::size_t cpus = std::max<std::size_t>(1, platform_.allowed.size());
+  if (loadavg_start_ > kBusyLoadPerCpu * static_cast<double>(cpus)) {
     w.push_back(format(
         "the machine was busy before the run: load average %.2f on %zu CPUs over the last minute; other "
         "work competes with the run's threads for the CPUs",
-        r_.loadavg_start, cpus));
+        loadavg_start_, cpus));
   }
-  for (const ThreadInfo& t : r_.threads) {
-    const bool measured = t.role == "worker" || t.role == "poller" || t.role == "control";
-    if (measured && t.switches.known && t.switches.involuntary > kPreemptionsWorthAWarning) {
+  for (const Json& t : threads_) {
+    const std::string role = t["role"];
+    const bool measured = role == "worker" || role == "poller" || role == "control";
+    const std::uint64_t preempted = t["involuntary_switches"];
+    if (measured && t["known"] && preempted > kPreemptionsWorthAWarning) {
       w.push_back(format(
           "%s %zu was preempted %llu times (involuntary context switches): each is a wait for its CPU, "
           "and part of its lateness tail",
-          t.role.c_str(), t.index, static_cast<unsigned long long>(t.switches.involuntary)));
+          role.c_str(), t["index"].get<std::size_t>(), static_cast<unsigned long long>(preempted)));
     }
   }
 }
 
 void Driver::read_threads_and_interrupts(const Pollers* pollers) {
-  const auto place = [](const std::vector<unsigned>& cpus) {
-    return cpus.empty() ? std::string("any") : format_cpu_list(cpus);
-  };
-  const auto add = [this](std::string role, std::size_t index, pid_t tid, std::string cpus) {
-    r_.threads.push_back(ThreadInfo{std::move(role), index, tid, std::move(cpus), read_thread_switches(tid)});
+  const auto add = [this](const std::string& role, std::size_t index, pid_t tid, const std::string& cpus) {
+    Json t = {{"role", role}, {"index", index}, {"tid", tid}, {"cpus", cpus}};
+    t.update(read_thread_switches(tid));
+    threads_.push_back(std::move(t));
   };
   for (std::size_t i = 0; i < worker_tids_.size(); ++i) {
     const std::vector<unsigned>& w = placement_.workers;
@@ -746,17 +779,17 @@ void Driver::read_threads_and_interrupts(const Pollers* pollers) {
         w.empty() || !o_.pin ? std::string("any") : std::to_string(w[i % w.size()]));
   }
   for (std::size_t i = 0; i < producers_.size(); ++i) {
-    add("producer", i, producers_[i]->tid.load(std::memory_order_relaxed), place(placement_.load));
+    add("producer", i, producers_[i]->tid.load(std::memory_order_relaxed), cpus_or_any(placement_.load));
   }
   for (std::size_t i = 0; i < cancellers_.size(); ++i) {
-    add("canceller", i, cancellers_[i]->tid.load(std::memory_order_relaxed), place(placement_.load));
+    add("canceller", i, cancellers_[i]->tid.load(std::memory_order_relaxed), cpus_or_any(placement_.load));
   }
   if (control_) {
     add("control", 0, control_->tid(),
         control_->cpu() >= 0 ? std::to_string(control_->cpu()) : std::string("any"));
   }
   if (repeated_) {
-    add("repeater", 0, repeated_->control_tid(), place(placement_.load));
+    add("repeater", 0, repeated_->control_tid(), cpus_or_any(placement_.load));
     if (const pid_t worker = repeated_->worker_tid(); worker != 0) {
       add("rt-worker", 0, worker,
           placement_.load.empty() ? std::string("any") : std::to_string(placement_.load.front()));
@@ -788,11 +821,14 @@ void Driver::read_threads_and_interrupts(const Pollers* pollers) {
   if (control_ && control_->cpu() >= 0) role_of(static_cast<unsigned>(control_->cpu()), "control");
   for (const unsigned c : placement_.load) role_of(c, "load");
   if (cpus.empty()) {
-    for (const unsigned c : r_.platform.allowed) role_of(c, "any");
+    for (const unsigned c : platform_.allowed) role_of(c, "any");
   }
   std::sort(cpus.begin(), cpus.end());
-  for (const auto& [cpu, role] : cpus)
-    r_.interrupts.push_back(CpuIrq{role, interrupts_between(irq_before_, after, cpu)});
+  for (const auto& [cpu, role] : cpus) {
+    Json irq = interrupts_between(irq_before_, after, cpu);
+    irq["role"] = role;
+    interrupts_.push_back(std::move(irq));
+  }
 }
 
 }  // namespace

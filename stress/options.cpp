@@ -4,10 +4,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <limits>
 #include <map>
+#include <type_traits>
 #include <vector>
 
 #include "format.hpp"
@@ -21,36 +23,105 @@ constexpr std::int64_t kDay = 86'400'000'000'000;
 // Slots are numbered with 32 bits (the harness's per-timer state and the callable's capture).
 constexpr std::uint64_t kMaxSlots = std::numeric_limits<std::uint32_t>::max();
 
+// Each enumerated option's names, in the order --help lists them.
+constexpr std::pair<std::string_view, DelayKind> kDelays[] = {{"fixed", DelayKind::fixed},
+                                                              {"uniform", DelayKind::uniform},
+                                                              {"exponential", DelayKind::exponential},
+                                                              {"bimodal", DelayKind::bimodal}};
+constexpr std::pair<std::string_view, PeriodicPolicy> kPolicies[] = {
+    {"catch_up", PeriodicPolicy::catch_up},
+    {"fire_once_now", PeriodicPolicy::fire_once_now},
+    {"skip", PeriodicPolicy::skip},
+    {"fixed_delay", PeriodicPolicy::fixed_delay},
+    {"all", PeriodicPolicy::all}};
+constexpr std::pair<std::string_view, WaitStrategy> kWaits[] = {
+    {"sleep", WaitStrategy::sleep}, {"spin", WaitStrategy::spin}, {"hybrid", WaitStrategy::hybrid}};
+constexpr std::pair<std::string_view, ExecutorKind> kExecutors[] = {{"inline", ExecutorKind::inline_},
+                                                                    {"pool", ExecutorKind::pool}};
+constexpr std::pair<std::string_view, Threads> kThreads[] = {{"workers", Threads::workers},
+                                                             {"manual", Threads::manual}};
+
+template <class E, std::size_t N>
+std::string_view lookup(const std::pair<std::string_view, E> (&names)[N], E v) noexcept {
+  for (const auto& [name, e] : names) {
+    if (e == v) return name;
+  }
+  return "?";
+}
+std::string_view name_of(DelayKind k) noexcept { return lookup(kDelays, k); }
+std::string_view name_of(WaitStrategy w) noexcept { return lookup(kWaits, w); }
+std::string_view name_of(Threads t) noexcept { return lookup(kThreads, t); }
+
 std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
 
+// The shortest exact rendering of a value, as --help and a profile's changes print it.
+template <class T>
+std::string show(const T& v) {
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    return format_duration(v);  // every 64-bit signed option is a duration in ns
+  } else if constexpr (std::is_enum_v<T>) {
+    return std::string(name_of(v));
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v.empty() ? std::string("''") : v;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return number(v);
+  } else {
+    return std::to_string(v);
+  }
+}
+
 // Registers options bound to members of one Options, and remembers for each how to take its value
-// from a profile and how to print it, so that a profile fills exactly the options not given and
-// --help can list a profile's changes from the code that makes them.
+// from a profile, how to print it and how to write it into the report, so that a profile fills
+// exactly the options not given, --help lists a profile's changes from the code that makes them, and
+// the report's options section names every option.
 class Binder {
  public:
   Binder(CLI::App& app, Options& o) : app_(app), o_(o) {}
 
   template <class T>
-  CLI::Option* add(const std::string& name, T Options::*member, const std::string& help,
-                   std::string (*show)(const T&)) {
+  CLI::Option* add(const std::string& name, T Options::*member, const std::string& help) {
     CLI::Option* opt = app_.add_option(name, o_.*member, help);
     opt->default_str(show(o_.*member));
+    // The report's key: --delay-min -> delay_min_ns.
+    std::string key = name.substr(2);
+    std::replace(key.begin(), key.end(), '-', '_');
+    if constexpr (std::is_same_v<T, std::int64_t>) key += "_ns";
     entries_.push_back(Entry{opt, name, [this, member](const Options& from) { o_.*member = from.*member; },
-                             [member, show](const Options& from) { return show(from.*member); }});
-    return opt;
-  }
-  // A --name/--no-name flag pair bound to a bool member.
-  CLI::Option* flag(const std::string& name, bool Options::*member, const std::string& help) {
-    CLI::Option* opt = app_.add_flag(name + ",!--no-" + name.substr(2), o_.*member, help);
-    entries_.push_back(Entry{opt, name, [this, member](const Options& from) { o_.*member = from.*member; },
-                             [name, member](const Options& from) {
-                               return from.*member ? std::string() : "--no-" + name.substr(2);
+                             [member](const Options& from) { return show(from.*member); },
+                             [key, member](const Options& from, Json& j) {
+                               if constexpr (std::is_enum_v<T>) {
+                                 j[key] = name_of(from.*member);
+                               } else {
+                                 j[key] = from.*member;
+                               }
                              }});
     return opt;
+  }
+  // An option that takes one of `names` (--help lists them).
+  template <class T, std::size_t N>
+  void choice(const std::string& name, T Options::*member, const std::string& help, const char* type,
+              const std::pair<std::string_view, T> (&names)[N]) {
+    std::vector<std::pair<std::string, T>> map;
+    std::string list;
+    for (const auto& [n, v] : names) {
+      map.emplace_back(n, v);
+      list += (list.empty() ? "{" : ",") + std::string(n);
+    }
+    add(name, member, help)->type_name(type)->transform(CLI::CheckedTransformer(map).description(list + "}"));
+  }
+  // A --name/--no-name flag pair bound to a bool member.
+  void flag(const std::string& name, bool Options::*member, const std::string& help) {
+    CLI::Option* opt = app_.add_flag(name + ",!--no-" + name.substr(2), o_.*member, help);
+    entries_.push_back(
+        Entry{opt, name, [this, member](const Options& from) { o_.*member = from.*member; },
+              [name, member](const Options& from) {
+                return from.*member ? std::string() : "--no-" + name.substr(2);
+              },
+              [key = name.substr(2), member](const Options& from, Json& j) { j[key] = from.*member; }});
   }
 
   // Every registered option not given on the command line takes the profile's value.
@@ -69,6 +140,12 @@ class Binder {
     }
     return out;
   }
+  // The report's options section: the profile, then every option.
+  Json to_json(const Options& o) const {
+    Json j = {{"profile", o.profile}};
+    for (const Entry& e : entries_) e.write(o, j);
+    return j;
+  }
 
  private:
   struct Entry {
@@ -76,24 +153,12 @@ class Binder {
     std::string name;
     std::function<void(const Options&)> take;
     std::function<std::string(const Options&)> show;
+    std::function<void(const Options&, Json&)> write;
   };
   CLI::App& app_;
   Options& o_;
   std::vector<Entry> entries_;
 };
-
-std::string show_duration(const std::int64_t& ns) { return format_duration(ns); }
-std::string show_u64(const std::uint64_t& v) { return std::to_string(v); }
-std::string show_size(const std::size_t& v) { return std::to_string(v); }
-std::string show_unsigned(const unsigned& v) { return std::to_string(v); }
-std::string show_double(const double& v) { return number(v); }
-std::string show_delay(const DelayKind& k) { return std::string(name_of(k)); }
-std::string show_policy(const PeriodicPolicy& p) { return std::string(name_of(p)); }
-std::string show_wait(const WaitStrategy& w) { return std::string(name_of(w)); }
-std::string show_executor(const ExecutorKind& e) { return std::string(name_of(e)); }
-std::string show_threads(const Threads& t) { return std::string(name_of(t)); }
-std::string show_string(const std::string& v) { return v.empty() ? std::string("''") : v; }
-std::string show_int(const int& v) { return std::to_string(v); }
 
 // Shards (when 0), producers (when 0) and cancellers (down only) sized to `cpus` CPUs, for the
 // options not given on the command line; returns what it chose, or "" if it changed nothing.
@@ -127,51 +192,8 @@ std::string fit_to_machine(Options& o, std::size_t cpus, bool shards_given, bool
 
 }  // namespace
 
-std::string_view name_of(DelayKind k) noexcept {
-  switch (k) {
-    case DelayKind::fixed: return "fixed";
-    case DelayKind::uniform: return "uniform";
-    case DelayKind::exponential: return "exponential";
-    case DelayKind::bimodal: return "bimodal";
-  }
-  return "?";
-}
-
-std::string_view name_of(PeriodicPolicy p) noexcept {
-  switch (p) {
-    case PeriodicPolicy::catch_up: return "catch_up";
-    case PeriodicPolicy::fire_once_now: return "fire_once_now";
-    case PeriodicPolicy::skip: return "skip";
-    case PeriodicPolicy::fixed_delay: return "fixed_delay";
-    case PeriodicPolicy::all: return "all";
-  }
-  return "?";
-}
-
-std::string_view name_of(WaitStrategy w) noexcept {
-  switch (w) {
-    case WaitStrategy::sleep: return "sleep";
-    case WaitStrategy::spin: return "spin";
-    case WaitStrategy::hybrid: return "hybrid";
-  }
-  return "?";
-}
-
-std::string_view name_of(ExecutorKind e) noexcept {
-  switch (e) {
-    case ExecutorKind::inline_: return "inline";
-    case ExecutorKind::pool: return "pool";
-  }
-  return "?";
-}
-
-std::string_view name_of(Threads t) noexcept {
-  switch (t) {
-    case Threads::workers: return "workers";
-    case Threads::manual: return "manual";
-  }
-  return "?";
-}
+std::string_view name_of(PeriodicPolicy p) noexcept { return lookup(kPolicies, p); }
+std::string_view name_of(ExecutorKind e) noexcept { return lookup(kExecutors, e); }
 
 std::string format_duration(std::int64_t ns) {
   static constexpr std::pair<std::int64_t, const char*> kUnits[] = {{3'600'000'000'000, "h"},
@@ -264,62 +286,46 @@ CLI::Validator positive_up_to_a_day() { return CLI::Range(std::int64_t{1}, kDay)
 void add_workload(Binder& bind, OptionRefs& refs) {
   bind.add("--timers", &Options::timers,
            "One-shot population: slots kept armed (re-armed when their timer fires or is cancelled), "
-           "so about this many are pending throughout",
-           show_u64)
+           "so about this many are pending throughout")
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
-  refs.producers =
-      bind.add("--producers", &Options::producers,
-               "Producer threads (each schedules on its own home shard); 0 = one per shard", show_unsigned)
-          ->check(CLI::Range(0u, 256u));
+  refs.producers = bind.add("--producers", &Options::producers,
+                            "Producer threads (each schedules on its own home shard); 0 = one per shard")
+                       ->check(CLI::Range(0u, 256u));
   bind.add("--schedule-rate", &Options::schedule_rate,
            "Most schedule calls per second over all producers; 0 = as fast as the slots come due "
-           "(the fill is then a tight loop)",
-           show_double)
+           "(the fill is then a tight loop)")
       ->check(CLI::NonNegativeNumber);
   bind.add("--cancel-share", &Options::cancel_share,
            "Share of one-shot timers cancelled before they fire, each at a time uniform between its "
-           "schedule and its deadline",
-           show_double)
+           "schedule and its deadline")
       ->check(CLI::Range(0.0, 1.0));
   bind.add("--reschedule-share", &Options::reschedule_share,
            "Share of one-shot timers that are idle timeouts: pushed back 1 to 3 times by "
            "Timer::reschedule() (each time at a moment uniform before the deadline, to that moment plus "
            "the timer's delay), then left to fire, each fire checked against the deadline it has; at "
-           "most 1 - --cancel-share",
-           show_double)
+           "most 1 - --cancel-share")
       ->check(CLI::Range(0.0, 1.0));
   refs.cancellers =
       bind.add("--cancellers", &Options::cancellers,
                "Extra threads that cancel: each producer deals its cancels round robin between itself "
-               "and these N threads, so N/(N+1) of them come from another thread; 0 = producers only",
-               show_unsigned)
+               "and these N threads, so N/(N+1) of them come from another thread; 0 = producers only")
           ->check(CLI::Range(0u, 256u));
-  bind.add("--delay", &Options::delay,
-           "One-shot delay distribution: fixed (--delay-mean), uniform (--delay-min..--delay-max), "
-           "exponential (mean --delay-mean), bimodal (--delay-short with probability --short-share, "
-           "else --delay-long)",
-           show_delay)
-      ->type_name("KIND")
-      ->transform(
-          CLI::CheckedTransformer(std::map<std::string, DelayKind>{{"fixed", DelayKind::fixed},
-                                                                   {"uniform", DelayKind::uniform},
-                                                                   {"exponential", DelayKind::exponential},
-                                                                   {"bimodal", DelayKind::bimodal}})
-              .description("{fixed,uniform,exponential,bimodal}"));
-  as_duration(bind.add("--delay-min", &Options::delay_min_ns, "uniform: shortest delay", show_duration),
+  bind.choice("--delay", &Options::delay,
+              "One-shot delay distribution: fixed (--delay-mean), uniform (--delay-min..--delay-max), "
+              "exponential (mean --delay-mean), bimodal (--delay-short with probability --short-share, "
+              "else --delay-long)",
+              "KIND", kDelays);
+  as_duration(bind.add("--delay-min", &Options::delay_min_ns, "uniform: shortest delay"), up_to_a_day());
+  as_duration(bind.add("--delay-max", &Options::delay_max_ns, "uniform: longest delay"), up_to_a_day());
+  as_duration(
+      bind.add("--delay-mean", &Options::delay_mean_ns, "fixed: the delay; exponential: the mean delay"),
+      up_to_a_day());
+  as_duration(
+      bind.add("--delay-short", &Options::delay_short_ns, "bimodal: the short delay (a request timeout)"),
+      up_to_a_day());
+  as_duration(bind.add("--delay-long", &Options::delay_long_ns, "bimodal: the long delay (an idle timeout)"),
               up_to_a_day());
-  as_duration(bind.add("--delay-max", &Options::delay_max_ns, "uniform: longest delay", show_duration),
-              up_to_a_day());
-  as_duration(bind.add("--delay-mean", &Options::delay_mean_ns,
-                       "fixed: the delay; exponential: the mean delay", show_duration),
-              up_to_a_day());
-  as_duration(bind.add("--delay-short", &Options::delay_short_ns,
-                       "bimodal: the short delay (a request timeout)", show_duration),
-              up_to_a_day());
-  as_duration(bind.add("--delay-long", &Options::delay_long_ns, "bimodal: the long delay (an idle timeout)",
-                       show_duration),
-              up_to_a_day());
-  bind.add("--short-share", &Options::short_share, "bimodal: share of delays that are short", show_double)
+  bind.add("--short-share", &Options::short_share, "bimodal: share of delays that are short")
       ->check(CLI::Range(0.0, 1.0));
 }
 
@@ -329,116 +335,85 @@ void add_periodic(Binder& bind) {
            "Periodic timers, besides the one-shots, started at random phases: each is one "
            "Engine::schedule_every() timer on its producer's home shard, of the policy --periodic-policy "
            "gives it, each run checked against that policy's rule and its lateness measured against its "
-           "point on the timer's grid (or the earliest it may run); stop() returns those not cancelled",
-           show_u64)
+           "point on the timer's grid (or the earliest it may run); stop() returns those not cancelled")
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
   as_duration(bind.add("--period", &Options::period_ns,
-                       "Period of the periodic timers, a whole number of ticks (fixed rate)", show_duration),
+                       "Period of the periodic timers, a whole number of ticks (fixed rate)"),
               positive_up_to_a_day());
-  bind.add("--periodic-policy", &Options::periodic_policy,
-           "The periodic timers' policy: catch_up, fire_once_now or skip (fixed rate, that Misfire), "
-           "fixed_delay, or all (each of the four in turn)",
-           show_policy)
-      ->type_name("POLICY")
-      ->transform(CLI::CheckedTransformer(
-                      std::map<std::string, PeriodicPolicy>{{"catch_up", PeriodicPolicy::catch_up},
-                                                            {"fire_once_now", PeriodicPolicy::fire_once_now},
-                                                            {"skip", PeriodicPolicy::skip},
-                                                            {"fixed_delay", PeriodicPolicy::fixed_delay},
-                                                            {"all", PeriodicPolicy::all}})
-                      .description("{catch_up,fire_once_now,skip,fixed_delay,all}"));
+  bind.choice("--periodic-policy", &Options::periodic_policy,
+              "The periodic timers' policy: catch_up, fire_once_now or skip (fixed rate, that Misfire), "
+              "fixed_delay, or all (each of the four in turn)",
+              "POLICY", kPolicies);
   bind.add("--periodic-cancel", &Options::periodic_cancel,
            "Share of periodic timers cancelled once, at a time uniform over the run, by a producer or a "
            "canceller (not re-armed): after cancel() returned true no run may start but the one that "
-           "had begun",
-           show_double)
+           "had begun")
       ->check(CLI::Range(0.0, 1.0));
   as_duration(
       bind.add("--misfire-every", &Options::misfire_every_ns,
                "Every this often, on each callback thread, one fixed-rate periodic run spins past two "
                "periods so that its misfire policy must act (stalls the shard: a check, not a "
-               "measurement); 0 = never",
-               show_duration),
+               "measurement); 0 = never"),
       up_to_a_day());
   bind.add("--repeated", &Options::repeated,
            "RepeatedTimers on an engine of their own, started, stopped, restarted and reset at random by "
-           "one thread during the run, each run checked against its timeout; 0 = none",
-           show_unsigned)
+           "one thread during the run, each run checked against its timeout; 0 = none")
       ->check(CLI::Range(0u, 64u));
   bind.add("--burst", &Options::burst,
            "Timers the first producer schedules in one tight loop every --burst-every (a flood "
-           "meant to exceed the transfer cap); 0 = no bursts",
-           show_u64)
+           "meant to exceed the transfer cap); 0 = no bursts")
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
-  as_duration(bind.add("--burst-every", &Options::burst_every_ns, "Interval between bursts", show_duration),
+  as_duration(bind.add("--burst-every", &Options::burst_every_ns, "Interval between bursts"),
               positive_up_to_a_day());
   as_duration(bind.add("--duration", &Options::duration_ns,
-                       "How long the producers run; then the engine is stopped and checked", show_duration),
+                       "How long the producers run; then the engine is stopped and checked"),
               CLI::Range(std::int64_t{100'000'000}, kDay).description(""));
-  bind.add("--seed", &Options::seed, "Seeds the delays, fates and phases (not the timing)", show_u64);
+  bind.add("--seed", &Options::seed, "Seeds the delays, fates and phases (not the timing)");
 }
 
 // The engine's options.
 void add_engine(Binder& bind, OptionRefs& refs) {
   refs.shards = bind.add("--shards", &Options::shards,
                          "Engine shards (a wheel and a worker each); 0 = one per "
-                         "physical core",
-                         show_size)
+                         "physical core")
                     ->check(CLI::Range(std::size_t{0}, std::size_t{4096}));
-  as_duration(bind.add("--tick", &Options::tick_ns, "Wheel tick of every shard, 1us..1h", show_duration),
+  as_duration(bind.add("--tick", &Options::tick_ns, "Wheel tick of every shard, 1us..1h"),
               CLI::Range(std::int64_t{1'000}, std::int64_t{3'600'000'000'000}).description(""));
-  bind.add("--wait", &Options::wait,
-           "How a worker waits: sleep (futex until the next deadline), spin (busy-poll, a core per "
-           "shard), hybrid (spin 50us after each pass, then sleep)",
-           show_wait)
-      ->type_name("MODE")
-      ->transform(
-          CLI::CheckedTransformer(std::map<std::string, WaitStrategy>{{"sleep", WaitStrategy::sleep},
-                                                                      {"spin", WaitStrategy::spin},
-                                                                      {"hybrid", WaitStrategy::hybrid}})
-              .description("{sleep,spin,hybrid}"));
-  bind.add("--transfer-cap", &Options::transfer_cap, "Hand-offs a worker moves into its wheel per pass",
-           show_size)
+  bind.choice("--wait", &Options::wait,
+              "How a worker waits: sleep (futex until the next deadline), spin (busy-poll, a core per "
+              "shard), hybrid (spin 50us after each pass, then sleep)",
+              "MODE", kWaits);
+  bind.add("--transfer-cap", &Options::transfer_cap, "Hand-offs a worker moves into its wheel per pass")
       ->check(CLI::PositiveNumber);
   bind.flag("--pin", &Options::pin,
             "Bind each worker to a physical core (hwloc); --no-pin leaves them to the scheduler "
             "(default: --pin)");
   bind.add("--max-pending", &Options::max_pending,
            "Pending timers per shard past which schedules are rejected (counted, re-tried); "
-           "0 = unlimited",
-           show_size);
-  bind.add("--executor", &Options::executor,
-           "Where fired callbacks run: inline (on the shard's worker, in its pass) or pool (handed to "
-           "a tickwheel::ThreadPoolExecutor of --pool-threads threads, not pinned)",
-           show_executor)
-      ->type_name("KIND")
-      ->transform(
-          CLI::CheckedTransformer(std::map<std::string, ExecutorKind>{{"inline", ExecutorKind::inline_},
-                                                                      {"pool", ExecutorKind::pool}})
-              .description("{inline,pool}"));
+           "0 = unlimited");
+  bind.choice("--executor", &Options::executor,
+              "Where fired callbacks run: inline (on the shard's worker, in its pass) or pool (handed to "
+              "a tickwheel::ThreadPoolExecutor of --pool-threads threads, not pinned)",
+              "KIND", kExecutors);
   refs.pool_threads =
-      bind.add("--pool-threads", &Options::pool_threads, "Threads of the pool (--executor pool)", show_size);
+      bind.add("--pool-threads", &Options::pool_threads, "Threads of the pool (--executor pool)");
   refs.pool_threads->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
-  bind.add("--threads", &Options::threads,
-           "Who drives the shards: workers (the engine's threads) or manual (Threads::manual: one harness "
-           "thread per shard calls Engine::poll(), spinning, or sleeping until next_deadline() but at most "
-           "a tick)",
-           show_threads)
-      ->type_name("KIND")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, Threads>{{"workers", Threads::workers},
-                                                                         {"manual", Threads::manual}})
-                      .description("{workers,manual}"));
-  as_duration(
-      bind.add("--lead", &Options::lead_ns,
-               "Added to every one-shot delay, so the fill is done before the first deadline", show_duration),
-      up_to_a_day());
+  bind.choice(
+      "--threads", &Options::threads,
+      "Who drives the shards: workers (the engine's threads) or manual (Threads::manual: one harness "
+      "thread per shard calls Engine::poll(), spinning, or sleeping until next_deadline() but at most "
+      "a tick)",
+      "KIND", kThreads);
+  as_duration(bind.add("--lead", &Options::lead_ns,
+                       "Added to every one-shot delay, so the fill is done before the first deadline"),
+              up_to_a_day());
   bind.flag("--rearm", &Options::rearm,
             "Re-arm a one-shot slot once its timer fired or was cancelled; --no-rearm arms each once "
             "(default: --rearm)");
 }
 
 // Where the threads run, their priority and memory.
-void add_placement(CLI::App& app, Binder& bind, Options& o) {
+void add_placement(Binder& bind) {
   const auto cpu_list = CLI::Validator(
       [](std::string& v) {
         try {
@@ -449,24 +424,21 @@ void add_placement(CLI::App& app, Binder& bind, Options& o) {
         }
       },
       "CPUS", "cpu list");
-  app.add_flag("--fit,!--no-fit", o.fit,
-               "Size shards (if 0), producers (if 0) and cancellers (down only) to the CPUs "
-               "this process may use, so busy threads do not outnumber them; options given "
-               "here are kept (default: --fit)");
+  bind.flag("--fit", &Options::fit,
+            "Size shards (if 0), producers (if 0) and cancellers (down only) to the CPUs "
+            "this process may use, so busy threads do not outnumber them; options given "
+            "here are kept (default: --fit)");
   CLI::Option* worker_cpus =
       bind.add("--worker-cpus", &Options::worker_cpus,
                "CPUs of the workers (or polling threads), shard i on the i-th, e.g. 2-3; "
-               "'' = one PU per core from the last allowed CPU down",
-               show_string);
+               "'' = one PU per core from the last allowed CPU down");
   worker_cpus->type_name("CPUS")->check(cpu_list);
   bind.add("--producer-cpus", &Options::producer_cpus,
-           "CPUs the producers and cancellers may run on; '' = the allowed CPUs off the workers' cores",
-           show_string)
+           "CPUs the producers and cancellers may run on; '' = the allowed CPUs off the workers' cores")
       ->type_name("CPUS")
       ->check(cpu_list);
   bind.add("--control-cpu", &Options::control_cpu,
-           "CPU of the control thread; -1 = the first worker's (sleep, hybrid) or a CPU apart (spin)",
-           show_int)
+           "CPU of the control thread; -1 = the first worker's (sleep, hybrid) or a CPU apart (spin)")
       ->check(CLI::Range(-1, 4095));
   bind.flag("--control", &Options::control,
             "Run the control thread, which measures the platform's own wake-up floor beside the engine "
@@ -474,8 +446,7 @@ void add_placement(CLI::App& app, Binder& bind, Options& o) {
   bind.add(
           "--rt-priority", &Options::rt_priority,
           "SCHED_FIFO at this priority for the workers (or polling threads) and the control thread; 0 = off; "
-          "refused with an error, never ignored, when not permitted",
-          show_int)
+          "refused with an error, never ignored, when not permitted")
       ->check(CLI::Range(0, 99));
   bind.flag("--mlock", &Options::mlock,
             "mlockall(MCL_CURRENT | MCL_FUTURE) before the run; refused with an error when not permitted "
@@ -605,7 +576,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   add_workload(bind, refs);
   add_periodic(bind);
   add_engine(bind, refs);
-  add_placement(app, bind, o);
+  add_placement(bind);
   add_output(app, o, refs);
   app.footer(footer(bind));
 
@@ -617,6 +588,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     from_profile.profile = o.profile;
     bind.fill_from(from_profile);
     validate(o, refs);
+    o.as_json = bind.to_json(o);
   } catch (const CLI::ParseError& e) {
     result.exit_code = app.exit(e);
   }

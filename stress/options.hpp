@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tickwheel/engine.hpp"
 
 namespace tickwheel::stress {
@@ -44,11 +46,8 @@ enum class PeriodicPolicy : std::uint8_t {
 };
 inline constexpr std::size_t kPeriodicKinds = static_cast<std::size_t>(PeriodicPolicy::all);
 
-std::string_view name_of(DelayKind k) noexcept;
 std::string_view name_of(PeriodicPolicy p) noexcept;
-std::string_view name_of(WaitStrategy w) noexcept;
 std::string_view name_of(ExecutorKind e) noexcept;
-std::string_view name_of(Threads t) noexcept;
 
 struct Options {
   std::string profile = "default";
@@ -138,6 +137,9 @@ struct Options {
   std::string hlog_path;                            // HdrHistogram interval log; empty = none
   std::vector<std::string> compare;                 // two JSON reports: compare them, run nothing
   bool quiet = false;                               // no status line
+
+  // Every option above as run, for the report (filled by parse_command_line()).
+  nlohmann::ordered_json as_json;
 };
 
 // What parse_command_line() decided.

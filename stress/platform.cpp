@@ -160,35 +160,48 @@ std::vector<unsigned> smt_siblings(unsigned cpu) {
 Platform read_platform(const std::vector<unsigned>& cpus) {
   Platform p;
   utsname u{};
-  p.kernel = uname(&u) == 0 ? std::string(u.release) + " " + u.version : "unknown";
-  p.clocksource = trim(read_file("/sys/devices/system/clocksource/clocksource0/current_clocksource"));
-  if (p.clocksource.empty()) p.clocksource = "unknown";
+  const std::string clocksource =
+      trim(read_file("/sys/devices/system/clocksource/clocksource0/current_clocksource"));
   const std::string cmdline = read_file("/proc/cmdline");
-  p.isolcpus = cmdline_value(cmdline, "isolcpus");
-  p.nohz_full = cmdline_value(cmdline, "nohz_full");
-  p.rcu_nocbs = cmdline_value(cmdline, "rcu_nocbs");
+  const std::string isolcpus = cmdline_value(cmdline, "isolcpus");
   try {
     p.isolated = parse_cpu_list(trim(read_file("/sys/devices/system/cpu/isolated")));
   } catch (const std::invalid_argument&) {
   }
-  if (p.isolated.empty()) p.isolated = cpus_of_isolcpus(p.isolcpus);
+  if (p.isolated.empty()) p.isolated = cpus_of_isolcpus(isolcpus);
+  std::string governor;
+  Json siblings = Json::array();
   for (const unsigned c : cpus) {
     const std::string g = trim(read_file(cpu_path(c, "/cpufreq/scaling_governor")));
-    if (!p.governor.empty()) p.governor.append(", ");
-    p.governor.append(format("cpu%u %s", c, g.empty() ? "unknown (no cpufreq)" : g.c_str()));
-    p.siblings.push_back(format("cpu%u: %s", c, format_cpu_list(smt_siblings(c)).c_str()));
+    governor +=
+        format("%scpu%u %s", governor.empty() ? "" : ", ", c, g.empty() ? "unknown (no cpufreq)" : g.c_str());
+    siblings.push_back(format("cpu%u: %s", c, format_cpu_list(smt_siblings(c)).c_str()));
   }
-  if (p.governor.empty()) p.governor = "unknown";
   const std::string thp = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
   const std::size_t open = thp.find('[');
   const std::size_t close = thp.find(']');
-  p.thp = open != std::string::npos && close > open ? thp.substr(open + 1, close - open - 1) : "unknown";
   bool runtime_ok = false;
   bool period_ok = false;
   p.rt_runtime_us = read_integer("/proc/sys/kernel/sched_rt_runtime_us", runtime_ok);
   p.rt_period_us = read_integer("/proc/sys/kernel/sched_rt_period_us", period_ok);
   p.rt_known = runtime_ok && period_ok;
   p.allowed = allowed_cpus();
+  p.report = {
+      {"kernel", uname(&u) == 0 ? std::string(u.release) + " " + u.version : "unknown"},
+      {"clocksource", clocksource.empty() ? "unknown" : clocksource},
+      {"isolcpus", isolcpus},
+      {"nohz_full", cmdline_value(cmdline, "nohz_full")},
+      {"rcu_nocbs", cmdline_value(cmdline, "rcu_nocbs")},
+      {"isolated", format_cpu_list(p.isolated)},
+      {"governor", governor.empty() ? "unknown" : governor},
+      {"thp", open != std::string::npos && close > open ? thp.substr(open + 1, close - open - 1) : "unknown"},
+      {"rt_runtime_us", p.rt_runtime_us},
+      {"rt_period_us", p.rt_period_us},
+      {"rt_known", p.rt_known},
+      {"allowed_cpus", format_cpu_list(p.allowed)},
+      {"smt_siblings", siblings},
+      {"loadavg_start", -1.0},
+      {"loadavg_end", -1.0}};
   return p;
 }
 
@@ -233,62 +246,63 @@ Interrupts read_interrupts() {
   return irq;
 }
 
-CpuInterrupts interrupts_between(const Interrupts& before, const Interrupts& after, unsigned cpu) {
-  CpuInterrupts out;
-  out.cpu = cpu;
+Json interrupts_between(const Interrupts& before, const Interrupts& after, unsigned cpu) {
+  Json out = {{"cpu", cpu}, {"known", false}, {"total", 0}, {"top", Json::object()}};
   if (!before.known || !after.known || before.columns != after.columns) return out;
   const auto col = std::find(after.columns.begin(), after.columns.end(), cpu);
   if (col == after.columns.end()) return out;
   const auto k = static_cast<std::size_t>(col - after.columns.begin());
-  out.known = true;
+  std::vector<std::pair<std::uint64_t, std::string>> took;
+  std::uint64_t total = 0;
   for (const Interrupts::Row& row : after.rows) {
     std::uint64_t was = 0;
     for (const Interrupts::Row& old : before.rows) {
       if (old.name == row.name) was = old.counts[k];
     }
     const std::uint64_t d = row.counts[k] - std::min(row.counts[k], was);
-    if (d == 0) continue;
-    out.total += d;
-    out.top.emplace_back(row.name, d);
+    total += d;
+    if (d != 0) took.emplace_back(d, row.name);
   }
-  std::sort(out.top.begin(), out.top.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  if (out.top.size() > kTopSources) out.top.resize(kTopSources);
+  std::stable_sort(took.begin(), took.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (took.size() > kTopSources) took.resize(kTopSources);
+  out["known"] = true;
+  out["total"] = total;
+  for (const auto& [n, name] : took) out["top"][name] = n;
   return out;
 }
 
-ThreadSwitches read_thread_switches(pid_t tid) {
-  ThreadSwitches t;
-  if (tid <= 0) return t;
-  const std::string dir = format("/proc/self/task/%d", static_cast<int>(tid));
-  std::istringstream status(read_file(dir + "/status"));
-  std::string line;
+Json read_thread_switches(pid_t tid) {
+  std::uint64_t voluntary = 0;
+  std::uint64_t involuntary = 0;
+  int last_cpu = -1;
   int found = 0;
+  const std::string dir = format("/proc/self/task/%d", static_cast<int>(tid));
+  std::istringstream status(tid > 0 ? read_file(dir + "/status") : std::string());
+  std::string line;
   while (std::getline(status, line)) {
     unsigned long long v = 0;
     if (std::sscanf(line.c_str(), "voluntary_ctxt_switches: %llu", &v) == 1) {
-      t.voluntary = v;
+      voluntary = v;
       ++found;
     } else if (std::sscanf(line.c_str(), "nonvoluntary_ctxt_switches: %llu", &v) == 1) {
-      t.involuntary = v;
+      involuntary = v;
       ++found;
     }
   }
-  t.known = found == 2;
   // Field 39 of stat is the CPU the thread last ran on; the name (field 2) may hold spaces, so
   // count from the closing parenthesis.
-  const std::string stat = read_file(dir + "/stat");
-  const std::size_t paren = stat.rfind(')');
-  if (paren != std::string::npos) {
+  const std::string stat = tid > 0 ? read_file(dir + "/stat") : std::string();
+  if (const std::size_t paren = stat.rfind(')'); paren != std::string::npos) {
     std::istringstream fields(stat.substr(paren + 1));
     std::string f;
-    for (int field = 3; fields >> f; ++field) {
-      if (field == 39) {
-        t.last_cpu = std::atoi(f.c_str());
-        break;
-      }
+    for (int field = 3; fields >> f && last_cpu < 0; ++field) {
+      if (field == 39) last_cpu = std::atoi(f.c_str());
     }
   }
-  return t;
+  return {{"known", found == 2},
+          {"voluntary_switches", voluntary},
+          {"involuntary_switches", involuntary},
+          {"last_cpu", last_cpu}};
 }
 
 pid_t current_tid() noexcept { return static_cast<pid_t>(::syscall(SYS_gettid)); }

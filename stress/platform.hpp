@@ -15,7 +15,11 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace tickwheel::stress {
+
+using Json = nlohmann::ordered_json;
 
 // "0-3,8,10-11" -> {0, 1, 2, 3, 8, 10, 11}; "" -> {}. Throws std::invalid_argument naming the text
 // for anything else (a letter, a reversed range, a number over 4095).
@@ -26,21 +30,17 @@ std::string format_cpu_list(const std::vector<unsigned>& cpus);
 // The CPUs this process may run on (sched_getaffinity), in ascending order.
 std::vector<unsigned> allowed_cpus();
 
-// The machine's static facts, read once before the run.
+// The machine's static facts, read once before the run: those the placement plan weighs, and all
+// of them as the report's platform section (`report`: kernel, clocksource, isolcpus, nohz_full,
+// rcu_nocbs, isolated, governor per CPU of interest, thp, rt_runtime_us, rt_period_us, rt_known,
+// allowed_cpus, smt_siblings per CPU of interest; loadavg_start and loadavg_end -1 until set).
 struct Platform {
-  std::string kernel;       // uname: release and version
-  std::string clocksource;  // tsc, kvm-clock, hpet, ...
-  std::string isolcpus;     // from /proc/cmdline ("" if not given)
-  std::string nohz_full;
-  std::string rcu_nocbs;
   std::vector<unsigned> isolated;   // /sys/devices/system/cpu/isolated, else isolcpus' CPUs
-  std::string governor;             // per CPU of interest: "cpu1 performance, cpu2 powersave"
-  std::string thp;                  // the bracketed choice of transparent_hugepage/enabled
   std::int64_t rt_runtime_us = -1;  // /proc/sys/kernel/sched_rt_runtime_us; -1 = no throttling
   std::int64_t rt_period_us = -1;
   bool rt_known = false;
-  std::vector<unsigned> allowed;      // CPUs this process may use
-  std::vector<std::string> siblings;  // per CPU of interest: "cpu1: 1" (its SMT siblings)
+  std::vector<unsigned> allowed;  // CPUs this process may use
+  Json report;
 };
 
 // Reads the facts; `cpus` are the CPUs whose governor and siblings to report (the workers' and the
@@ -62,24 +62,14 @@ struct Interrupts {
 };
 Interrupts read_interrupts();
 
-// What one CPU took between two readings: the total and the largest sources.
-struct CpuInterrupts {
-  unsigned cpu = 0;
-  bool known = false;
-  std::uint64_t total = 0;
-  std::vector<std::pair<std::string, std::uint64_t>> top;  // at most 4, largest first
-};
-CpuInterrupts interrupts_between(const Interrupts& before, const Interrupts& after, unsigned cpu);
+// What one CPU took between two readings: {cpu, known, total, top}, top its largest sources (at
+// most 4, largest first, name: count).
+Json interrupts_between(const Interrupts& before, const Interrupts& after, unsigned cpu);
 
 // A thread's context switches since it started, from /proc/self/task/<tid>/status, and the CPU it
-// last ran on (/proc/self/task/<tid>/stat). known is false when the thread is gone or unreadable.
-struct ThreadSwitches {
-  bool known = false;
-  std::uint64_t voluntary = 0;
-  std::uint64_t involuntary = 0;
-  int last_cpu = -1;
-};
-ThreadSwitches read_thread_switches(pid_t tid);
+// last ran on (/proc/self/task/<tid>/stat): {known, voluntary_switches, involuntary_switches,
+// last_cpu}; known is false when the thread is gone or unreadable.
+Json read_thread_switches(pid_t tid);
 
 // The calling thread's kernel thread id.
 pid_t current_tid() noexcept;

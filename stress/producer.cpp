@@ -3,6 +3,7 @@
 #include "producer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <limits>
 #include <new>
@@ -28,8 +29,6 @@ constexpr double kTokenHorizonS = 0.01;
 // The longest pause of re-arms after refused schedules.
 constexpr std::int64_t kMaxBackoffNs = 100'000'000;
 
-std::size_t status_index(Status s) noexcept { return static_cast<std::size_t>(s); }
-
 // An event's tag holds a seq and an EventKind in 32 bits (producer.hpp).
 static_assert(32 - kStateBits + 2 <= 32, "a seq and an event kind must fit an Event's tag");
 
@@ -43,6 +42,26 @@ std::mt19937_64 seeded(std::uint64_t seed, unsigned index) {
   std::seed_seq seq{seed, seed >> 32, std::uint64_t{index}};
   return std::mt19937_64(seq);
 }
+
+// Runs `call(j)` for each j in [0, total) in timed brackets of at most kBatch calls: for a batch,
+// first `prepare(j, now)` for each of its calls, outside the bracket (`now` a clock read before
+// them), then the calls between two clock reads, then `settle(j, returned, t1)`, t1 the read that
+// closed the bracket (after each call returned).
+template <class Prepare, class Call, class Settle>
+void timed_batches(std::size_t total, CallTimes& times, Prepare&& prepare, Call&& call, Settle&& settle) {
+  std::array<bool, Producer::kBatch> returned{};
+  for (std::size_t from = 0; from < total; from += Producer::kBatch) {
+    const std::size_t n = std::min(Producer::kBatch, total - from);
+    const std::int64_t now = Clock::now();
+    for (std::size_t i = 0; i < n; ++i) prepare(from + i, now);
+    const std::int64_t t0 = Clock::now();
+    for (std::size_t i = 0; i < n; ++i) returned[i] = call(from + i);
+    const std::int64_t t1 = Clock::now();
+    times.add(n, t1 - t0);
+    for (std::size_t i = 0; i < n; ++i) settle(from + i, returned[i], t1);
+  }
+}
+constexpr auto kNoPreparation = [](std::size_t, std::int64_t) {};
 
 }  // namespace
 
@@ -130,9 +149,8 @@ Producer::Producer(RunShared& shared, unsigned index, SlotRange oneshots, SlotRa
   own_seqs_.reserve(kEventBudget);
   own_moves_.reserve(kEventBudget);
   own_move_seqs_.reserve(kEventBudget);
-  move_from_.resize(kBatch);
-  move_to_.resize(kBatch);
-  results_.resize(kBatch);
+  move_from_.reserve(kEventBudget);
+  move_to_.reserve(kEventBudget);
 }
 
 void Producer::run() noexcept {
@@ -158,6 +176,13 @@ bool Producer::probe() {
   home_ = probe.shard();
   if (!probe.cancel()) ++probe_failures;
   return true;
+}
+
+// A schedule refused: the instance never existed.
+void Producer::count_refused(std::uint32_t slot, std::uint32_t seq, Status why) noexcept {
+  shared_.slots[slot].state.store(slot_word(seq, SlotState::idle), std::memory_order_relaxed);
+  rejected.add(1);
+  ++rejected_by[static_cast<std::size_t>(why)];
 }
 
 void Producer::make_ready(std::uint32_t slot) {
@@ -190,10 +215,7 @@ void Producer::start_periodic() {
         from + static_cast<std::uint32_t>(std::min<std::size_t>(kBatch, periodic_.end - from));
     plan_.clear();
     for (std::uint32_t s = from; s < to; ++s) {
-      const std::uint32_t seq = next_seq(seq_of(slots[s].state.load(std::memory_order_relaxed)));
-      // Relaxed: the schedule's hand-off publishes it to the callback (see the engine's contract).
-      slots[s].state.store(slot_word(seq, SlotState::pending), std::memory_order_relaxed);
-      plan_.push_back(Plan{s, seq, phase(rng_), -1.0, 0});
+      plan_.push_back(Plan{s, begin_instance(slots[s]), phase(rng_), -1.0, 0});
     }
     const std::int64_t t0 = Clock::now();
     std::int64_t before = t0;
@@ -216,15 +238,11 @@ void Producer::start_periodic() {
       if (slots[p.slot].timer) recorders->settle_grid(p.slot, p.call_ns <= tick - 1);
       before = after;
     }
-    schedules.calls.add(plan_.size());
-    schedules.ns.add(static_cast<std::uint64_t>(before - t0));
-    schedules.batches.add(plan_.size());
+    schedules.add(plan_.size(), before - t0, plan_.size());
     for (const Plan& p : plan_) {
       const Timer& t = slots[p.slot].timer;
       if (!t) {
-        slots[p.slot].state.store(slot_word(p.seq, SlotState::idle), std::memory_order_relaxed);
-        rejected.add(1);
-        ++rejected_by[status_index(t.status())];
+        count_refused(p.slot, p.seq, t.status());
         continue;
       }
       scheduled.add(1);
@@ -245,11 +263,7 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
   Slot* slots = shared_.slots;
   plan_.clear();
   for (const std::uint32_t s : which) {
-    // Relaxed: this thread is the slot's only arming thread, and it saw the previous instance
-    // resolved through an acquire load (or the slot was never armed).
-    const std::uint32_t seq = next_seq(seq_of(slots[s].state.load(std::memory_order_relaxed)));
-    // Relaxed: the schedule's hand-off publishes it to the callback (see the engine's contract).
-    slots[s].state.store(slot_word(seq, SlotState::pending), std::memory_order_relaxed);
+    const std::uint32_t seq = begin_instance(slots[s]);
     const std::int64_t delay = delay_(rng_) + o_.lead_ns;
     Plan& p = plan_.emplace_back(Plan{s, seq, delay, cancel_pick_(rng_) ? unit_(rng_) : -1.0, 0});
     if (p.cancel_at < 0 && move_pick_.p() > 0 && move_pick_(rng_)) {
@@ -274,9 +288,7 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
   }
   const std::int64_t t1 = Clock::now();
   const auto ns = static_cast<std::uint64_t>(t1 - t0);
-  schedules.calls.add(plan_.size());
-  schedules.ns.add(ns);
-  schedules.batches.add(1);
+  schedules.add(plan_.size(), t1 - t0);
   if (burst) {
     bursts.add(1);
     burst_calls.add(plan_.size());
@@ -287,10 +299,8 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
   for (const Plan& p : plan_) {
     const Timer& t = slots[p.slot].timer;
     if (!t) {
-      slots[p.slot].state.store(slot_word(p.seq, SlotState::idle), std::memory_order_relaxed);
+      count_refused(p.slot, p.seq, t.status());
       slots[p.slot].moves_left = 0;
-      rejected.add(1);
-      ++rejected_by[status_index(t.status())];
       make_ready(p.slot);  // tried again after the back-off
       refused = true;
       continue;
@@ -362,26 +372,20 @@ void Producer::on_event(const Event& e, std::int64_t now) {
 std::size_t Producer::cancel_own(std::int64_t now) {
   Slot* slots = shared_.slots;
   const std::size_t total = own_cancels_.size();
-  for (std::size_t from = 0; from < total; from += kBatch) {
-    const std::size_t n = std::min(kBatch, total - from);
-    const std::int64_t t0 = Clock::now();
-    for (std::size_t i = 0; i < n; ++i) results_[i] = slots[own_cancels_[from + i]].timer.cancel() ? 1 : 0;
-    const std::int64_t t1 = Clock::now();
-    cancels.times.calls.add(n);
-    cancels.times.ns.add(static_cast<std::uint64_t>(t1 - t0));
-    cancels.times.batches.add(1);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint32_t s = own_cancels_[from + i];
-      const bool periodic = periodic_.contains(s);
-      settle_cancel(slots[s], own_seqs_[from + i], results_[i] != 0, periodic, cancels);
-      if (periodic) continue;  // cancelled once, for good
-      if (results_[i] != 0) {
-        if (o_.rearm) make_ready(s);  // a message reset the timer: re-armed at once
-      } else {
-        push(Event::make(now + retry_ns_, s, own_seqs_[from + i], EventKind::check));
-      }
-    }
-  }
+  timed_batches(
+      total, cancels.times, kNoPreparation,
+      [&](std::size_t j) { return slots[own_cancels_[j]].timer.cancel(); },
+      [&](std::size_t j, bool won, std::int64_t) {
+        const std::uint32_t s = own_cancels_[j];
+        const bool periodic = periodic_.contains(s);
+        settle_cancel(slots[s], own_seqs_[j], won, periodic, cancels);
+        if (periodic) return;  // cancelled once, for good
+        if (!won) {
+          push(Event::make(now + retry_ns_, s, own_seqs_[j], EventKind::check));
+        } else if (o_.rearm) {
+          make_ready(s);  // a message reset the timer: re-armed at once
+        }
+      });
   own_cancels_.clear();
   own_seqs_.clear();
   return total;
@@ -392,56 +396,48 @@ std::size_t Producer::cancel_own(std::int64_t now) {
 // in workload.hpp ("Reschedules"). t1, the read after the batch, is after each call returned.
 std::size_t Producer::move_own() {
   Slot* slots = shared_.slots;
-  const std::int64_t tick = o_.tick_ns;
   const std::size_t total = own_moves_.size();
-  for (std::size_t from = 0; from < total; from += kBatch) {
-    const std::size_t n = std::min(kBatch, total - from);
-    const std::int64_t now = Clock::now();
-    for (std::size_t i = 0; i < n; ++i) {
-      Slot& slot = slots[own_moves_[from + i]];
-      // Relaxed loads: this thread wrote them. The stores come before the call, so the move's
-      // record publishes them to the callback; release on moved_to pairs with the callback's
-      // acquire, so a moved_to it sees comes with this moved_from.
-      move_from_[i] = slot.moved_to.load(std::memory_order_relaxed);
-      move_to_[i] = std::max(move_from_[i], now + slot.idle_ns);
-      slot.moved_from.store(move_from_[i], std::memory_order_relaxed);
-      slot.moved_to.store(move_to_[i], std::memory_order_release);
-    }
-    const std::int64_t t0 = Clock::now();
-    for (std::size_t i = 0; i < n; ++i) {
-      results_[i] = slots[own_moves_[from + i]].timer.reschedule(Clock::at(move_to_[i])) ? 1 : 0;
-    }
-    const std::int64_t t1 = Clock::now();
-    moves.times.calls.add(n);
-    moves.times.ns.add(static_cast<std::uint64_t>(t1 - t0));
-    moves.times.batches.add(1);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::uint32_t s = own_moves_[from + i];
-      const std::uint32_t seq = own_move_seqs_[from + i];
-      Slot& slot = slots[s];
-      // Whether a pass could have claimed the timer at the deadline it had, before the call
-      // returned (workload.hpp): only then may the move lose to the fire, or reschedule() refuse.
-      const bool old_came = due_at_tick(move_from_[i], tick) <= t1 + kMoveSlackNs;
-      if (results_[i] != 0) {
-        moves.moved.add(1);
-        slot.move_flags |= kMoved;
-        slot.moves_left = old_came ? 0 : static_cast<std::uint8_t>(slot.moves_left - 1);
-        if (old_came) slot.move_flags |= kRaced;  // it may fire at either deadline: moved no more
-        if (slot.moves_left != 0) {
-          plan_move(s, seq, t1, move_to_[i]);
-        } else {
-          push(Event::make(move_to_[i] + retry_ns_, s, seq, EventKind::check));
-        }
-        continue;
-      }
+  move_from_.resize(total);
+  move_to_.resize(total);
+  const auto prepare = [&](std::size_t j, std::int64_t now) {
+    Slot& slot = slots[own_moves_[j]];
+    // Relaxed loads: this thread wrote them. The stores come before the call, so the move's record
+    // publishes them to the callback; release on moved_to pairs with the callback's acquire, so a
+    // moved_to it sees comes with this moved_from.
+    move_from_[j] = slot.moved_to.load(std::memory_order_relaxed);
+    move_to_[j] = std::max(move_from_[j], now + slot.idle_ns);
+    slot.moved_from.store(move_from_[j], std::memory_order_relaxed);
+    slot.moved_to.store(move_to_[j], std::memory_order_release);
+  };
+  const auto call = [&](std::size_t j) {
+    return slots[own_moves_[j]].timer.reschedule(Clock::at(move_to_[j]));
+  };
+  timed_batches(total, moves.times, prepare, call, [&](std::size_t j, bool moved, std::int64_t t1) {
+    const std::uint32_t s = own_moves_[j];
+    const std::uint32_t seq = own_move_seqs_[j];
+    Slot& slot = slots[s];
+    // Whether a pass could have claimed the timer at the deadline it had, before the call returned
+    // (workload.hpp): only then may the move lose to the fire, or reschedule() refuse.
+    const bool old_came = due_at_tick(move_from_[j], o_.tick_ns) <= t1 + kMoveSlackNs;
+    if (!moved) {
       moves.refused.add(1);
       if (!old_came) ++moves.refused_pending;
       // The timer keeps the deadline it had (the last move that returned true, or its first).
-      slot.moved_to.store(move_from_[i], std::memory_order_relaxed);
+      slot.moved_to.store(move_from_[j], std::memory_order_relaxed);
       slot.moves_left = 0;
       push(Event::make(t1 + retry_ns_, s, seq, EventKind::check));
+      return;
     }
-  }
+    moves.moved.add(1);
+    slot.move_flags |= kMoved;
+    slot.moves_left = old_came ? 0 : static_cast<std::uint8_t>(slot.moves_left - 1);
+    if (old_came) slot.move_flags |= kRaced;  // it may fire at either deadline: moved no more
+    if (slot.moves_left != 0) {
+      plan_move(s, seq, t1, move_to_[j]);
+    } else {
+      push(Event::make(move_to_[j] + retry_ns_, s, seq, EventKind::check));
+    }
+  });
   own_moves_.clear();
   own_move_seqs_.clear();
   return total;
@@ -549,7 +545,6 @@ void Canceller::finish() {
 void Canceller::run() noexcept {
   tid.store(current_tid(), std::memory_order_relaxed);
   std::vector<CancelJob> work;
-  std::uint8_t won[Producer::kBatch];
   for (;;) {
     {
       std::unique_lock lock(mutex_);
@@ -557,20 +552,12 @@ void Canceller::run() noexcept {
       if (inbox_.empty()) return;
       work.swap(inbox_);
     }
-    for (std::size_t from = 0; from < work.size(); from += Producer::kBatch) {
-      const std::size_t n = std::min(Producer::kBatch, work.size() - from);
-      const std::int64_t t0 = Clock::now();
-      for (std::size_t i = 0; i < n; ++i) won[i] = work[from + i].timer.cancel() ? 1 : 0;
-      const std::int64_t t1 = Clock::now();
-      cancels.times.calls.add(n);
-      cancels.times.ns.add(static_cast<std::uint64_t>(t1 - t0));
-      cancels.times.batches.add(1);
-      for (std::size_t i = 0; i < n; ++i) {
-        const CancelJob& job = work[from + i];
-        settle_cancel(shared_.slots[job.slot], job.seq, won[i] != 0, shared_.periodic.contains(job.slot),
-                      cancels);
-      }
-    }
+    timed_batches(
+        work.size(), cancels.times, kNoPreparation, [&](std::size_t j) { return work[j].timer.cancel(); },
+        [&](std::size_t j, bool won, std::int64_t) {
+          settle_cancel(shared_.slots[work[j].slot], work[j].seq, won,
+                        shared_.periodic.contains(work[j].slot), cancels);
+        });
     work.clear();
   }
 }

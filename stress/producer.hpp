@@ -68,6 +68,11 @@ struct CallTimes {
   Counter calls;
   Counter ns;  // sum over batches of (clock after - clock before)
   Counter batches;
+  void add(std::size_t n, std::int64_t took_ns, std::size_t brackets = 1) noexcept {
+    calls.add(n);
+    ns.add(static_cast<std::uint64_t>(took_ns));
+    batches.add(brackets);
+  }
 };
 
 // The reschedules one producer made, and the fires of the timers they moved. Single writer.
@@ -183,6 +188,7 @@ class Producer {
   void arm(std::span<const std::uint32_t> slots, bool burst);
   void start_periodic();
   void make_ready(std::uint32_t slot);
+  void count_refused(std::uint32_t slot, std::uint32_t seq, Status why) noexcept;
   void refill_tokens(std::int64_t now) noexcept;
 
   RunShared& shared_;
@@ -226,9 +232,8 @@ class Producer {
   std::vector<std::uint32_t> own_seqs_;
   std::vector<std::uint32_t> own_moves_;  // slots whose reschedule is due, with their seqs
   std::vector<std::uint32_t> own_move_seqs_;
-  std::vector<std::int64_t> move_from_;  // per call of a reschedule batch: the deadline it moves
-  std::vector<std::int64_t> move_to_;    // ... and the one it asks for
-  std::vector<std::uint8_t> results_;
+  std::vector<std::int64_t> move_from_;       // per due reschedule: the deadline it moves
+  std::vector<std::int64_t> move_to_;         // ... and the one it asks for
   std::vector<std::vector<CancelJob>> jobs_;  // per canceller, flushed once per loop
   std::size_t next_route_ = 0;                // round robin: 0 = this thread, i = canceller i-1
   double tokens_ = 0;                         // schedule calls allowed now (--schedule-rate)

@@ -2,15 +2,11 @@
 // the text report from it).
 #include "report.hpp"
 
-#include <array>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
+#include <memory>
 #include <string_view>
 #include <utility>
-#include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "format.hpp"
 
@@ -26,44 +22,9 @@ unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>
 double per_second(std::uint64_t count, double seconds) {
   return seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
 }
-// ns per call inside the timed brackets, net of the one clock read each bracket holds (the first
-// read returns before the calls, the second is inside the bracket).
-double ns_per_call(std::uint64_t ns, std::uint64_t batches, std::uint64_t calls, double read_ns) {
-  if (calls == 0) return 0.0;
-  const double net = static_cast<double>(ns) - static_cast<double>(batches) * read_ns;
-  return (net > 0 ? net : 0.0) / static_cast<double>(calls);
-}
-std::uint64_t sum(const StatusCounts& c) {
-  std::uint64_t n = 0;
-  for (const std::uint64_t v : c) n += v;
-  return n;
-}
 // Threads of the executor's pool, 0 without one.
 std::size_t pool_threads(const Report& r) {
   return r.options.executor == ExecutorKind::pool ? r.options.pool_threads : 0;
-}
-
-// The floor table: per percentile, the engine's lateness past the tick, the tick probes' lag, the
-// control thread's lateness, and what the engine adds above the control.
-struct FloorRow {
-  std::string_view name;
-  std::int64_t past_tick;
-  std::int64_t probe;
-  std::int64_t control;
-  std::int64_t cyclictest;  // 0 where it did not run
-};
-std::vector<FloorRow> floor_rows(const Report& r) {
-  std::vector<FloorRow> rows;
-  auto at = [](const Histogram& h, double p) { return static_cast<std::int64_t>(h.percentile(p)); };
-  for (const auto& [p, name] : kPercentiles) {
-    rows.push_back(FloorRow{name, at(r.lateness_past_tick, p), at(r.probe_lag, p), at(r.control, p),
-                            at(r.cyclictest.latency, p)});
-  }
-  rows.push_back(FloorRow{"max", static_cast<std::int64_t>(r.lateness_past_tick.max()),
-                          static_cast<std::int64_t>(r.probe_lag.max()),
-                          static_cast<std::int64_t>(r.control.max()),
-                          static_cast<std::int64_t>(r.cyclictest.latency.max())});
-  return rows;
 }
 
 void rule(Report& r, bool broken, std::string message) {
@@ -72,13 +33,11 @@ void rule(Report& r, bool broken, std::string message) {
 
 }  // namespace
 
-double Report::bytes_per_pending() const noexcept {
-  if (peak_pending == 0 || rss_at_peak_bytes <= rss_base_bytes + calendar_bytes_at_peak) return 0.0;
-  return static_cast<double>(rss_at_peak_bytes - rss_base_bytes - calendar_bytes_at_peak) /
-         static_cast<double>(peak_pending);
+std::uint64_t Report::total_rejected() const noexcept {
+  std::uint64_t n = 0;
+  for (const std::uint64_t v : rejected) n += v;
+  return n;
 }
-
-std::uint64_t Report::total_rejected() const noexcept { return sum(rejected); }
 
 namespace {
 
@@ -229,10 +188,6 @@ void check_accounting(Report& r) {
   check_engine_and_timers(r);
 }
 
-namespace {
-
-using Json = nlohmann::ordered_json;
-
 Json histogram_json(const Histogram& h) {
   Json j = {{"count", h.count()}, {"min", h.min()}, {"mean", h.mean()}};
   for (const auto& [p, name] : kPercentiles) j[std::string(name)] = h.percentile(p);
@@ -240,8 +195,14 @@ Json histogram_json(const Histogram& h) {
   return j;
 }
 
-// The percentile curve the plot draws: points at p = 1 - 10^(-k/10), i.e. ten per decade of
-// 1 / (1 - p), up to the last decade the sample count resolves, then the maximum at 1 - 1/n.
+Json histogram_json(const ConcurrentHistogram& h) {
+  auto snapshot = std::make_unique<Histogram>();
+  h.add_to(*snapshot);
+  return histogram_json(*snapshot);
+}
+
+// Points at p = 1 - 10^(-k/10), i.e. ten per decade of 1 / (1 - p), up to the last decade the
+// sample count resolves, then the maximum at 1 - 1/n.
 Json curve_json(const Histogram& h) {
   Json curve = Json::array();
   const auto n = static_cast<double>(h.count());
@@ -253,6 +214,39 @@ Json curve_json(const Histogram& h) {
   return curve;
 }
 
+namespace {
+
+// Calls, batches and the time inside them; ns per call net of the one clock read each timed
+// bracket holds (the first read returns before the calls, the second is inside the bracket).
+Json calls_json(const CallTotals& c, double read_ns) {
+  const double net = static_cast<double>(c.ns) - static_cast<double>(c.batches) * read_ns;
+  return {{"batches", c.batches},
+          {"ns", c.ns},
+          {"ns_per_call", c.calls == 0 ? 0.0 : (net > 0 ? net : 0.0) / static_cast<double>(c.calls)}};
+}
+
+// Signed, per percentile: the engine's lateness past the tick, the tick probes' lag, the control
+// thread's lateness, cyclictest's, and what the engine adds above the control (0 without one).
+Json floor_json(const Report& r) {
+  Json rows = Json::array();
+  auto row = [&](std::string_view name, auto at) {
+    const auto past_tick = static_cast<std::int64_t>(at(r.lateness_past_tick));
+    const auto probe = static_cast<std::int64_t>(at(r.probe_lag));
+    const auto control = static_cast<std::int64_t>(at(r.control));
+    rows.push_back({{"percentile", name},
+                    {"past_tick_ns", past_tick},
+                    {"tick_probe_ns", probe},
+                    {"control_ns", control},
+                    {"cyclictest_ns", static_cast<std::int64_t>(at(r.cyclictest.latency))},
+                    {"probe_minus_control_ns", r.control_ran ? probe - control : 0},
+                    {"past_tick_minus_control_ns", r.control_ran ? past_tick - control : 0}});
+  };
+  for (const auto& [p, name] : kPercentiles)
+    row(name, [p = p](const Histogram& h) { return h.percentile(p); });
+  row("max", [](const Histogram& h) { return h.max(); });
+  return rows;
+}
+
 // Every failure reason the Status enum names (it is contiguous from ok), each with its count.
 Json status_json(const StatusCounts& c) {
   Json j = Json::object();
@@ -262,214 +256,55 @@ Json status_json(const StatusCounts& c) {
   return j;
 }
 
-std::string str(std::string_view s) { return std::string(s); }
-
-Json options_json(const Options& o) {
-  return {{"profile", o.profile},
-          {"timers", o.timers},
-          {"producers", o.producers},
-          {"schedule_rate", o.schedule_rate},
-          {"cancel_share", o.cancel_share},
-          {"reschedule_share", o.reschedule_share},
-          {"cancellers", o.cancellers},
-          {"delay", str(name_of(o.delay))},
-          {"delay_min_ns", o.delay_min_ns},
-          {"delay_max_ns", o.delay_max_ns},
-          {"delay_mean_ns", o.delay_mean_ns},
-          {"delay_short_ns", o.delay_short_ns},
-          {"delay_long_ns", o.delay_long_ns},
-          {"short_share", o.short_share},
-          {"periodic", o.periodic},
-          {"period_ns", o.period_ns},
-          {"periodic_policy", str(name_of(o.periodic_policy))},
-          {"periodic_cancel", o.periodic_cancel},
-          {"misfire_every_ns", o.misfire_every_ns},
-          {"repeated", o.repeated},
-          {"burst", o.burst},
-          {"burst_every_ns", o.burst_every_ns},
-          {"duration_ns", o.duration_ns},
-          {"seed", o.seed},
-          {"shards", o.shards},
-          {"tick_ns", o.tick_ns},
-          {"wait", str(name_of(o.wait))},
-          {"transfer_cap", o.transfer_cap},
-          {"pin", o.pin},
-          {"max_pending", o.max_pending},
-          {"executor", str(name_of(o.executor))},
-          {"pool_threads", o.pool_threads},
-          {"threads", str(name_of(o.threads))},
-          {"lead_ns", o.lead_ns},
-          {"rearm", o.rearm},
-          {"fit", o.fit},
-          {"worker_cpus", o.worker_cpus},
-          {"producer_cpus", o.producer_cpus},
-          {"control_cpu", o.control_cpu},
-          {"control", o.control},
-          {"rt_priority", o.rt_priority},
-          {"mlock", o.mlock}};
-}
-
-Json platform_json(const Report& r) {
-  const Platform& pf = r.platform;
-  Json j = {{"kernel", pf.kernel},
-            {"clocksource", pf.clocksource},
-            {"isolcpus", pf.isolcpus},
-            {"nohz_full", pf.nohz_full},
-            {"rcu_nocbs", pf.rcu_nocbs},
-            {"isolated", format_cpu_list(pf.isolated)},
-            {"governor", pf.governor},
-            {"thp", pf.thp},
-            {"rt_runtime_us", pf.rt_runtime_us},
-            {"rt_period_us", pf.rt_period_us},
-            {"rt_known", pf.rt_known},
-            {"allowed_cpus", format_cpu_list(pf.allowed)},
-            {"smt_siblings", pf.siblings},
-            {"loadavg_start", r.loadavg_start},
-            {"loadavg_end", r.loadavg_end},
-            {"interrupts", Json::array()},
-            {"threads", Json::array()}};
-  for (const CpuIrq& c : r.interrupts) {
-    Json top = Json::object();
-    for (const auto& [name, n] : c.irq.top) top[name] = n;
-    j["interrupts"].push_back(
-        {{"cpu", c.irq.cpu}, {"role", c.role}, {"known", c.irq.known}, {"total", c.irq.total}, {"top", top}});
-  }
-  for (const ThreadInfo& t : r.threads) {
-    j["threads"].push_back({{"role", t.role},
-                            {"index", t.index},
-                            {"tid", t.tid},
-                            {"cpus", t.cpus},
-                            {"known", t.switches.known},
-                            {"voluntary_switches", t.switches.voluntary},
-                            {"involuntary_switches", t.switches.involuntary},
-                            {"last_cpu", t.switches.last_cpu}});
-  }
+Json schedule_json(const Report& r) {
+  Json j = {{"calls", r.schedule.calls},
+            {"scheduled", r.scheduled},
+            {"per_second", per_second(r.scheduled, r.run_s)}};
+  j.update(calls_json(r.schedule, r.clock_read_ns));
+  j.update(
+      {{"rejected", status_json(r.rejected)},
+       {"periodic_started", r.periodic_started},
+       {"periodic_inexact", r.periodic_inexact},
+       {"probes", r.probes},
+       {"tick_probes", r.tick_probes},
+       {"bursts",
+        {{"count", r.bursts}, {"calls", r.burst_calls}, {"ns", r.burst_ns}, {"max_ns", r.max_burst_ns}}}});
   return j;
 }
 
-Json placement_json(const Report& r) {
-  const Placement& pl = r.placement;
-  return {{"workers", pl.workers.empty() ? std::string("any") : format_cpu_list(pl.workers)},
-          {"load", pl.load.empty() ? std::string("any") : format_cpu_list(pl.load)},
-          {"control", pl.control},
-          {"fitted", r.fitted},
-          {"warnings", pl.warnings}};
+Json cancel_and_reschedule_json(const Report& r) {
+  Json cancel = {{"calls", r.cancel.calls},
+                 {"returned_true", r.cancelled},
+                 {"returned_false", r.cancel_lost},
+                 {"by_cancellers", r.cancels_by_cancellers},
+                 {"per_second", per_second(r.cancel.calls, r.run_s)}};
+  cancel.update(calls_json(r.cancel, r.clock_read_ns));
+  Json reschedule = {{"calls", r.reschedule.calls},
+                     {"returned_true", r.rescheduled},
+                     {"returned_false", r.reschedule_refused},
+                     {"per_second", per_second(r.reschedule.calls, r.run_s)}};
+  reschedule.update(calls_json(r.reschedule, r.clock_read_ns));
+  reschedule.update({{"moved_fires", r.moved_fires}, {"raced", r.moved_raced}});
+  return {{"cancel", cancel}, {"reschedule", reschedule}};
 }
 
-Json tick_lag_json(const Report& r) {
-  Json j = {{"probes", r.tick_probes},
-            {"lag_ns", histogram_json(r.probe_lag)},
-            {"curve", curve_json(r.probe_lag)},
-            {"shards", Json::array()}};
-  for (std::size_t i = 0; i < r.shard_probes.size(); ++i) {
-    const ShardProbe& p = r.shard_probes[i];
-    j["shards"].push_back({{"index", i},
-                           {"lag_ns", histogram_json(p.lag)},
-                           {"fires_per_tick", histogram_json(p.fires_per_tick)},
-                           {"curve", curve_json(p.lag)}});
-  }
-  return j;
-}
-
-// Every pass of every shard (passes.hpp): the tick lag of all shards together, then each shard's.
-Json passes_json(const Report& r) {
-  std::uint64_t passes = 0;
-  for (const ShardPasses& p : r.shard_passes) passes += p.passes;
-  Json j = {{"count", passes},
-            {"tick_lag_ns", histogram_json(r.pass_lag)},
-            {"curve", curve_json(r.pass_lag)},
-            {"shards", Json::array()}};
-  for (std::size_t i = 0; i < r.shard_passes.size(); ++i) {
-    const ShardPasses& p = r.shard_passes[i];
-    j["shards"].push_back({{"index", i},
-                           {"count", p.passes},
-                           {"per_second", per_second(p.passes, r.run_s)},
-                           {"early", p.early},
-                           {"unplanned", p.unplanned},
-                           {"tick_lag_ns", histogram_json(p.tick_lag)},
-                           {"duration_ns", histogram_json(p.duration)},
-                           {"fired", histogram_json(p.fired)},
-                           {"moved", histogram_json(p.moved)},
-                           {"transferred", histogram_json(p.transferred)},
-                           {"cancels", histogram_json(p.cancels)},
-                           {"totals",
-                            {{"fired", p.fired_total},
-                             {"moved", p.moved_total},
-                             {"transferred", p.transferred_total},
-                             {"cancels", p.cancels_total}}},
-                           {"curve", curve_json(p.tick_lag)}});
-  }
-  return j;
-}
-
-// Signed: what the engine adds above the control thread, per percentile (0 without a control).
-Json floor_json(const Report& r) {
-  Json rows = Json::array();
-  for (const FloorRow& row : floor_rows(r)) {
-    rows.push_back({{"percentile", str(row.name)},
-                    {"past_tick_ns", row.past_tick},
-                    {"tick_probe_ns", row.probe},
-                    {"control_ns", row.control},
-                    {"cyclictest_ns", row.cyclictest},
-                    {"probe_minus_control_ns", r.control_ran ? row.probe - row.control : 0},
-                    {"past_tick_minus_control_ns", r.control_ran ? row.past_tick - row.control : 0}});
-  }
-  return rows;
-}
-
-Json calls_json(const Report& r) {
-  return {
-      {"schedule",
-       {{"calls", r.schedule_calls},
-        {"scheduled", r.scheduled},
-        {"per_second", per_second(r.scheduled, r.run_s)},
-        {"batches", r.schedule_batches},
-        {"ns", r.schedule_ns},
-        {"ns_per_call", ns_per_call(r.schedule_ns, r.schedule_batches, r.schedule_calls, r.clock_read_ns)},
-        {"rejected", status_json(r.rejected)},
-        {"periodic_started", r.periodic_started},
-        {"periodic_inexact", r.periodic_inexact},
-        {"probes", r.probes},
-        {"tick_probes", r.tick_probes},
-        {"bursts",
-         {{"count", r.bursts}, {"calls", r.burst_calls}, {"ns", r.burst_ns}, {"max_ns", r.max_burst_ns}}}}},
-      {"cancel",
-       {{"calls", r.cancel_calls},
-        {"returned_true", r.cancelled},
-        {"returned_false", r.cancel_lost},
-        {"by_cancellers", r.cancels_by_cancellers},
-        {"per_second", per_second(r.cancel_calls, r.run_s)},
-        {"batches", r.cancel_batches},
-        {"ns", r.cancel_ns},
-        {"ns_per_call", ns_per_call(r.cancel_ns, r.cancel_batches, r.cancel_calls, r.clock_read_ns)}}},
-      {"reschedule",
-       {{"calls", r.reschedule_calls},
-        {"returned_true", r.rescheduled},
-        {"returned_false", r.reschedule_refused},
-        {"per_second", per_second(r.reschedule_calls, r.run_s)},
-        {"batches", r.reschedule_batches},
-        {"ns", r.reschedule_ns},
-        {"ns_per_call",
-         ns_per_call(r.reschedule_ns, r.reschedule_batches, r.reschedule_calls, r.clock_read_ns)},
-        {"moved_fires", r.moved_fires},
-        {"raced", r.moved_raced}}},
-      {"fire",
-       {{"count", r.fired},
-        {"per_second", per_second(r.fired, r.run_s)},
-        {"periodic_runs", r.periodic_runs},
-        {"min_lateness_ns", r.min_lateness_ns},
-        {"lateness_ns", histogram_json(r.lateness)},
-        {"oneshot_lateness_ns", histogram_json(r.oneshot_lateness)},
-        {"periodic_lateness_ns", histogram_json(r.periodic_lateness)},
-        {"lateness_past_tick_ns", histogram_json(r.lateness_past_tick)},
-        {"lateness_curve", curve_json(r.lateness)}}}};
+Json fire_json(const Report& r) {
+  return {{"count", r.fired},
+          {"per_second", per_second(r.fired, r.run_s)},
+          {"periodic_runs", r.periodic_runs},
+          {"min_lateness_ns", r.min_lateness_ns},
+          {"lateness_ns", histogram_json(r.lateness)},
+          {"oneshot_lateness_ns", histogram_json(r.oneshot_lateness)},
+          {"periodic_lateness_ns", histogram_json(r.periodic_lateness)},
+          {"lateness_past_tick_ns", histogram_json(r.lateness_past_tick)},
+          {"lateness_curve", curve_json(r.lateness)}};
 }
 
 Json periodic_json(const Report& r) {
   Json policies = Json::array();
   for (std::size_t k = 0; k < kPeriodicKinds; ++k) {
-    const PolicyReport& p = r.policies[k];
-    policies.push_back({{"policy", str(name_of(static_cast<PeriodicPolicy>(k)))},
+    const PolicyCounts& p = r.policies[k];
+    policies.push_back({{"policy", name_of(static_cast<PeriodicPolicy>(k))},
                         {"timers", p.timers},
                         {"runs", p.runs},
                         {"before_bound", p.before_bound},
@@ -545,44 +380,24 @@ Json shards_json(const Report& r) {
   return shards;
 }
 
-Json executor_json(const Report& r) {
-  Json j = {{"kind", str(name_of(r.options.executor))},
-            {"pool_threads", pool_threads(r)},
-            {"max_executing", r.max_executing},
-            {"threads", Json::array()}};
-  for (const ThreadReport& t : r.callback_threads) {
-    j["threads"].push_back({{"shard", t.shard},
-                            {"fired", t.fired},
-                            {"periodic_runs", t.periodic_runs},
-                            {"lateness_ns", histogram_json(t.lateness)}});
-  }
-  return j;
-}
-
-Json series_json(const Report& r) {
-  Json series = Json::array();
-  for (const Sample& x : r.series) {
-    series.push_back({{"t_s", x.t_s},
-                      {"scheduled_per_s", x.schedule_rate},
-                      {"cancelled_per_s", x.cancel_rate},
-                      {"fired_per_s", x.fire_rate},
-                      {"pending", x.pending},
-                      {"queued", x.queued},
-                      {"lateness_p99_ns", x.p99_ns},
-                      {"lateness_max_ns", x.max_ns},
-                      {"lateness_p99_so_far_ns", x.p99_so_far_ns},
-                      {"rss_bytes", x.rss_bytes},
-                      {"transfer_cap_hits", x.transfer_cap_hits},
-                      {"executing", x.executing},
-                      {"control_p99_ns", x.control_p99_ns},
-                      {"probe_p99_ns", x.probe_p99_ns}});
-  }
-  return series;
+Json memory_json(const Report& r) {
+  const std::uint64_t overhead = r.rss_base_bytes + r.calendar_bytes_at_peak;
+  const double per_pending =
+      r.peak_pending == 0 || r.rss_at_peak_bytes <= overhead
+          ? 0.0
+          : static_cast<double>(r.rss_at_peak_bytes - overhead) / static_cast<double>(r.peak_pending);
+  return {{"rss_base_bytes", r.rss_base_bytes},
+          {"rss_at_peak_bytes", r.rss_at_peak_bytes},
+          {"calendar_bytes_at_peak", r.calendar_bytes_at_peak},
+          {"peak_pending", r.peak_pending},
+          {"bytes_per_pending", per_pending},
+          {"peak_rss_bytes", r.peak_rss_bytes},
+          {"harness_bytes", r.harness_bytes}};
 }
 
 Json accounting_json(const Report& r) {
   std::uint64_t before_bound = 0;
-  for (const PolicyReport& p : r.policies) before_bound += p.before_bound;
+  for (const PolicyCounts& p : r.policies) before_bound += p.before_bound;
   return {{"scheduled", r.total_scheduled()},
           {"rearmed", r.periodic_runs},
           {"fired", r.fired},
@@ -616,58 +431,55 @@ Json accounting_json(const Report& r) {
           {"repeated_refused", r.repeated.refused}};
 }
 
+// The floor's sections: the control thread, cyclictest, the tick probes and every pass.
+Json floor_sections_json(const Report& r) {
+  const Json& s = r.sections;
+  return {{"control",
+           {{"ran", r.control_ran},
+            {"mode", r.options.wait == WaitStrategy::spin ? "spin" : "sleep"},
+            {"cpu", s.at("placement").at("control")},
+            {"lateness_ns", histogram_json(r.control)},
+            {"curve", curve_json(r.control)}}},
+          {"cyclictest",
+           {{"ran", r.cyclictest.ran},
+            {"command", r.cyclictest.command},
+            {"reason", r.cyclictest.reason},
+            {"overflows", r.cyclictest.overflows},
+            {"latency_ns", histogram_json(r.cyclictest.latency)},
+            {"curve", curve_json(r.cyclictest.latency)}}},
+          {"tick_lag", s.at("tick_lag")},
+          {"passes", s.at("passes")},
+          {"floor", floor_json(r)}};
+}
+
 }  // namespace
 
 std::string report_json(const Report& r) {
-  Json j = {{"tool", "tickwheel-stress"},
-            {"ok", r.ok()},
-            {"failures", r.failures},
-            {"config", r.config},
-            {"options", options_json(r.options)},
-            {"platform", platform_json(r)},
-            {"placement", placement_json(r)},
-            {"control",
-             {{"ran", r.control_ran},
-              {"mode", r.options.wait == WaitStrategy::spin ? "spin" : "sleep"},
-              {"cpu", r.placement.control},
-              {"lateness_ns", histogram_json(r.control)},
-              {"curve", curve_json(r.control)}}},
-            {"cyclictest",
-             {{"ran", r.cyclictest.ran},
-              {"command", r.cyclictest.command},
-              {"reason", r.cyclictest.reason},
-              {"overflows", r.cyclictest.overflows},
-              {"latency_ns", histogram_json(r.cyclictest.latency)},
-              {"curve", curve_json(r.cyclictest.latency)}}},
-            {"tick_lag", tick_lag_json(r)},
-            {"passes", passes_json(r)},
-            {"floor", floor_json(r)},
-            {"environment",
-             {{"clock_read_ns", r.clock_read_ns},
-              {"clock_monotonic_offset_ns", r.clock_monotonic_offset_ns},
-              {"hardware_threads", r.hardware_threads},
-              {"shards", r.shards},
-              {"producers", r.producers},
-              {"cancellers", r.cancellers}}},
-            {"run", {{"seconds", r.run_s}, {"stop_seconds", r.stop_s}}}};
-  j.update(calls_json(r));
+  const Json& s = r.sections;
+  Json j = {{"tool", "tickwheel-stress"},    {"ok", r.ok()},
+            {"failures", r.failures},        {"config", s.at("config")},
+            {"options", s.at("options")},    {"platform", s.at("platform")},
+            {"placement", s.at("placement")}};
+  j.update(floor_sections_json(r));
+  j["environment"] = s.at("environment");
+  j["run"] = {{"seconds", r.run_s}, {"stop_seconds", r.stop_s}};
+  j["schedule"] = schedule_json(r);
+  j.update(cancel_and_reschedule_json(r));
+  j["fire"] = fire_json(r);
   j["periodic"] = periodic_json(r);
   j["repeated"] = repeated_json(r.repeated);
   j["engine"] = engine_json(r);
   j["shards"] = shards_json(r);
-  j["executor"] = executor_json(r);
-  j["memory"] = {{"rss_base_bytes", r.rss_base_bytes},
-                 {"rss_at_peak_bytes", r.rss_at_peak_bytes},
-                 {"calendar_bytes_at_peak", r.calendar_bytes_at_peak},
-                 {"peak_pending", r.peak_pending},
-                 {"bytes_per_pending", r.bytes_per_pending()},
-                 {"peak_rss_bytes", r.peak_rss_bytes},
-                 {"harness_bytes", r.harness_bytes}};
+  j["executor"] = {{"kind", name_of(r.options.executor)},
+                   {"pool_threads", pool_threads(r)},
+                   {"max_executing", r.max_executing},
+                   {"threads", s.at("executor_threads")}};
+  j["memory"] = memory_json(r);
   j["machine"] = {{"voluntary_switches", r.voluntary_switches},
                   {"involuntary_switches", r.involuntary_switches},
-                  {"loadavg_start", r.loadavg_start},
-                  {"loadavg_end", r.loadavg_end}};
-  j["series"] = series_json(r);
+                  {"loadavg_start", s.at("platform").at("loadavg_start")},
+                  {"loadavg_end", s.at("platform").at("loadavg_end")}};
+  j["series"] = s.at("series");
   j["accounting"] = accounting_json(r);
   j["notices"] = r.notices;
   return j.dump(2) + "\n";

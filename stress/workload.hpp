@@ -190,7 +190,6 @@ constexpr std::uint32_t seq_of(std::uint32_t word) noexcept { return word >> kSt
 constexpr SlotState state_of(std::uint32_t word) noexcept {
   return static_cast<SlotState>(word & ((1U << kStateBits) - 1));
 }
-constexpr std::uint32_t next_seq(std::uint32_t seq) noexcept { return (seq + 1) & kSeqMask; }
 
 // One slot: the state word, the handle, and what a one-shot instance's reschedules need (see
 // "Reschedules" above). One cache line: 1M slots take 64 MiB, allocated before the RSS baseline.
@@ -218,6 +217,16 @@ struct alignas(kCacheLine) Slot {
   std::int64_t idle_ns = 0;
 };
 static_assert(sizeof(Slot) == kCacheLine, "a slot is one cache line (see above)");
+
+// The arming thread, before its schedule call: moves the slot to its next instance, (seq, pending),
+// and returns seq. Relaxed: this thread is the slot's only arming thread and saw the previous
+// instance resolved through an acquire load (or the slot was never armed); the schedule's hand-off
+// publishes the store to the callback.
+inline std::uint32_t begin_instance(Slot& slot) noexcept {
+  const std::uint32_t seq = (seq_of(slot.state.load(std::memory_order_relaxed)) + 1) & kSeqMask;
+  slot.state.store(slot_word(seq, SlotState::pending), std::memory_order_relaxed);
+  return seq;
+}
 
 // Slot::move_flags.
 inline constexpr std::uint8_t kMoved = 1;  // a reschedule returned true: the fire is checked by the
@@ -293,11 +302,18 @@ struct PeriodicTrack {
   std::atomic<GridState> grid{GridState::undecided};
 };
 
-// What one kind of periodic timer did, on one thread. Written by that thread; read after stop().
+// What one kind of periodic timer did: on one thread (its Recorder, written by that thread and read
+// after stop()), or over the run (the report).
 struct PolicyCounts {
-  std::uint64_t runs = 0;
-  std::uint64_t before_bound = 0;  // runs that started before the policy let them (a broken rule)
+  std::uint64_t timers = 0;        // the report's: started (schedule_every returned a timer)
+  std::uint64_t runs = 0;          // runs recorded against the kind's bound
+  std::uint64_t before_bound = 0;  // of those, started before the policy let them (a broken rule)
   std::uint64_t forced = 0;        // forced misfires: runs that spun past two periods
+  void add(const PolicyCounts& o) noexcept {
+    runs += o.runs;
+    before_bound += o.before_bound;
+    forced += o.forced;
+  }
 };
 
 // What the callbacks of one thread measure and check. Cache-line aligned: two threads' recorders
