@@ -643,7 +643,7 @@ inline void WheelCore<Policy>::unlink(Node* node) noexcept {
   const std::uintptr_t offset = head_offset(pprev) | has_next;  // every bit set if there is a next
   if (offset < kSlotBytes) [[unlikely]] {
     note_way_empty(static_cast<unsigned>(offset / sizeof(Slot)),
-                   static_cast<unsigned>(offset % sizeof(Slot) / sizeof(Slot::head[0])));
+                   static_cast<unsigned>(offset % sizeof(Slot) / (sizeof(Slot) / kWays)));
   }
 }
 
