@@ -22,6 +22,11 @@ Given examples/gateway/run_gateway.py (its own arguments after it: --server, --l
 load), it runs the reference gateway on tickwheel and on Boost.Asio and renders the runner's table
 of medians from the report it writes.
 
+Given the timer peers' run.sh (../shared/peers/run.sh: the same seeded workloads on ratas, a lazy
+heap and this checkout's Wheel, one process per peer), it runs them once per population in
+--peers-n with --repetitions runs each, keeps every RESULT line in the JSON, and renders one row
+per population: tickwheel's median beside ratas's and the heap's for each workload.
+
 With --doc FILE --section NAME the tables, the machine they ran on (CPU, cores, clock source,
 kernel, load average, date, commit) and the commands that made them replace the block between
 `<!-- bench_table.py section=NAME begin -->` and its `end` marker in FILE (appended when FILE has
@@ -81,6 +86,10 @@ def parse_args():
     p.add_argument("--doc", default=None,
                    help="write the tables into this Markdown file (with --section), replacing that section")
     p.add_argument("--section", default=None, help="the section of --doc to replace (a word: [a-z0-9_-]+)")
+    p.add_argument("--peers-n", default="10000,100000,1000000",
+                   help="with the peers' run.sh: the populations, comma-separated")
+    p.add_argument("--peers", default="tickwheel ratas heap",
+                   help="with the peers' run.sh: the peers (PEERS names), tickwheel first")
     p.add_argument("--check", default=None, metavar="FILE",
                    help="check that every generated section of FILE is what its saved JSON gives")
     args, extra = p.parse_known_args()
@@ -194,6 +203,68 @@ def run_stress(args):
 
 def is_gateway(binary):
     return os.path.basename(binary) == "run_gateway.py"
+
+
+def is_peers(binary):
+    return os.path.basename(binary) == "run.sh" and os.path.basename(os.path.dirname(
+        os.path.abspath(binary))) == "peers"
+
+
+def run_peers(args):
+    """Each population in its own run of run.sh: {"populations": {N: {peer: {metric: [values]}}}}."""
+    machine = machine_facts()
+    populations, versions = {}, []
+    for n in args.peers_n.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            results = os.path.join(tmp, "results.txt")
+            env = dict(os.environ, TICKWHEEL_SRC=ROOT, TIMER_N=n, PEERS=args.peers,
+                       RUNS=str(args.repetitions), RESULTS=results)
+            print(f"running: TIMER_N={n} PEERS='{args.peers}' RUNS={args.repetitions} {args.binary}",
+                  file=sys.stderr)
+            subprocess.run(["bash", args.binary], env=env, check=True, stdout=subprocess.DEVNULL)
+            table = {}
+            for line in read_text(results).splitlines():
+                f = line.split()
+                if len(f) == 4 and f[0] == "RESULT":
+                    table.setdefault(f[1], {}).setdefault(f[2], []).append(float(f[3]))
+                elif line.startswith("VERSIONS:") and line not in versions:
+                    versions.append(line)
+            populations[n] = table
+    machine["load_after"] = load_average()
+    data = {"tool": "timer-peers", "peers": args.peers.split(), "repetitions": args.repetitions,
+            "populations": populations, "versions": versions,
+            "tickwheel_run": {"machine": machine,
+                              "table_command": "python3 tools/bench_table.py " +
+                              shlex.join(relative(a) for a in sys.argv[1:])}}
+    save(args.json, data)
+    return data
+
+
+PEER_METRICS = (("w1_schedule_ns", "W1 schedule ns"), ("w2_cancel_ns", "W2 cancel ns"),
+                ("w3_fire_ns", "W3 fire ns"), ("w4_churn_ns", "W4 churn pair ns"),
+                ("mem_bytes_per_timer", "bytes/timer"))
+
+
+def render_peers(data):
+    m = data["tickwheel_run"]["machine"]
+    peers = data["peers"]
+    lines = [f"Machine: {m['cpus_online']} CPUs of {m['cpu']}, clock source {m['clocksource']}, Linux "
+             f"{m['kernel']}; load average {m['load_before']} before the runs and {m['load_after']} "
+             f"after; {m['date_utc']}; commit {m['commit']}. Median of {data['repetitions']} runs, each "
+             f"peer in a process of its own.", "",
+             f"Command: `{data['tickwheel_run']['table_command']}`", "",
+             "Each cell: " + " / ".join(peers) + ".", ""]
+    rows = []
+    for n, table in data["populations"].items():
+        cells = []
+        for metric, _ in PEER_METRICS:
+            # run.sh prints the heap and the multimap as baseline-<name>
+            vals = [table.get(p, table.get("baseline-" + p, {})).get(metric) for p in peers]
+            cells.append(" / ".join("–" if v is None else fmt_num(statistics.median(v)) for v in vals))
+        rows.append([f"{int(n):,}", *cells])
+    lines += markdown(["N", *(name for _, name in PEER_METRICS)], rows)
+    lines += ["", *(f"`{v}`" for v in data["versions"])]
+    return "\n".join(lines)
 
 
 def relative(a):
@@ -642,6 +713,7 @@ def check_doc(path):
             failed = 1
             continue
         block = (render_stress(data) if data.get("tool") == "tickwheel-stress"
+                 else render_peers(data) if data.get("tool") == "timer-peers"
                  else render_gateway(data) if "configurations" in data else render(data, 0))
         if with_section(text, section, block) != text:
             print(f"{path}: section '{section}' is not what {source} gives: regenerate it with "
@@ -667,8 +739,17 @@ def main():
         data = run_stress(args)
     elif is_gateway(args.binary):
         data = run_gateway(args)
+    elif is_peers(args.binary):
+        data = run_peers(args)
     else:
         data = run_benchmark(args)
+    if data.get("tool") == "timer-peers":
+        block = render_peers(data)
+        if args.doc:
+            write_section(args.doc, args.section, block)
+        else:
+            print(block)
+        return 0
     if data.get("tool") == "tickwheel-stress" or "configurations" in data:
         block = render_stress(data) if data.get("tool") == "tickwheel-stress" else render_gateway(data)
         if args.doc:
