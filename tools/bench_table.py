@@ -248,10 +248,8 @@ PEER_METRICS = (("w1_schedule_ns", "W1 schedule ns"), ("w2_cancel_ns", "W2 cance
 def render_peers(data):
     m = data["tickwheel_run"]["machine"]
     peers = data["peers"]
-    lines = [f"Machine: {m['cpus_online']} CPUs of {m['cpu']}, clock source {m['clocksource']}, Linux "
-             f"{m['kernel']}; load average {m['load_before']} before the runs and {m['load_after']} "
-             f"after; {m['date_utc']}; commit {m['commit']}. Median of {data['repetitions']} runs, each "
-             f"peer in a process of its own.", "",
+    lines = [runs_machine_line(m) + f" Median of {data['repetitions']} runs, each peer in a process of "
+             "its own.", "",
              f"Command: `{data['tickwheel_run']['table_command']}`", "",
              "Each cell: " + " / ".join(peers) + ".", ""]
     rows = []
@@ -296,15 +294,19 @@ def run_gateway(args):
                         ["python3", args.binary, *args.extra, "--out", "DIR"])
 
 
+def runs_machine_line(m):
+    """Where a tool's runs ran: machine_facts() read before them, the load average after."""
+    return (f"Machine: {m.get('cpus_online', '?')} CPUs of {m.get('cpu', '?')}, clock source "
+            f"{m.get('clocksource', '?')}, Linux {m.get('kernel', '?')}; load average "
+            f"{m.get('load_before', '?')} before the runs and {m.get('load_after', '?')} after; "
+            f"{m.get('date_utc', '?')}; commit {m.get('commit', '?')}.")
+
+
 def render_gateway(data):
     run = data.get("tickwheel_run", {})
     m = run.get("machine", {})
     par = data.get("parameters", {})
-    lines = [
-        f"Machine: {m.get('cpus_online', '?')} CPUs of {m.get('cpu', '?')}, clock source "
-        f"{m.get('clocksource', '?')}, Linux {m.get('kernel', '?')}; load average "
-        f"{m.get('load_before', '?')} before the runs and {m.get('load_after', '?')} after; "
-        f"{m.get('date_utc', '?')}; commit {m.get('commit', '?')}.", ""]
+    lines = [runs_machine_line(m), ""]
     if run:
         lines += [f"Command: `{run['table_command']}`", "", f"It ran: `{run['benchmark_command']}`", ""]
     fifo = f"; servers under SCHED_FIFO {par['rt_priority']}" if par.get("rt_priority") else ""
