@@ -14,8 +14,6 @@
 #include <chrono>
 #include <cstdint>
 
-#include "tickwheel/wheel_types.hpp"
-
 namespace tickwheel::stress {
 
 struct Clock {
@@ -25,8 +23,6 @@ struct Clock {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
-  // The deadline Engine::schedule_at() takes for a reading of now().
-  static tickwheel::Nanos at(std::int64_t ns) noexcept { return tickwheel::Nanos(ns); }
 
   // Blocks until now() >= t (at once if it already is), retrying after signals. The kernel's timer
   // slack of the calling thread applies (50 us by default): the harness's own threads sleep with

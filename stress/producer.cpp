@@ -166,7 +166,7 @@ void Producer::run() noexcept {
 }
 
 bool Producer::probe() {
-  Timer probe = shared_.engine->schedule_at(Clock::at(Clock::now() + kHour), []() noexcept {});
+  Timer probe = shared_.engine->schedule_at(Nanos(Clock::now() + kHour), []() noexcept {});
   if (!probe) {
     setup_error_ = "producer " + std::to_string(index_) + ": its first schedule failed (" +
                    std::string(to_string(probe.status())) + ")";
@@ -283,7 +283,7 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
   const std::int64_t t0 = Clock::now();
   for (Plan& p : plan_) {
     p.deadline = t0 + p.delay;
-    slots[p.slot].timer = shared_.engine->schedule_at(Clock::at(p.deadline),
+    slots[p.slot].timer = shared_.engine->schedule_at(Nanos(p.deadline),
                                                       FireOnce{shared_.recorders, p.deadline, p.slot, p.seq});
   }
   const std::int64_t t1 = Clock::now();
@@ -409,9 +409,7 @@ std::size_t Producer::move_own() {
     slot.moved_from.store(move_from_[j], std::memory_order_relaxed);
     slot.moved_to.store(move_to_[j], std::memory_order_release);
   };
-  const auto call = [&](std::size_t j) {
-    return slots[own_moves_[j]].timer.reschedule(Clock::at(move_to_[j]));
-  };
+  const auto call = [&](std::size_t j) { return slots[own_moves_[j]].timer.reschedule(Nanos(move_to_[j])); };
   timed_batches(total, moves.times, prepare, call, [&](std::size_t j, bool moved, std::int64_t t1) {
     const std::uint32_t s = own_moves_[j];
     const std::uint32_t seq = own_move_seqs_[j];

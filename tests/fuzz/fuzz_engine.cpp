@@ -1231,11 +1231,6 @@ class EngineRun {
 
   std::int64_t ns_of(std::uint64_t tick) const { return static_cast<std::int64_t>(tick) * tick_; }
 
-  static std::chrono::steady_clock::time_point at(std::int64_t ns) {
-    return std::chrono::steady_clock::time_point{
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(Nanos(ns))};
-  }
-
   // Whether `ns` is the deadline the shard reads for the timer: its due tick's. Inside a pass of
   // its shard a Misfire::skip timer a whole period behind may have been dropped to the next grid
   // point already (see settle_skips).
