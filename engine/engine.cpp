@@ -126,14 +126,14 @@ bool Timer::expired() const noexcept {
          node_->gen.load(std::memory_order_acquire) == detail::in_state(gen_, detail::kFired);
 }
 
-Moved Timer::reschedule(Nanos deadline) noexcept {
-  if (shard_ == nullptr) return Moved(Moved::Outcome::refused);
-  return shard_->host().reschedule(*shard_, node_, gen_, deadline, /*relative=*/false);
-}
+Moved Timer::reschedule(Nanos deadline) noexcept { return move_to(deadline, /*relative=*/false); }
+Moved Timer::reschedule_after(Nanos delay) noexcept { return move_to(delay, /*relative=*/true); }
 
-Moved Timer::reschedule_after(Nanos delay) noexcept {
+Moved Timer::move_to(Nanos when, bool relative) noexcept {
   if (shard_ == nullptr) return Moved(Moved::Outcome::refused);
-  return shard_->host().reschedule(*shard_, node_, gen_, delay, /*relative=*/true);
+  // The shard's own thread moves it itself, without the call through the host.
+  if (shard_->moves_here()) return shard_->reschedule_here(node_, gen_, when, relative);
+  return shard_->host().reschedule(*shard_, node_, gen_, when, relative);
 }
 
 std::optional<Nanos> Timer::deadline() const noexcept { return detail::EngineCore::deadline(*this); }

@@ -23,11 +23,6 @@ std::atomic<bool> g_warned_engines{false};
 // The engine whose stop() is handing timers back on this thread, under its lifecycle mutex.
 thread_local const EngineCore* t_handing_back = nullptr;
 
-// A deadline as the move records carry it: nanoseconds, a negative one as 0 (due at once).
-std::uint64_t to_ns(Nanos deadline) noexcept {
-  return static_cast<std::uint64_t>(std::max<Nanos::rep>(deadline.count(), 0));
-}
-
 // The generation word this engine's nodes start from (NodeDirectory): its uid through splitmix64's
 // finaliser, a multiple of 4. Uids are never reused, so neither another engine's raw values nor a
 // destroyed one's start where this engine's do (see Engine::timer_from_raw()).
@@ -98,6 +93,7 @@ EngineCore::EngineCore(EngineOptions opts)
   for (std::size_t i = 0; i < n; ++i) {
     const unsigned pu = topology_ ? topology_->pu_for(i, opts_.cpus, Topology::From::first_core) : 0;
     shards_.push_back(std::make_unique<Shard>(*this, i, pu, opts_, start));
+    shards_.back()->open_lane(this, /*open=*/true);
   }
   has_executor_ = opts_.executor != nullptr && dynamic_cast<InlineExecutor*>(opts_.executor.get()) == nullptr;
   // Relaxed: a count, ordering nothing.
@@ -298,22 +294,13 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
 Moved EngineCore::reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
                              bool relative) noexcept {
   constexpr Moved kRefused(Moved::Outcome::refused);
+  assert(!shard.moves_here());  // Timer::reschedule took that case to Shard::reschedule_here()
   // Acquire: as Timer::is_pending(), pairs with the compare-and-swap that moved the word on (a claim,
   // a cancel). Only the pending value moves: a periodic timer running its callback is refused, as
   // by Wheel::reschedule().
   if (node->gen.load(std::memory_order_acquire) != pending_gen) return kRefused;
-  // The shard's own thread links and unlinks: moved now, and the answer is exact. (Not during a
-  // walk of it, whose lists must stay as they are: posted then, as from another thread.) Moves
-  // posted before this call are applied first, so that this one, the last, wins. A relative
-  // deadline counts from the shard's loop time, as a schedule's does there (see commit()).
-  if (shard.is_own_thread() && !shard.walking()) {
-    const Nanos deadline = relative ? saturating_add(shard.loop_now(), when) : when;
-    (void)shard.drain_moves();
-    return Moved(shard.move_here(node, pending_gen, to_ns(deadline)) ? Moved::Outcome::moved
-                                                                     : Moved::Outcome::refused);
-  }
   const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
-  const std::uint64_t ns = to_ns(deadline);
+  const std::uint64_t ns = move_deadline_ns(deadline);
   // After stop() began no pass will apply a record, and nothing runs any more: refused. (A record
   // posted while stop() drains is applied by the drain or by the destructor's, or found stale.)
   // Relaxed: only the flag's own value is used.
@@ -461,7 +448,11 @@ std::size_t EngineCore::shut_down(const HandBack* back) {
 }
 
 void EngineCore::stop_and_drain(std::unique_lock<std::mutex>& lock) {
-  stopped_.store(true, std::memory_order_relaxed);
+  // The owners' inline schedules take the checked path from here on. Shut before stopped_ is set,
+  // whose release store pairs with stopped()'s acquire: a thread that sees the engine stopped then
+  // finds its lane shut, and its schedule refused.
+  for (auto& shard : shards_) shard->shut_lane();
+  stopped_.store(true, std::memory_order_release);
   // Dekker with commit(): a hand-off whose producer then reads stopped_ as false is seen by the
   // drains below; one that reads true is settled by its producer under this mutex (settle_late).
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -56,7 +56,7 @@ class EngineCore final : public ShardHost {
   NodeDirectory& directory() noexcept override { return directory_; }
 
   // ---- Timer's and Engine's calls on one timer or one shard (engine.hpp states the contracts) ----
-  // Timer::reschedule*: moved at once on the shard's own thread, else posted to it.
+  // Timer::reschedule* from a thread that posts it (the shard's own: Shard::reschedule_here).
   Moved reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
                    bool relative) noexcept override;
   // Timer::deadline: any thread (Shard::deadline_of).
@@ -116,8 +116,9 @@ class EngineCore final : public ShardHost {
     const Shard* own = owned_shard();
     return own != nullptr && &own->host() == this ? std::optional<std::size_t>(own->index()) : std::nullopt;
   }
-  // Engine::stopped(). Relaxed: only the flag's own value is used, as by the other readers.
-  bool stopped() const noexcept { return stopped_.load(std::memory_order_relaxed); }
+  // Engine::stopped(). Acquire: pairs with stop_and_drain()'s release, so that a caller that sees
+  // true also finds its shard's lane shut (the other readers use only the flag's own value).
+  bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
 
   EngineStats stats() const;
   std::size_t shard_count() const noexcept { return shards_.size(); }

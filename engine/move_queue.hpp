@@ -19,8 +19,10 @@
 // thread ever had in flight at once.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -31,6 +33,11 @@
 namespace tickwheel::detail {
 
 class MoveRecordCache;
+
+// A deadline as a move carries it: nanoseconds on the engine's clock, a negative one as 0 (due at once).
+inline std::uint64_t move_deadline_ns(std::chrono::nanoseconds deadline) noexcept {
+  return static_cast<std::uint64_t>(std::max<std::chrono::nanoseconds::rep>(deadline.count(), 0));
+}
 
 // One posted move: the node, the pending generation the timer had when it was asked, and the new
 // deadline in nanoseconds (see Shard::move_here).

@@ -98,6 +98,14 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
       reserve_target_(kReserveStart),
       wake_(wakeup_kind(opts), index, &opts.wake_loop) {
   pool_map_.shard = static_cast<std::uint32_t>(index);
+  lane_.shard = this;
+  lane_.index = index;
+  lane_.pool = &wheel_.pool();
+}
+
+void Shard::aim_lane() noexcept {
+  Shard* const own = t_current_shard != nullptr ? t_current_shard : t_owned_shard;
+  t_own_lane = own != nullptr ? &own->lane_ : nullptr;
 }
 
 // ---- Any thread ----
@@ -365,6 +373,7 @@ void Shard::run(void* headroom) {
   }
   warmed_.store(true, std::memory_order_release);  // see start_worker()
   t_current_shard = this;
+  aim_lane();
   describe_binding();
   // The kernel's timer slack (50 us by default) would make every timed wake that much late.
   ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
@@ -375,6 +384,7 @@ void Shard::run(void* headroom) {
     if (!cap_hit_) wait();
   }
   t_current_shard = nullptr;
+  aim_lane();
 }
 
 void Shard::prepare() noexcept {
@@ -420,10 +430,12 @@ std::size_t Shard::poll(Nanos now, std::size_t limit) {
     // and stop() from one is refused, as on a worker. (A callback may poll another engine.)
     Shard* const outer = t_current_shard;
     t_current_shard = this;
+    aim_lane();
     in_poll_pass_ = true;
     ran = pass(now, limit);  // noexcept: the flags are restored
     in_poll_pass_ = false;
     t_current_shard = outer;
+    aim_lane();
     planned_ns_ = wheel_.next_deadline();  // the tick lag of the next poll is measured against it
   }
   if (!owner) {
@@ -669,6 +681,7 @@ void Shard::own() {
     throw std::logic_error("tickwheel::Engine::own_shard: the engine is stopped");
   }
   t_owned_shard = this;
+  aim_lane();
   t_release_at_exit.armed = true;
   loop_now_ = std::max(loop_now_, clock_now());
 }
@@ -735,6 +748,7 @@ std::size_t Shard::clear_here() noexcept {
 
 void Shard::disown() noexcept {
   t_owned_shard = nullptr;
+  aim_lane();
   // Release: whoever polls or stops next sees everything this owner did to the wheel.
   polling_.store(false, std::memory_order_release);
 }

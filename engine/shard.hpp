@@ -70,6 +70,14 @@ class Shard {
 
   std::size_t index() const noexcept { return index_; }
   ShardHost& host() const noexcept { return host_; }
+  // The shortcut of the shard's own thread into its wheel (detail/own_lane.hpp): opened by the
+  // engine (`engine` is its core, as Engine knows it) unless admission has work to do, shut by
+  // stop(). Any thread.
+  void open_lane(const void* engine, bool open) noexcept {
+    lane_.engine = engine;
+    lane_.open.store(open && max_pending_ == 0, std::memory_order_relaxed);
+  }
+  void shut_lane() noexcept { lane_.open.store(false, std::memory_order_relaxed); }
 
   // ---- Any thread. ----
   // Hands a prepared node, due at tick `due_tick` (its `due`), to the worker; wakes it iff that
@@ -180,6 +188,19 @@ class Shard {
   // taken in yet, its deadline rewritten before its adoption. False, with nothing touched, if the
   // node no longer holds that generation (fired, running, cancelled, reused). O(1).
   bool move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadline_ns) noexcept;
+  // Whether a Timer::reschedule() of this shard's timer is this thread's to make at once: the
+  // shard's own thread, outside a walk of it (whose lists must stay as they are: posted then, as
+  // from another thread).
+  bool moves_here() const noexcept { return is_own_thread() && !walking_; }
+  // Timer::reschedule() where moves_here(): the moves posted before it applied first, so that this
+  // one, the last, wins; then moved at once, so the answer is exact (moved, or refused for a timer
+  // no longer pending). A relative deadline counts from loop_now(), as the owner's schedule does.
+  Moved reschedule_here(Node* node, std::uint32_t pending_gen, Nanos when, bool relative) noexcept {
+    const Nanos deadline = relative ? saturating_add(loop_now_, when) : when;
+    (void)drain_moves();
+    return Moved(move_here(node, pending_gen, move_deadline_ns(deadline)) ? Moved::Outcome::moved
+                                                                          : Moved::Outcome::refused);
+  }
   // Cancels every pending timer of the shard (posted cancels retired and hand-offs taken in first),
   // destroying their callables; returns how many it cancelled. Each is won by compare-and-swap, so
   // a cancel racing it on another thread wins or loses as against Timer::cancel(). O(pending).
@@ -300,6 +321,8 @@ class Shard {
     (void)take_in_all();
   }
   bool admit_limited() noexcept;  // admit() with max_pending_per_shard set
+  // Points t_own_lane where t_current_shard and t_owned_shard now say: the pass's shard first.
+  static void aim_lane() noexcept;
   // The wheel's policy (ShardPolicy) asks these, on the thread in the pass.
   friend struct ShardPolicy;
   // Hands a claimed node to the executor (true), or leaves it to run in the pass (false: none).
@@ -356,6 +379,7 @@ class Shard {
   std::uint64_t clears_served_ = 0;  // the value of clears_posted_ the last clear served
   bool in_poll_pass_ = false;        // inside poll()'s pass (the polling thread; see poll())
   Nanos loop_now_{0};                // see loop_now()
+  OwnLane lane_;                     // see open_lane(); t_own_lane points here on the shard's thread
   NodeDirectory::PoolMap pool_map_;  // the wheel pool's locators (see directory.hpp)
 
   // Written by the worker, read by any thread (stats(), admit()): relaxed counters, each a

@@ -51,9 +51,9 @@ class ShardHost {
   virtual moodycamel::ProducerToken* returned_token(std::size_t shard) noexcept = 0;
   // The engine's node directory (directory.hpp): a shard stamps the nodes its pool hands out fresh.
   virtual NodeDirectory& directory() noexcept = 0;
-  // Timer::reschedule*() of the timer whose node holds `pending_gen` on `shard`: moved at once on
-  // the shard's own thread, else posted to it (see EngineCore). `when` is a deadline on the
-  // engine's clock, or with `relative` a delay from it.
+  // Timer::reschedule*() of the timer whose node holds `pending_gen` on `shard`, from a thread the
+  // move must be posted from (not Shard::moves_here()): see EngineCore. `when` is a deadline on
+  // the engine's clock, or with `relative` a delay from it.
   virtual Moved reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
                            bool relative) noexcept = 0;
   // A cancel won on one of the shard's timers (Timer::cancel, any thread): see EngineCore.

@@ -133,6 +133,7 @@ class ShardWheel final : public WheelCore<ShardPolicy> {
   std::size_t cancel_all() noexcept;
   // The node pool, for the engine's directory of nodes (directory.hpp).
   const NodePool& pool() const noexcept { return pool_; }
+  NodePool& pool() noexcept { return pool_; }  // for the owner's lane (detail/own_lane.hpp)
   // Sets a flag for its scope (see WheelCore::ScopedFlag).
   using ScopedFlag = WheelCore::ScopedFlag;
   // Maps and first-touches node memory for `nodes` timers (see NodePool::reserve): 0, or the errno.

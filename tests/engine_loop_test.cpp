@@ -306,6 +306,49 @@ TEST(EngineLoop, AnOwnerSchedulesAndCancelsStraightIntoItsWheel) {
   EXPECT_TRUE(e.stop().empty());
 }
 
+// The owner's schedule takes a recycled node straight from its wheel's pool, inline; each case the
+// shortcut must not serve goes the checked way. A cancel first leaves a recycled node, so that the
+// shortcut would be open to each schedule below were it not for the case under test.
+TEST(EngineLoop, TheOwnersInlineScheduleStepsAsideForLimitsOtherShardsOtherEnginesAndStop) {
+  EngineOptions limited = manual(2);
+  limited.max_pending_per_shard = 1;
+  Engine e(limited);
+  Engine other(manual(1));
+  std::thread owner([&] {
+    e.own_shard(0);
+    ASSERT_TRUE(e.schedule_after(1h, [] {}).cancel());
+    Timer held = e.schedule_after(1h, [] {});
+    ASSERT_TRUE(held);
+    EXPECT_EQ(e.schedule_after(1h, [] {}).status(), Status::max_pending_reached)
+        << "the limit is checked though a recycled node waits";
+    ASSERT_TRUE(held.cancel());
+    Timer elsewhere = e.schedule_after_on(1, 1h, [] {});
+    EXPECT_EQ(elsewhere.shard(), 1u);
+    EXPECT_EQ(e.stats().shards[1].queue_depth, 1u) << "another shard's timer is handed over, not linked here";
+    Timer foreign = other.schedule_after(1h, [] {});
+    ASSERT_TRUE(foreign);
+    EXPECT_EQ(other.stats().shards[0].queue_depth, 1u) << "another engine's timer is handed over";
+    e.release_shard(0);
+  });
+  owner.join();
+
+  Engine f(manual(1));
+  std::atomic<bool> owning{false};
+  std::atomic<bool> refused{false};
+  std::thread loop([&] {
+    f.own_shard(0);
+    ASSERT_TRUE(f.schedule_after(1h, [] {}).cancel());
+    owning.store(true);
+    while (!f.stopped()) std::this_thread::yield();
+    refused.store(f.schedule_after(1h, [] {}).status() == Status::stopped);
+    f.release_shard(0);
+  });
+  while (!owning.load()) std::this_thread::yield();
+  EXPECT_TRUE(f.stop().empty());
+  loop.join();
+  EXPECT_TRUE(refused.load()) << "an owner's schedule after stop() began elsewhere is refused";
+}
+
 TEST(EngineLoop, OwnershipMisuseIsRefused) {
   Engine e(manual(2));
   std::atomic<bool> owned{false}, leave{false};

@@ -26,6 +26,7 @@
 // clear() and for_each_pending() are for the shard's own thread (a callback on it, or its owner).
 #pragma once
 
+#include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +37,7 @@
 #include <vector>
 
 #include "tickwheel/detail/node.hpp"
+#include "tickwheel/detail/own_lane.hpp"
 #include "tickwheel/engine_options.hpp"
 #include "tickwheel/status.hpp"
 #include "tickwheel/wheel_types.hpp"
@@ -131,6 +133,7 @@ class Timer {
   Timer(detail::Shard* shard, detail::Node* node, std::uint32_t gen) noexcept
       : shard_(shard), node_(node), gen_(gen), status_(Status::ok) {}
   explicit Timer(Status why) noexcept : status_(why) {}
+  Moved move_to(Nanos when, bool relative) noexcept;  // reschedule() and reschedule_after()
 
   detail::Shard* shard_ = nullptr;
   detail::Node* node_ = nullptr;
@@ -265,7 +268,8 @@ class Engine {
   void release_shard(std::size_t shard);  // std::logic_error if this thread does not own it
   // The shard this thread owns, or nullopt (none, released, or ended by a stop()). A thread-local load.
   std::optional<std::size_t> owned_shard() const noexcept;
-  // Whether stop() has begun (next_deadline()'s nullopt: nothing pending, or stopped). One load.
+  // Whether stop() has begun (next_deadline()'s nullopt: nothing pending, or stopped); once this
+  // thread sees true, its schedules fail with stopped. One load.
   bool stopped() const noexcept;
 
   // With EngineOptions::clock: the clock moved; wakes every sleeping worker and waiting loop so that
@@ -313,6 +317,15 @@ class Engine {
   Timer submit(std::size_t shard, Nanos when, bool relative, F&& fn) noexcept {
     detail::check_callable<F>();
     if (detail::is_null_callable(fn)) return Timer(Status::null_callback);
+    // The shard's own thread: a recycled node straight from its pool, then into its wheel.
+    if (detail::OwnLane* const lane = detail::t_own_lane;
+        lane != nullptr && lane->engine == core_.get() && (shard == kAnyShard || shard == lane->index) &&
+        lane->open.load(std::memory_order_relaxed)) [[likely]] {
+      if (detail::Node* const node = lane->pool->take_recycled()) [[likely]] {
+        detail::store_callable(node, std::forward<F>(fn));
+        return commit_own(node, lane->shard, when, relative);
+      }
+    }
     const detail::Reservation r = acquire(shard);
     if (r.status != Status::ok) return Timer(r.status);
     detail::store_callable(r.node, std::forward<F>(fn));

@@ -63,12 +63,16 @@ class NodePool {
   // exhausted. A node never handed out before is taken inline while its segment is mapped (a
   // fresh or reserved pool filling up), out of line only to grow.
   Node* acquire() noexcept {
-    if (Node* node = free_) {
-      free_ = node->next;
-      return node;
-    }
+    if (Node* node = take_recycled()) return node;
     if (touched_ < ready_) return first_touch();
     return acquire_fresh();
+  }
+
+  // The most recently released node, or nullptr if none waits: acquire() without its growth.
+  Node* take_recycled() noexcept {
+    Node* const node = free_;
+    if (node != nullptr) free_ = node->next;
+    return node;
   }
 
   // Maps and first-touches the memory of the first `nodes` nodes (at most kMaxNodes - 1) now, so
