@@ -13,7 +13,8 @@
 #   tools/run.sh check     the whole CTest suite under AddressSanitizer + UBSan (Debug, build-asan/)
 #                          and under ThreadSanitizer (build-tsan/)
 #   tools/run.sh build     Release build only
-#   tools/run.sh gateway   Release build of the reference gateway (examples/gateway/), then tickwheel
+#   tools/run.sh gateway   Release build of the reference gateway (examples/gateway/, build-gateway/,
+#                          jemalloc off as by default), then tickwheel
 #                          (caller-driven loops; workers + LoopExecutor) and Boost.Asio side by side
 #                          under the same load: requests/s, timeout lateness, CPU per request, RSS and
 #                          the correctness counts (non-zero exit on any violation), a JSON report and
@@ -183,11 +184,12 @@ case "$cmd" in
     configure_and_build
     ;;
   gateway)
+    # Built as a user builds the library by default (its own preset: jemalloc off), so that the
+    # gateway's allocator and memory are the ones Asio's binary has too.
     install_missing
-    configure release
-    (cd "$root" && cmake --build --preset release --parallel "$(nproc)" \
-       --target tickwheel-gateway tickwheel-gateway-load tickwheel-gateway-asio)
-    gw="$build/examples/gateway"
+    configure gateway
+    (cd "$root" && cmake --build --preset gateway --parallel "$(nproc)")
+    gw="$root/build-gateway/examples/gateway"
     exec python3 "$root/examples/gateway/run_gateway.py" --server "$gw/tickwheel-gateway" \
       --load "$gw/tickwheel-gateway-load" --asio "$gw/tickwheel-gateway-asio" --out "$build/gateway-report" "$@"
     ;;
