@@ -1,6 +1,10 @@
 // engine/producer.cpp — a producer thread's registration (see producer.hpp).
 #include "producer.hpp"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <new>
 
 namespace tickwheel::detail {
@@ -18,6 +22,18 @@ std::uint64_t thread_serial() noexcept {
 }
 
 }  // namespace
+
+bool cpu_has_prefetchw() noexcept {
+#if defined(__x86_64__)
+  unsigned a = 0;
+  unsigned b = 0;
+  unsigned c = 0;
+  unsigned d = 0;
+  return __get_cpuid(0x80000001U, &a, &b, &c, &d) != 0 && (c & bit_PRFCHW) != 0;
+#else
+  return false;
+#endif
+}
 
 ProducerState::ProducerState(std::thread::id id, const std::vector<std::unique_ptr<Shard>>& all)
     : owner(id), shards(all.size()) {

@@ -36,8 +36,12 @@
 
 namespace tickwheel::detail {
 
+// Whether the CPU has PREFETCHW (x86-64: CPUID 0x80000001, ECX bit 8); false elsewhere.
+bool cpu_has_prefetchw() noexcept;
+
 struct ProducerState {
-  static constexpr std::size_t kCache = 64;  // nodes per shard taken from its reserve at a time
+  static constexpr std::size_t kCache = 64;         // nodes per shard taken from its reserve at a time
+  static constexpr std::size_t kPrefetchAhead = 4;  // schedules between a node's prefetch and its use
   // Hand-offs and cancels a thread posts to a shard between two nudges of its worker (see
   // Shard::nudge): what bounds the backlog a sleeping worker can leave in its queues.
   static constexpr std::uint32_t kNudgeEvery = 4096;
@@ -77,6 +81,7 @@ struct ProducerState {
   }
 
   std::thread::id owner;
+  const bool prefetchw = cpu_has_prefetchw();  // see prefetch_to_write()
   std::uint64_t serial = 0;      // the owning thread's serial (see thread_serial() in producer.cpp)
   std::size_t home = kNoHome;    // dealt by ProducerRegistry::home() on the first schedule that needs it
   std::vector<PerShard> shards;  // one per shard, in shard order
@@ -142,16 +147,36 @@ inline Node* take_overflow_node(ProducerState::PerShard& mine, Shard& shard) noe
   return node;
 }
 
+// Starts moving a node's line to this core for writing. The node was last written by the worker,
+// on another core: a read prefetch (what __builtin_prefetch(p, 1) emits without -mprfchw) brings
+// the line shared, and the schedule's first store then waits to take it over, behind the hand-off's
+// fence. PREFETCHW asks for it exclusive; `exclusive` says the CPU has it (cpu_has_prefetchw()).
+inline void prefetch_to_write(const Node* node, bool exclusive) noexcept {
+#if defined(__x86_64__)
+  if (exclusive) {
+    asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(static_cast<const void*>(node))));
+    return;
+  }
+#endif
+  (void)exclusive;
+  __builtin_prefetch(node, 1);
+}
+
 // A node for a schedule on `shard` from a thread that is not its worker: from the thread's cache
 // for the shard, refilled in bulk from the shard's reserve, else from the thread's overflow pool.
-// Null if the overflow pool cannot grow.
+// Null if the overflow pool cannot grow. The nodes of the next kPrefetchAhead schedules are
+// prefetched, so that each line has come from the worker's core by the time its schedule writes it.
 inline Node* take_node(ProducerState& state, Shard& shard) noexcept {
+  constexpr std::size_t kAhead = ProducerState::kPrefetchAhead;
   ProducerState::PerShard& mine = state.shards[shard.index()];
-  if (mine.cached == 0) mine.cached = shard.take_nodes(mine.cache.data(), mine.cache.size());
+  if (mine.cached == 0) {
+    mine.cached = shard.take_nodes(mine.cache.data(), mine.cache.size());
+    for (std::size_t i = 1; i < kAhead && i < mine.cached; ++i) {  // the first is taken now
+      prefetch_to_write(mine.cache[mine.cached - 1 - i], state.prefetchw);
+    }
+  }
   Node* node = mine.cached != 0 ? mine.cache[--mine.cached] : take_overflow_node(mine, shard);
-  // The next schedule's node was last written by the worker, on another core: start moving its
-  // line here now, for writing, rather than stall on it then.
-  if (mine.cached != 0) __builtin_prefetch(mine.cache[mine.cached - 1], 1);
+  if (mine.cached >= kAhead) prefetch_to_write(mine.cache[mine.cached - kAhead], state.prefetchw);
   return node;
 }
 
