@@ -448,7 +448,7 @@ def check_periodic(report):
 
 
 def check_reschedule(report):
-    """The reschedules (workload.hpp, "Reschedules"): calls add up, the engine applied no more moves
+    """The reschedules (docs/stress.md, "Reschedules"): calls add up, the engine applied no more moves
     than returned true and no more than those less the ones a fire at the deadline before won, and
     a run asked to reschedule did."""
     move, engine, options = report["reschedule"], report["engine"], report["options"]

@@ -220,7 +220,7 @@ void Driver::build(Engine& engine) {
 void Driver::start_probes(Engine& engine, const Pollers* pollers) {
   const std::int64_t tick = o_.tick_ns;
   PeriodicOptions every;
-  every.misfire = Misfire::fire_once_now;  // a stall is one late run (see workload.hpp)
+  every.misfire = Misfire::fire_once_now;  // a stall is one late run (docs/stress.md)
   for (std::uint32_t s = probes_.begin; s < probes_.end; ++s) {
     const std::size_t shard = s - probes_.begin;
     const std::uint32_t seq = begin_instance(slots_[s]);

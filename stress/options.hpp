@@ -34,7 +34,7 @@ enum class ExecutorKind {
 };
 
 // The periodic policy of a periodic timer: its Cadence and, at fixed rate, its Misfire
-// (tickwheel/wheel.hpp), each checked against its own rule (workload.hpp). The first four are the
+// (tickwheel/wheel.hpp), each checked against its own rule (docs/stress.md). The first four are the
 // kinds a timer can have, in this order (arrays of per-kind figures are indexed by them); `all`, as
 // an option, gives periodic timer i the kind i % 4.
 enum class PeriodicPolicy : std::uint8_t {
@@ -64,7 +64,7 @@ struct Options {
   double cancel_share = 0.5;
   // Share of one-shot timers that are idle timeouts: pushed back by Timer::reschedule() 1 to 3
   // times, each at a moment uniform between the previous push (or the schedule) and the deadline,
-  // to that moment plus the timer's delay, and then left to fire (workload.hpp, "Reschedules").
+  // to that moment plus the timer's delay, and then left to fire (docs/stress.md, "Reschedules").
   // At most 1 - cancel_share: a timer is cancelled, rescheduled, or neither.
   double reschedule_share = 0.2;
   unsigned cancellers = 1;  // extra threads that take a share of the cancels
@@ -85,7 +85,7 @@ struct Options {
   double periodic_cancel = 0.1;
   // Forced misfires: every this often, on each thread that runs callbacks, one fixed-rate periodic
   // run (each fixed-rate policy in turn) spins past two periods, so that its next period is a whole
-  // period late and its misfire policy must act (workload.hpp). It stalls that thread's shard: a
+  // period late and its misfire policy must act (docs/stress.md). It stalls that thread's shard: a
   // check of the policies, not a measurement. 0 = never.
   std::int64_t misfire_every_ns = 0;
   // RepeatedTimers, each started, stopped, restarted and reset at random by a thread of their own,

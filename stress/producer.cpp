@@ -202,7 +202,7 @@ void Producer::make_ready(std::uint32_t slot) {
 // less than a tick. A slower call (the thread preempted) may put the grid a tick or more later: g is
 // then a lower bound, so that timer's lateness is overstated, never understated, and it is counted
 // (periodic_inexact), and the recorders are told (settle_grid), since the bounds of fire_once_now
-// and skip rest on an exact grid (workload.hpp). So each call is its own timed bracket: a batch of n
+// and skip rest on an exact grid (docs/stress.md). So each call is its own timed bracket: a batch of n
 // calls is n brackets, the read after one call being the read before the next.
 void Producer::start_periodic() {
   Slot* slots = shared_.slots;
@@ -273,7 +273,7 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
     slot.moves_left = p.moves;
     slot.move_flags = 0;
     slot.idle_ns = delay;
-    // No deadline moved yet (workload.hpp). Relaxed: the hand-off publishes them, as the state.
+    // No deadline moved yet (docs/stress.md). Relaxed: the hand-off publishes them, as the state.
     slot.moved_from.store(0, std::memory_order_relaxed);
     slot.moved_to.store(0, std::memory_order_relaxed);
   }
@@ -393,7 +393,7 @@ std::size_t Producer::cancel_own(std::int64_t now) {
 
 // The due reschedules, in timed batches as the cancels. Each pushes its timer back to the batch's
 // clock read plus the timer's delay; what each result means, and the bound it is checked against,
-// in workload.hpp ("Reschedules"). t1, the read after the batch, is after each call returned.
+// in docs/stress.md ("Reschedules"). t1, the read after the batch, is after each call returned.
 std::size_t Producer::move_own() {
   Slot* slots = shared_.slots;
   const std::size_t total = own_moves_.size();
@@ -415,7 +415,7 @@ std::size_t Producer::move_own() {
     const std::uint32_t seq = own_move_seqs_[j];
     Slot& slot = slots[s];
     // Whether a pass could have claimed the timer at the deadline it had, before the call returned
-    // (workload.hpp): only then may the move lose to the fire, or reschedule() refuse.
+    // (docs/stress.md): only then may the move lose to the fire, or reschedule() refuse.
     const bool old_came = due_at_tick(move_from_[j], o_.tick_ns) <= t1 + kMoveSlackNs;
     if (!moved) {
       moves.refused.add(1);

@@ -113,7 +113,7 @@ struct CancelCounters {
 enum class EventKind : std::uint32_t {
   cancel,      // cancel the slot's timer now (or hand the cancel to a canceller thread)
   check,       // look at the slot: re-arm it if its timer fired or was cancelled, else look again later
-  reschedule,  // push the slot's timer back (an idle timeout reset, see workload.hpp)
+  reschedule,  // push the slot's timer back (an idle timeout reset, see docs/stress.md)
 };
 
 struct Event {
@@ -268,7 +268,7 @@ class Canceller {
 
 // The cancels' side of the slot protocol, shared by producers and cancellers: after cancel()
 // returned `won` for the slot's instance `seq`, moves the slot to cancelled (or counts the broken
-// rule if the instance had fired). A periodic slot (see workload.hpp) goes to cancelled_in_run
+// rule if the instance had fired). A periodic slot (see docs/stress.md) goes to cancelled_in_run
 // instead if a run is recorded in progress.
 void settle_cancel(Slot& slot, std::uint32_t seq, bool won, bool periodic, CancelCounters& c) noexcept;
 

@@ -72,7 +72,7 @@ struct Report {
   std::uint64_t cancel_lost = 0;  // returned false: the fire won
   std::uint64_t cancels_by_cancellers = 0;
 
-  // Reschedules, all by producers (workload.hpp, "Reschedules"), and the fires of the timers they
+  // Reschedules, all by producers (docs/stress.md, "Reschedules"), and the fires of the timers they
   // moved, each judged against the deadlines the moves left it.
   CallTotals reschedule;
   std::uint64_t rescheduled = 0;         // returned true
@@ -85,11 +85,11 @@ struct Report {
   std::uint64_t periodic_runs = 0;  // each followed by the timer's next period, or its end by a cancel
   Histogram lateness;               // callback start - deadline (early fires as 0), every fire
   Histogram oneshot_lateness;       // the same, one-shot and burst timers only
-  Histogram periodic_lateness;      // periodic runs only, each against its own grid point (workload.hpp)
+  Histogram periodic_lateness;      // periodic runs only, each against its own grid point (docs/stress.md)
   Histogram lateness_past_tick;     // callback start - deadline rounded up to the tick, every fire
   std::int64_t min_lateness_ns = 0;
 
-  // Periodic timers by kind, and their cancels (workload.hpp).
+  // Periodic timers by kind, and their cancels (docs/stress.md).
   std::array<PolicyCounts, kPeriodicKinds> policies{};
   std::uint64_t periodic_cancelled = 0;       // cancel() returned true on a periodic timer
   std::uint64_t periodic_cancel_refused = 0;  // ... returned false (a broken rule)

@@ -81,7 +81,7 @@ void Recorders::on_fire(std::int64_t t, std::int64_t deadline, std::uint32_t slo
   Recorder* r = mine(slot);
   if (r == nullptr) return;
   Slot& s = slots_[slot];
-  // The latest deadline of the instance not after t (see "Reschedules" in the header): 0 is none,
+  // The latest deadline of the instance not after t (docs/stress.md, "Reschedules"): 0 is none,
   // and the producer reset both before the schedule's hand-off, so neither is an older instance's.
   // Acquire: pairs with the producer's release store of moved_to, so that a moved_to of the next
   // move comes with its moved_from, the deadline this fire may be for.
@@ -121,7 +121,7 @@ MovedFire judge_moved_fire(const Slot& slot, std::int64_t t, std::int64_t tick) 
 
 void Recorders::on_probe(Recorder& r, std::int64_t t, std::uint32_t slot) noexcept {
   ProbeState& p = probe_state_[slot - probes_.begin];
-  // No later than this run's own tick boundary (see the header), so never after t.
+  // No later than this run's own tick boundary (docs/stress.md, "Tick probes"), so never after t.
   const std::int64_t due = std::min(p.next_due, t / tick_ns_ * tick_ns_);
   const auto lag = static_cast<std::uint64_t>(t - due);
   p.lag.record(lag);
@@ -199,7 +199,8 @@ void Recorders::time_run(Recorder& r, std::int64_t t, std::uint32_t slot) noexce
     case PeriodicPolicy::skip: {
       std::int64_t next = due + period_ns_;
       if (exact && inline_) {
-        // This run's pass read its clock after the previous run ended (see the header).
+        // This run's pass read its clock after the previous run ended (docs/stress.md, "Periodic
+        // policies and their bounds").
         if (k.prev_end != 0) next = std::max(next, first_grid_point_after(k, k.prev_end));
         // A skip timer's next period is last_grid + period at the latest; the pass that handles it
         // starts after `end`, a whole period past it: it must be dropped. Counted once a later run

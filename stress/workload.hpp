@@ -1,130 +1,7 @@
 // stress/workload.hpp — a stress run's timers as the harness tracks them: the slot table, the
 // callables the engine stores, the per-thread recorders their callbacks write, and the delay draw.
-//
-// Slots. Every timer of the run belongs to a slot: the one-shot population, the burst timers and
-// the periodic timers each have a range of slots. A slot holds one timer at a time, an instance,
-// numbered by a sequence number that grows by one each time the slot is armed. Its state word is
-// seq << 3 | state, and each transition has one owner:
-//   arming thread  (seq-1, anything but pending) -> (seq, pending), stored before the schedule call,
-//                  so the engine's hand-off publishes it to the callback; back to (seq, idle) if the
-//                  schedule fails (the instance never existed)
-//   the callback   (seq, pending) -> (seq, fired), compare-and-swap
-//   a cancel() that returned true
-//                  (seq, pending) -> (seq, cancelled), compare-and-swap
-// The engine promises that exactly one of a timer's fire and its cancel wins, so neither
-// compare-and-swap can fail while the engine keeps its contract. When one does, the value it found
-// names the broken rule: a fire that finds its own instance fired is a double fire, one that finds
-// it cancelled is a fire after a successful cancel, one that finds another instance is a stray fire
-// (a timer that ran for an instance already resolved); a successful cancel that finds the
-// instance fired is a cancel that returned true for a timer that ran. A slot whose timer never fires
-// and is never returned by stop() shows up at the end as a pending slot stop() did not return.
-//
-// A periodic slot holds one instance for the timer's whole life: the engine re-arms it after each
-// run. Each run moves it (seq, pending) -> (seq, fired) as it starts and back to (seq, pending) as
-// it ends, so a run that finds it fired overlaps another run of the same timer (the engine promises
-// runs never overlap). A share of the periodic timers is cancelled once during the run (not
-// re-armed); the rest stop() returns. A periodic cancel() returns true iff the timer was not
-// cancelled before, and then no run starts after it returns, but a run already begun finishes (the
-// engine's claim of a run comes before its callback's first instruction, so the harness cannot see
-// where a run begins, only where its callback records it). So the cancel's side is
-//   (seq, pending) -> (seq, cancelled)          no run recorded in progress
-//   (seq, fired)   -> (seq, cancelled_in_run)   a run in progress: it ends, and is the last
-// and a run that then finds (seq, cancelled) had begun before cancel() returned: it moves the slot
-// to (seq, ran_after_cancel) and is allowed, once. A run that finds cancelled_in_run or
-// ran_after_cancel started after the cancel: a fire after a successful cancel. A cancel() on a
-// periodic timer that returns false is a broken rule too (each instance is cancelled once).
-//
-// Periodic policies (PeriodicPolicy): each periodic timer has one, and each run is checked against
-// a lower bound of the earliest time that policy lets it start, tracked per slot (PeriodicTrack):
-//   catch_up       every grid point g0 + k * period runs exactly once, in order, so run k is due at
-//                  exactly g0 + k * period: a run before it is a broken rule (and its lateness is
-//                  exact);
-//   fire_once_now  after a run whose pass was a whole period late, the timer resumes at the first
-//   skip           grid point after that pass's clock read, never at a missed one; a skip timer drops
-//                  such a period (stats().skipped) and resumes the same way. The pass that ran run
-//                  i read its clock after run i-1 had ended (inline: one thread runs a shard's
-//                  passes one after another; caller-driven alike), so run i+1 is due no earlier than
-//                  the first grid point after run i-1's end, nor than run i's grid point plus a
-//                  period: a run before that bound is a missed period run again (fire_once_now) or
-//                  a dropped period run after all (skip). With an executor the re-arm happens in a
-//                  later pass whose clock read the harness cannot place, so the bound is the grid
-//                  point plus a period only;
-//   fixed_delay    each run starts at least a period after the previous run's callback returned
-//                  (the engine reads its clock after the return): a run sooner is a broken rule.
-// The bound is exact while no misfire happens, so the lateness of fire_once_now and skip runs is
-// measured against it like catch_up's (overstated, never understated, after a misfire), and a
-// fixed_delay run's against the tick after its predecessor's end plus a period.
-//   These bounds rest on the grid: the producer knows g0 exactly only if its schedule call took
-// less than a tick (see Producer::start_periodic()); a slot whose grid is only a lower bound
-// (GridState::inexact) keeps the plain bound (grid point plus a period).
-//
-// Forced misfires (--misfire-every). Misfires are rare at a 100 ms period, so the rules above would
-// seldom be put to the test: with --misfire-every, each callback thread makes, that often, one
-// fixed-rate run (catch_up, fire_once_now and skip in turn) spin until two periods and a tick past
-// the last grid point it can be for. Its next period then comes due while the thread is still
-// spinning, and the pass that handles it starts a whole period late: catch_up runs it and every
-// later missed one, fire_once_now runs it once and resumes after that pass, skip drops it. For a skip
-// timer on an exact grid with the inline executor that drop is certain, so the harness counts it
-// (forced_skips, once a later run of the timer shows that period was handled) and stats().skipped
-// must be at least that; it must also be no more than the skip
-// timers' grid points that passed without a run (the skip bound, computed at the end).
-//
-// Reschedules (--reschedule-share). A share of the one-shot instances are idle timeouts: at
-// planned moments before the deadline, up to kMaxMoves times, the producer pushes the timer back with
-// Timer::reschedule() to that moment plus the instance's delay (Slot::idle_ns) instead of cancelling
-// it; the slot's state word does not move (the instance stays (seq, pending) until it fires). The
-// producer is never the shard's thread, so every call is the posted kind, whose contract
-// (tickwheel/engine.hpp) is weaker than "never before the new deadline once it returned true":
-//   true   the timer was pending when asked; the shard's next pass applies the move before it runs
-//          anything, unless the timer runs first: it may still fire once at the old deadline, if
-//          that deadline came while the move was on its way;
-//   false  nothing touched: the timer fired or is firing (the harness never cancels a timer it
-//          reschedules, and stops the engine only after joining the producers).
-// "Came while on its way" has a bound the harness can check: a pass runs only what is due at the
-// clock read it starts with (PassReport::start; poll()'s `now`), and that read comes before the
-// pass drains the moves. So a timer that runs at its old deadline ran in a pass that had read its
-// clock, at or past that deadline's tick, before it could see the move: before the call returned.
-// With t1 a clock read after the call (the end of its timed batch), and due() a deadline rounded
-// up to the tick:
-//   true,  due(old) > t1 + kMoveSlackNs   no pass could have claimed it at the old deadline: it must
-//                                         fire at or after due(new), else a broken rule (moved_early);
-//   true,  otherwise                      it may fire at either; one before the new deadline is
-//                                         counted (raced), and no further move is planned for it;
-//   false, due(old) > t1 + kMoveSlackNs   a broken rule: refused while no pass could have claimed it
-//                                         (refused_pending; a failure to post the move for want of
-//                                         memory would land here too, and is not expected);
-//   false, otherwise                      the fire comes (or came) at the old deadline.
-// kMoveSlackNs compares clock reads of two CPUs: a clock read is not a fence (the load after it
-// may run before it), and two CPUs' clocks differ by the TSC's synchronisation error; 10 us is far
-// above both, and exempts only moves asked within 10 us of the old deadline's tick. Deadlines only
-// ever move later, and a timer whose move may have raced is moved no more, so the earliest time it
-// may fire is moved_to, or moved_from after a raced move (kRaced).
-//   Who checks what: t1 is known only after the call, and nothing hands it to the callback, so the
-// callback stores its clock read (Slot::fired_at) and the producer judges the fire when a check
-// finds the slot fired (judge_moved_fire(); the end checks judge those fired after its last look).
-// The callback's own rules (early_fires, fired_before_tick) stay against the callable's deadline,
-// the first one, which every later one follows: exact for every instance. Its lateness is measured
-// against the latest of that deadline, moved_from and moved_to that is not after its start: exact
-// unless a move raced the fire.
-//
-// Tick probes. One more periodic timer per shard, put there by the driver with schedule_every_on()
-// at a period of one tick (Misfire::fire_once_now, so a stall is one late run, not a run of
-// catch-up runs): the harness's view of each shard's tick lag, one sample per tick, the engine-side
-// counterpart of the control thread (control.hpp). A probe run is due at the first tick boundary
-// after the pass that ran the previous one read its clock; the harness knows only the previous
-// run's own clock read, which is later, so it takes the first tick boundary after that (no later
-// than the run's own tick boundary): the recorded lag is exact unless a tick boundary passed between
-// the pass's clock read and the probe's callback, and then an underestimate. The probe also counts,
-// with the inline executor, the callbacks its worker ran since the previous probe run: the fires of
-// one tick. Probe runs count as periodic runs everywhere, but are not checked for earliness (their
-// due time is a bound, not known exactly).
-//
-// Recording without locks. Callbacks run on the shards' workers (--executor inline) or on a
-// thread pool's threads (--executor pool), so a callable cannot name its recorder: each thread that
-// runs a callback takes a Recorder of its own on its first callback (Recorders::mine(): one
-// thread_local compare per callback, one atomic increment per thread, ever) and is its only writer.
-// Its histograms and counters are single-writer atomics that the sampler thread may read while the
-// run goes on; the driver merges them at the end.
+// The design (slot protocol, periodic bounds, reschedules, tick probes, lock-free recording):
+// docs/stress.md, "How the harness checks exactly-once".
 #pragma once
 
 #include <sys/types.h>
@@ -168,6 +45,9 @@ class Counter {
   std::atomic<std::uint64_t> v_{0};
 };
 
+// A slot's state word is seq << 3 | state, each transition with one owner: the arming thread
+// -> (seq, pending), the callback -> fired, a cancel() that returned true -> cancelled, both by
+// compare-and-swap; a failed one names the broken rule (docs/stress.md, "The slot protocol").
 enum class SlotState : std::uint32_t {
   idle = 0,
   pending = 1,
@@ -177,7 +57,8 @@ enum class SlotState : std::uint32_t {
   ran_after_cancel = 5,  // periodic: the one run begun before its cancel() returned has started
 };
 
-// Reschedules (see the header): the most per instance, and the slack of the race bound.
+// Reschedules (docs/stress.md, "Reschedules"): the most per instance, and the slack of the race
+// bound.
 inline constexpr unsigned kMaxMoves = 3;
 inline constexpr std::int64_t kMoveSlackNs = 10'000;
 
@@ -191,10 +72,11 @@ constexpr SlotState state_of(std::uint32_t word) noexcept {
   return static_cast<SlotState>(word & ((1U << kStateBits) - 1));
 }
 
-// One slot: the state word, the handle, and what a one-shot instance's reschedules need (see
-// "Reschedules" above). One cache line: 1M slots take 64 MiB, allocated before the RSS baseline.
+// One slot: the state word, the handle, and what a one-shot instance's reschedules need
+// (docs/stress.md, "Reschedules"). One cache line: 1M slots take 64 MiB, allocated before the RSS
+// baseline.
 struct alignas(kCacheLine) Slot {
-  std::atomic<std::uint32_t> state{0};  // see the header comment for who writes it
+  std::atomic<std::uint32_t> state{0};  // who writes it: see SlotState
   // Owner: the slot's producer (and the end checks, after it is joined). The reschedules still
   // planned for the current instance, and what the ones made so far leave to check (kMoved...).
   std::uint8_t moves_left = 0;
@@ -240,8 +122,8 @@ constexpr std::int64_t due_at_tick(std::int64_t deadline, std::int64_t tick) noe
   return (deadline + tick - 1) / tick * tick;
 }
 
-// What the fire of a one-shot instance that was moved says about its reschedules (see
-// "Reschedules" above): `t` its callback's clock read.
+// What the fire of a one-shot instance that was moved says about its reschedules
+// (docs/stress.md, "Reschedules"): `t` its callback's clock read.
 enum class MovedFire : std::uint8_t {
   on_time,  // at or after the deadline of the last reschedule that returned true
   raced,    // before it, but at or after the deadline before it, which had come while that move was
@@ -282,9 +164,10 @@ struct FirePeriodic {
 static_assert(sizeof(FireOnce) <= 24 && sizeof(FirePeriodic) <= 16,
               "a timer's callable must fit the engine's inline bytes (24, periodic 16)");
 
-// Whether the harness knows a periodic timer's grid exactly (see the header). The producer
-// decides after its schedule call; a run that finds it undecided decides inexact first (both by
-// compare-and-swap, so one of them decides, and a run never uses a grid decided exact after it).
+// Whether the harness knows a periodic timer's grid exactly (docs/stress.md, "Periodic policies
+// and their bounds"). The producer decides after its schedule call; a run that finds it undecided
+// decides inexact first (both by compare-and-swap, so one of them decides, and a run never uses a
+// grid decided exact after it).
 enum class GridState : std::uint8_t { undecided, exact, inexact };
 
 // One periodic slot's rule state (not the probes'). Written by the producer before the schedule
@@ -338,8 +221,8 @@ class alignas(kCacheLine) Recorder {
   std::uint64_t early_fires = 0;        // one-shot callback start < its first deadline
   std::uint64_t fired_before_tick = 0;  // one-shot callback start < that rounded up to the tick
   std::int64_t min_lateness_ns = std::numeric_limits<std::int64_t>::max();
-  // Periodic runs by kind (not the probes'); skips a forced misfire made certain (see the header);
-  // the allowed runs begun before a periodic cancel() returned.
+  // Periodic runs by kind (not the probes'); skips a forced misfire made certain (docs/stress.md,
+  // "Forced misfires"); the allowed runs begun before a periodic cancel() returned.
   std::array<PolicyCounts, kPeriodicKinds> policy{};
   std::uint64_t forced_skips = 0;
   std::uint64_t runs_after_cancel = 0;
@@ -359,7 +242,7 @@ class alignas(kCacheLine) Recorder {
 struct alignas(kCacheLine) ProbeState {
   ConcurrentHistogram lag;             // callback start - the tick boundary it was due at, ns
   ConcurrentHistogram fires_per_tick;  // inline executor: the worker's callbacks since the last run
-  std::int64_t next_due = 0;           // the next run's tick boundary (a bound, see above)
+  std::int64_t next_due = 0;           // the next run's tick boundary (a bound: docs/stress.md)
   const Recorder* last = nullptr;      // the recorder of the previous run's thread
   std::uint64_t fired_at_last = 0;     // its fired count at the previous run
   // The thread that ran the first run: the shard's worker with the inline executor. Release by that
@@ -375,7 +258,8 @@ class Recorders {
   // counted in unrecorded() and not recorded.
   // `periodic` holds every periodic slot; the last `probes.size()` of them are the shards' tick
   // probes, probe i on shard i. The options give the tick, the period, each periodic timer's
-  // policy, the forced misfires and the executor (which decides the bounds, see the header).
+  // policy, the forced misfires and the executor (which decides the bounds: docs/stress.md,
+  // "Periodic policies and their bounds").
   Recorders(Slot* slots, SlotRange periodic, SlotRange probes, std::size_t threads, const Options& o);
 
   // The kind of the periodic timer of `slot` (not a probe).
