@@ -1,20 +1,6 @@
 // stress/control.hpp — the control thread: the platform's own floor, measured beside the engine,
-// in the style of cyclictest (rt-tests) and jHiccup.
-//
-// A plain thread that waits for a point on a grid of the engine's tick and records how late it woke:
-// no wheel, no queue, no callback, just the kernel's wake-up (clock_nanosleep to an absolute
-// CLOCK_MONOTONIC time, timer slack 1 ns like the engine's workers) or, when the workers spin, a
-// spin on the clock. Whatever this thread suffers (scheduler latency, interrupts, SMIs, a
-// hypervisor taking the vCPU away, another thread on its CPU) the engine suffers too; what the
-// engine's tick probes show beyond it is the engine's own cost.
-//
-// The grid: points k * tick + tick / 2 of the steady clock. The engine's workers wake on tick
-// boundaries (k * tick), so half a tick apart the two do not wake at the same instant and make each
-// other late when they share a CPU. After each wake-up the next target is the first grid point after
-// that wake-up, so a stall is one late sample, not a run of catch-up samples (the engine's probe
-// timers behave the same way: Misfire::fire_once_now).
-//
-// Costs: in sleep mode one clock_nanosleep and two clock reads per tick; in spin mode a whole CPU.
+// in the style of cyclictest (rt-tests) and jHiccup: it waits for a grid of the engine's tick, half
+// a tick out of phase, and records how late it woke. See docs/stress.md, "The control thread".
 #pragma once
 
 #include <sys/types.h>

@@ -1,20 +1,6 @@
 // stress/cyclictest.hpp — cyclictest (Debian's rt-tests) run beside the control thread, so that the
-// report shows the floor the field trusts beside ours.
-//
-// One cyclictest thread, started with the control thread and stopped with it (SIGINT, on which it
-// writes its --json results), under the same placement and priority: the control thread's CPU
-// (`-a`), SCHED_FIFO at --rt-priority (`-p`) or else SCHED_OTHER (`--policy=other`), `-m` with
-// --mlock, one wake-up per engine tick (`-i`, whole microseconds). It always sleeps
-// (clock_nanosleep to an absolute time), as the control thread does unless the workers spin: then
-// the control thread spins on that CPU and each cyclictest wake-up takes the CPU from it, which
-// both floors show (the text report says so). Its histogram has 1 us buckets up to 100 ms, and a
-// wake-up past that is counted at its maximum.
-// `--laptop` keeps it from writing /dev/cpu_dma_latency, which the engine and the control thread
-// do not touch either: both measure the same platform.
-//
-// Where cyclictest is not installed, cannot start, or exits with an error (SCHED_FIFO refused, a
-// CPU it may not use), the result says why and the run goes on: the engine's figures do not depend
-// on it.
+// report shows the floor the field trusts beside ours; where it cannot run, the result says why and
+// the run goes on. See docs/stress.md, "cyclictest beside the control thread".
 #pragma once
 
 #include <sys/types.h>

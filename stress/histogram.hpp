@@ -1,24 +1,6 @@
-// stress/histogram.hpp — a fixed-size, log-linear (HDR-style) histogram of nanosecond values.
-//
-// What it is for: lateness, tick lag and wake-up figures recorded on a hot path and read as
-// percentiles at the end. record() is a bit-width, a shift, an add and four updates of plain
-// fields: no branch on the bucket layout, no allocation, no lock. The object is a plain value (an
-// array of counters and five scalars); nothing in it is global or shared.
-//
-// ConcurrentHistogram, below, is the same layout for a value recorded on one thread and read while
-// it runs: the harness keeps one per thread that runs callbacks (a worker or a pool thread), written
-// only by that thread, and its sampler thread copies them into plain Histograms once a second for the status
-// line and the per-second series (merge() them, and since() for what one second added).
-//
-// Layout and precision. Values below 2 * kSubBuckets (256 ns) each have their own bucket and are
-// exact. Above that, every power-of-two range [2^e, 2^(e+1)) is split into kSubBuckets = 128 linear
-// sub-buckets of width 2^(e-7), so a bucket's width is at most 1/128 of any value in it: a
-// percentile is reported as the highest value its bucket can hold, which is never below the true
-// value and at most 0.78 % above it (clamped to the exact max()). The whole uint64 range is
-// covered, in kBuckets = 7424 counters (58 KiB): no value is ever clamped or dropped.
-//
-// What it is not: it does not keep the values, so a percentile is a bucket bound, not a sample;
-// min(), max(), count() and mean() are exact (the sum wraps only past 2^64 ns, 584 years in total).
+// stress/histogram.hpp — a fixed-size, log-linear (HDR-style) histogram of nanosecond values: exact
+// below 256, above that a percentile never below the true value and at most 1/128 above it; no
+// allocation, no lock. Layout and precision: docs/stress.md, "The histogram".
 #pragma once
 
 #include <array>

@@ -1,33 +1,7 @@
 // stress/passes.hpp — every pass of every shard, as the engine reports it through
 // EngineOptions::on_pass: the tick lag of each pass, its duration and its work (fires, level
-// moves, hand-offs moved in, cancels taken), kept per shard as histograms.
-//
-// What it adds to the tick probes (workload.hpp): a probe samples the tick lag once per tick, from
-// inside a callback, and cannot see how long a pass took or what it did; the hook sees every pass,
-// with the engine's own clock reads (PassReport::start and end), so each figure is the engine's, not
-// an estimate from outside.
-//
-// Tick lag and early passes. A pass's lag is start - planned, where planned is the wake-up the wait
-// before it aimed at (the wheel's next deadline). Only passes that had one and started at or after
-// it go into the lag histogram (lag >= 0, the same passes whose worst lag the engine keeps in
-// ShardStats::max_tick_lag_ns, so the two maxima agree). A pass that started before its planned
-// wake-up is not late by a negative amount: it was woken early, by a hand-off (sleep), by a spin
-// (spin, hybrid: a spinning worker runs a pass on every poll, mostly before anything is due) or by
-// a polling loop's own schedule (--threads manual). Those are counted apart (early), not clamped to
-// zero, so that in spin mode the lag percentiles are still those of the passes that had something
-// due; passes with nothing planned (an empty wheel) are counted apart too (unplanned).
-//
-// Recording without locks. A shard's passes run on one thread at a time (its worker, or the polling
-// thread that calls Engine::poll, the engine ordering one poll after the previous), so each shard
-// has a recorder of its own, written only by that thread: single-writer atomics (ConcurrentHistogram,
-// Counter) that another thread may read while the run goes on, exact once the writer has been
-// joined (after Engine::stop()). record() is a handful of histogram records and counter adds, no
-// allocation, no lock, no system call; its cost (tens of ns, on cache lines of this shard's only)
-// falls between two passes, after the pass read its end, so it is in no pass's duration but delays
-// the worker's next wait by that much. With the hook set the engine reads the clock once more per
-// pass (PassReport::end).
-//
-// Memory: six histograms of 58 KiB per shard, allocated once, before the engine starts.
+// moves, hand-offs moved in, cancels taken), kept per shard as histograms, one single-writer
+// recorder per shard. Early passes, costs: docs/stress.md, "Every pass".
 #pragma once
 
 #include <cstddef>

@@ -1,32 +1,6 @@
 // stress/producer.hpp — the threads that load the engine: producers, which keep their slots armed,
 // cancel a share of their timers and push another share back (reschedule), and cancellers, which
-// take a share of those cancels from other threads.
-//
-// A producer, on its thread:
-//   1. schedules one probe timer (an hour out) and cancels it: the engine keeps all of a thread's
-//      schedule_at() calls on one home shard, picked on its first schedule, and the probe tells the
-//      producer which one, so it can check that each of its timers lands there (and the report can
-//      name the shard of a worker by the first timer it ran). It then waits for the driver's go: the
-//      cancellers start only once every producer has probed, so the producers take the first places of the
-//      engine's round robin (one shard each, while they are no more than the shards) and a canceller's
-//      registration cannot push two producers onto one shard;
-//   2. arms its share of the periodic timers at random phases over one period (schedule_every), each
-//      with its slot's policy (workload.hpp), and for a share of them (--periodic-cancel) puts a
-//      cancel in its agenda at a time uniform between the first run and the end of the run;
-//   3. loops until told to stop: runs the due events of its agenda (a cancel, a reschedule, or a
-//      check that finds a slot's timer fired or cancelled), cancels and reschedules what is due,
-//      re-arms what is resolved, and sleeps when there is nothing to do. Every re-arm draws a new
-//      delay and a fate: with probability cancel_share a cancel at a time uniform between now and
-//      the deadline; with probability reschedule_share 1 to kMaxMoves reschedules, each at a time
-//      uniform between the previous one (or the schedule) and the deadline, pushing the deadline to
-//      that time plus the delay, then a check just after the last deadline (workload.hpp,
-//      "Reschedules", for what each result must mean and how the fire is judged); else a check
-//      just after the deadline. A refused schedule (a full shard) puts the slot back in line and
-//      pauses re-arms for a back-off that doubles while refusals go on.
-// Schedule, cancel and reschedule calls are made in batches of at most kBatch (a burst is one batch), each
-// bracketed by two clock reads with nothing else inside (a periodic timer's schedule call has a
-// bracket of its own, see start_periodic()), so the time inside the engine's calls is measured
-// apart from the harness's own planning and bookkeeping.
+// take a share of those cancels from other threads. See docs/stress.md, "Producers and cancellers".
 #pragma once
 
 #include <atomic>

@@ -1,31 +1,8 @@
 // stress/repeated.hpp — tickwheel::RepeatedTimer driven during the run: a few named timers,
-// started, stopped, restarted and reset at random by one thread of their own, each run checked
-// against the timer's contract (tickwheel/repeated_timer.hpp).
-//
-// The timers run on an Engine of their own (one shard, sleeping, 1 ms tick, its worker on the load
-// CPUs): a RepeatedTimer's Engine timers are its own business (one per arm, cancelled or fired
-// and ignored when superseded), so on the measured engine they would make its stats() disagree
-// with the harness's exact accounting by an amount nobody can count. Their own engine's stats()
-// are checked instead: once every RepeatedTimer is destroyed, every timer it scheduled fired or
-// was cancelled, none is handed back by stop(), and it fired at least once per run seen.
-//
-// The check. A run must start no earlier than the timeout after the control call that armed it
-// (start, restart, or reset while running: the clock read before the call) or after the end of
-// the run before (fixed delay, re-armed after on_trigger returns), and none may start while the
-// timer is stopped. But a run that had begun (its Engine timer claimed, its epoch checked) before a
-// control call may still enter on_trigger after it: "a run already begun is not waited for". At
-// most one can be in that state (runs never overlap), so after each control call one run is
-// allowed to break the bound, once. The harness cannot see where inside RepeatedTimer a run begins,
-// so its records and each control call are ordered by a mutex per timer (Watch::mutex): the control
-// thread holds it from its clock read through the call, and a run's on_trigger takes it to record.
-// A run that was allowed that way does not move the bound (it re-arms nothing if it was the old
-// one; if it was in fact the new one, the bound it leaves is lower than its own, still sound).
-// Any other run moves the bound to its end plus the timeout: its on_trigger is that one critical
-// section, so no control call comes during it, and one that comes after it, before the re-arm,
-// supersedes the re-arm and sets its own bound.
-//
-// Costs: one thread that sleeps between calls (a call every few milliseconds) and the engine's
-// worker, which sleeps between runs: next to nothing beside the load.
+// started, stopped, restarted and reset at random by one thread of their own, on an Engine of their
+// own, each run checked against the timer's contract (tickwheel/repeated_timer.hpp). The check and
+// why the run that had begun before a control call is allowed: docs/stress.md, "RepeatedTimer's
+// check".
 #pragma once
 
 #include <sys/types.h>
@@ -54,7 +31,7 @@ struct RepeatedReport {
   std::uint64_t starts = 0, stops = 0, restarts = 0, resets = 0;  // control calls made
   std::uint64_t refused = 0;        // calls that returned false (the timer was never destroyed)
   std::uint64_t runs = 0;           // on_trigger calls
-  std::uint64_t begun_before = 0;   // runs allowed as begun before a control call (see above)
+  std::uint64_t begun_before = 0;   // runs allowed as begun before a control call (docs/stress.md)
   std::uint64_t too_early = 0;      // runs sooner than the timeout after their arm (a broken rule)
   std::uint64_t while_stopped = 0;  // runs while stopped, past the one begun before stop() returned
   EngineStats engine;               // of their own engine, after every timer was destroyed
@@ -84,7 +61,7 @@ class RepeatedLoad {
   pid_t worker_tid() const noexcept { return worker_tid_.load(std::memory_order_acquire); }
 
  private:
-  // One timer's bound and counts, under its mutex (see the header).
+  // One timer's bound and counts, under its mutex (docs/stress.md, "RepeatedTimer's check").
   struct alignas(kCacheLine) Watch {
     std::mutex mutex;
     std::int64_t timeout_ns = 0;

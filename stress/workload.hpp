@@ -1,7 +1,7 @@
 // stress/workload.hpp — a stress run's timers as the harness tracks them: the slot table, the
 // callables the engine stores, the per-thread recorders their callbacks write, and the delay draw.
 // The design (slot protocol, periodic bounds, reschedules, tick probes, lock-free recording):
-// docs/stress.md, "How the harness checks exactly-once".
+// docs/stress.md, "Inside the harness".
 #pragma once
 
 #include <sys/types.h>
