@@ -266,7 +266,7 @@ void Driver::start_threads() {
       note("producers not bound to their CPUs: " + why);
     }
   }
-  // Every producer takes its home shard before any other thread uses the engine (see producer.hpp).
+  // Every producer takes its home shard before any other thread uses the engine (docs/stress.md).
   while (shared_.probed.load(std::memory_order_acquire) != producers_.size()) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }

@@ -50,7 +50,7 @@ struct Report {
   double stop_s = 0;         // time inside Engine::stop()
   std::string hlog;          // the HdrHistogram interval log, if --hlog
 
-  // The platform's floor and the engine's tick lag, side by side (control.hpp, workload.hpp).
+  // The platform's floor and the engine's tick lag, side by side (docs/stress.md, "Tick probes").
   bool control_ran = false;
   Histogram control;              // the control thread's wake-up lateness
   CyclictestResult cyclictest;    // beside the control thread (cyclictest.hpp)
@@ -58,7 +58,7 @@ struct Report {
   std::uint64_t tick_probes = 0;  // probe timers scheduled (one per shard)
 
   // Schedules, all by producers: one-shots, periodic timers (once each: the engine re-arms them),
-  // bursts. Time inside the calls is measured per batch (see producer.hpp).
+  // bursts. Time inside the calls is measured per batch (docs/stress.md).
   CallTotals schedule;
   std::uint64_t scheduled = 0;  // successful, tick probes included
   std::uint64_t periodic_started = 0;
