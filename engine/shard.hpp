@@ -192,10 +192,13 @@ class Shard {
   // shard's own thread, outside a walk of it (whose lists must stay as they are: posted then, as
   // from another thread).
   bool moves_here() const noexcept { return is_own_thread() && !walking_; }
-  // Timer::reschedule() where moves_here(): the moves posted before it applied first, so that this
-  // one, the last, wins; then moved at once, so the answer is exact (moved, or refused for a timer
-  // no longer pending). A relative deadline counts from loop_now(), as the owner's schedule does.
+  // Timer::reschedule() where moves_here(): refused, with the posted moves left to the next pass,
+  // for a timer no longer pending (a periodic one running included); else the moves posted before
+  // it applied first, so that this one, the last, wins, and moved at once, so the answer is exact.
+  // A relative deadline counts from loop_now(), as the owner's schedule does.
   Moved reschedule_here(Node* node, std::uint32_t pending_gen, Nanos when, bool relative) noexcept {
+    // Acquire: as Timer::is_pending(), pairs with the compare-and-swap that moved the word on.
+    if (node->gen.load(std::memory_order_acquire) != pending_gen) return Moved(Moved::Outcome::refused);
     const Nanos deadline = relative ? saturating_add(loop_now_, when) : when;
     (void)drain_moves();
     return Moved(move_here(node, pending_gen, move_deadline_ns(deadline)) ? Moved::Outcome::moved
