@@ -93,7 +93,7 @@ EngineCore::EngineCore(EngineOptions opts)
   for (std::size_t i = 0; i < n; ++i) {
     const unsigned pu = topology_ ? topology_->pu_for(i, opts_.cpus, Topology::From::first_core) : 0;
     shards_.push_back(std::make_unique<Shard>(*this, i, pu, opts_, start));
-    shards_.back()->open_lane(this, /*open=*/true);
+    shards_.back()->open_lane(this);
   }
   has_executor_ = opts_.executor != nullptr && dynamic_cast<InlineExecutor*>(opts_.executor.get()) == nullptr;
   // Relaxed: a count, ordering nothing.

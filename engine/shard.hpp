@@ -73,9 +73,9 @@ class Shard {
   // The shortcut of the shard's own thread into its wheel (detail/own_lane.hpp): opened by the
   // engine (`engine` is its core, as Engine knows it) unless admission has work to do, shut by
   // stop(). Any thread.
-  void open_lane(const void* engine, bool open) noexcept {
+  void open_lane(const void* engine) noexcept {
     lane_.engine = engine;
-    lane_.open.store(open && max_pending_ == 0, std::memory_order_relaxed);
+    lane_.open.store(max_pending_ == 0, std::memory_order_relaxed);
   }
   void shut_lane() noexcept { lane_.open.store(false, std::memory_order_relaxed); }
 
