@@ -207,6 +207,13 @@ Timer EngineCore::commit(Node* node, Shard* shard, ProducerState* producer, Nano
   // Counted before the hand-off (whose enqueue releases it), so that no claim of the timer can be
   // seen without it; fail() takes it back. Relaxed: see ProducerState::PerShard.
   mine.scheduled.store(mine.scheduled.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // Due already (its tick over by the clock), for a worker that would have to be woken for it: the
+  // executor gets it from here. schedule_every() commits relative deadlines, so `relative` alone
+  // keeps periodic timers out; the tag says so too.
+  if (!relative && shard->skips_worker(due) && (node->thunk & kPeriodicTag) == 0 &&
+      Nanos(static_cast<Nanos::rep>(due * ticks_.tick())) <= now() && claim_due(node, *shard, mine, gen)) {
+    return {shard, node, gen};
+  }
   if (!shard->hand_over(*mine.transfer, node, due)) return fail(r, Status::out_of_memory);
   ProducerState::posted_to(*shard, mine);
   // hand_over() ended with a seq_cst fence after the enqueue, and stop() has one between its store
@@ -216,6 +223,39 @@ Timer EngineCore::commit(Node* node, Shard* shard, ProducerState* producer, Nano
     return settle_late(r, gen);
   }
   return {shard, node, gen};
+}
+
+bool EngineCore::claim_due(Node* node, Shard& shard, ProducerState::PerShard& mine,
+                           std::uint32_t gen) noexcept {
+  // Counted before stopped_ is read, with a seq_cst fence between (Dekker with stop_and_drain(),
+  // whose wait for the tasks sums these counts after its own fence): either stop() counts this task
+  // and waits for it, or this sees stopped_ and takes the count back. Release: an end for
+  // pending(), whose acquire load then sees this thread's count of the schedule too.
+  const std::uint64_t before = mine.dispatched.load(std::memory_order_relaxed);
+  mine.dispatched.store(before + 1, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (stopped_.load(std::memory_order_relaxed)) [[unlikely]] {
+    mine.dispatched.store(before, std::memory_order_relaxed);
+    return false;
+  }
+  // Claimed, as the worker's fire claims: cancel() now fails and expired() holds. Relaxed: the
+  // executor's queue publishes it, with the callable, to the thread that runs the task, and the
+  // caller passes the Timer on with its own ordering.
+  node->gen.store(in_state(gen, kFired), std::memory_order_relaxed);
+  shard.execute_claimed(node);
+  // Counts as a post: the worker, asleep, is nudged now and then to take the returned nodes back.
+  ProducerState::posted_to(shard, mine);
+  return true;
+}
+
+std::uint64_t EngineCore::claimed_elsewhere(const Shard& shard) const {
+  std::uint64_t n = 0;
+  // Relaxed: the callers order their reads themselves (pending() reads the ends with acquire;
+  // stop_and_drain() after its fence, see claim_due()).
+  producers_.for_each([&](const ProducerState& p) {
+    n += p.shards[shard.index()].dispatched.load(std::memory_order_relaxed);
+  });
+  return n;
 }
 
 Timer EngineCore::settle_late(const Reservation& r, std::uint32_t gen) noexcept {
@@ -463,7 +503,7 @@ void EngineCore::stop_and_drain(std::unique_lock<std::mutex>& lock) {
     // them out. A hand-off that comes meanwhile stands (settle_late sees joined_ still false) and
     // a cancel is posted; the drains below take both.
     lock.unlock();
-    for (auto& shard : shards_) shard->wait_for_tasks();
+    for (auto& shard : shards_) shard->wait_for_tasks([&] { return claimed_elsewhere(*shard); });
     lock.lock();
   }
   for (auto& shard : shards_) shard->drain_stopped();
@@ -516,14 +556,17 @@ std::optional<Nanos> EngineCore::next_deadline(std::size_t index) const {
 
 std::uint64_t EngineCore::pending(const Shard& shard) const {
   // Scheduled less ended, each counted where it happens: schedules by their producers (before the
-  // hand-off) or by the worker (direct), claims by the worker, cancels by their cancellers. The
-  // ends are read first, with acquire, each pairing with the release that counted it after its
-  // timer's schedule was counted; so every end read has its start read too, and the difference
-  // is never negative. Ends counted while this reads are missed: a snapshot, exact when still.
+  // hand-off) or by the worker (direct), claims by the worker (or by a producer: claim_due()),
+  // cancels by their cancellers. The ends are read first, with acquire, each pairing with the
+  // release that counted it after its timer's schedule was counted; so every end read has its start
+  // read too, and the difference is never negative. Ends counted while this reads are missed: a
+  // snapshot, exact when still.
   const std::size_t i = shard.index();
   std::uint64_t ended = shard.claimed() + shard.orphan_cancels() + shard.cleared() + shard.own_cancels();
-  producers_.for_each(
-      [&](const ProducerState& p) { ended += p.shards[i].cancels.load(std::memory_order_acquire); });
+  producers_.for_each([&](const ProducerState& p) {
+    ended += p.shards[i].cancels.load(std::memory_order_acquire) +
+             p.shards[i].dispatched.load(std::memory_order_acquire);
+  });
   std::uint64_t started = shard.direct_scheduled();
   producers_.for_each(
       [&](const ProducerState& p) { started += p.shards[i].scheduled.load(std::memory_order_relaxed); });
@@ -575,7 +618,7 @@ EngineStats EngineCore::stats() const {
   EngineStats total;
   total.shards.reserve(shards_.size());
   for (const auto& shard : shards_) {
-    ShardStats s = shard->stats();
+    ShardStats s = shard->stats(claimed_elsewhere(*shard));
     s.pending = pending(*shard);
     total += s;
     total.shards.push_back(std::move(s));

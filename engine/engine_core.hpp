@@ -150,6 +150,12 @@ class EngineCore final : public ShardHost {
   Timer settle_late(const Reservation& r, std::uint32_t gen) noexcept;
   // Undoes a schedule that handed nothing over: destroys the callable, keeps the node, counts it.
   static Timer fail(const Reservation& r, Status why) noexcept;
+  // A one-shot timer already due, on a shard whose worker sleeps past it and whose executor takes
+  // tasks from any thread: claims it and hands it to the executor on this thread (true), unless
+  // stop() has begun (false, nothing done: the caller hands it over as any other).
+  bool claim_due(Node* node, Shard& shard, ProducerState::PerShard& mine, std::uint32_t gen) noexcept;
+  // The tasks other threads handed to the shard's executor themselves (claim_due), as counted now.
+  std::uint64_t claimed_elsewhere(const Shard& shard) const;
   // The shard `index`, if the calling thread is its own (see Shard::is_own_thread) and not inside a
   // for_each_pending() walk of it: else std::out_of_range or std::logic_error, naming `call` (and
   // ending, for another thread, with `hint`).

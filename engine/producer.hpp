@@ -59,6 +59,10 @@ struct ProducerState {
     // owning thread writes them; the cancel count with release, read with acquire (see there).
     std::atomic<std::uint64_t> scheduled{0};
     std::atomic<std::uint64_t> cancels{0};
+    // Of those schedules, the due ones this thread claimed and handed to the executor itself
+    // (EngineCore::claim_due): an end for `pending`, a start for the tasks stop() waits for. Only
+    // the owning thread writes it, with release, as `cancels`.
+    std::atomic<std::uint64_t> dispatched{0};
     // (Below the fields every schedule and cancel touches, which stay together.)
     MoveRecordCache moves;  // Timer::reschedule()'s records (move_queue.hpp)
     // Nodes of last resort for this shard, used when its reserve is empty (a burst, or a worker

@@ -93,6 +93,7 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
       ticks_(static_cast<std::uint64_t>(opts.tick.count())),
       executor_(dynamic_cast<InlineExecutor*>(opts.executor.get()) != nullptr ? nullptr
                                                                               : opts.executor.get()),
+      any_thread_executor_(executor_ != nullptr && executor_->any_thread() && max_pending_ == 0),
       wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0},
              ShardPolicy{.claims = &claimed_, .shard = this}, arena_.id),
       reserve_target_(kReserveStart),
@@ -183,9 +184,10 @@ void Shard::callback_threw() noexcept {
   host_.report_callback_error(std::current_exception());
 }
 
-void Shard::wait_for_tasks() const noexcept {
+void Shard::wait_for_tasks(const std::function<std::uint64_t()>& claimed_elsewhere) const noexcept {
   // Acquire: pairs with run_task()'s release increment, so the returned nodes are all visible.
-  while (completed_.load(std::memory_order_acquire) != dispatched_.load(std::memory_order_relaxed)) {
+  while (completed_.load(std::memory_order_acquire) !=
+         dispatched_.load(std::memory_order_relaxed) + claimed_elsewhere()) {
     executor_->run_while_stopping();  // tasks only this thread would run (see Executor)
     std::this_thread::yield();
   }
@@ -259,10 +261,10 @@ bool Shard::admit_limited() noexcept {
   return false;
 }
 
-ShardStats Shard::stats() const {
+ShardStats Shard::stats(std::uint64_t claimed_elsewhere) const {
   ShardStats s;
-  s.scheduled = scheduled_.load(std::memory_order_relaxed);
-  s.fired = fired_.load(std::memory_order_relaxed);
+  s.scheduled = scheduled_.load(std::memory_order_relaxed) + claimed_elsewhere;
+  s.fired = fired_.load(std::memory_order_relaxed) + claimed_elsewhere;
   s.cancelled = cancelled_.load(std::memory_order_relaxed);
   s.rearmed = rearmed_.load(std::memory_order_relaxed);
   s.skipped = skipped_.load(std::memory_order_relaxed);
@@ -276,7 +278,7 @@ ShardStats Shard::stats() const {
   s.wakeups = wakeups_.load(std::memory_order_relaxed);
   s.callback_errors = callback_errors_.load(std::memory_order_relaxed);
   const std::uint64_t completed = completed_.load(std::memory_order_relaxed);
-  const std::uint64_t dispatched = dispatched_.load(std::memory_order_relaxed);
+  const std::uint64_t dispatched = dispatched_.load(std::memory_order_relaxed) + claimed_elsewhere;
   s.executing = dispatched - std::min(dispatched, completed);  // two snapshots: never negative
   s.max_tick_lag_ns = max_lag_ns_.load(std::memory_order_relaxed);
   s.bound_cpu = bound_cpu_.load(std::memory_order_relaxed);

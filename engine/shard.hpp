@@ -36,6 +36,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -85,6 +86,15 @@ class Shard {
   // over, if the queue could not allocate room.
   [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node, std::uint64_t due_tick) noexcept;
   void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
+  // Whether a timer due at tick `due_tick` should skip the worker (EngineCore::commit): an executor
+  // that takes tasks from any thread, and a worker that sleeps past the tick's end, so that a
+  // hand-off would wake it. A hint (see Wakeup::sleeps_past); the caller still checks the clock.
+  bool skips_worker(std::uint64_t due_tick) const noexcept {
+    return any_thread_executor_ && wake_.sleeps_past(due_tick * ticks_.tick());
+  }
+  // Hands a one-shot node, claimed by the calling thread (not the worker) and counted in its
+  // producer's `dispatched`, straight to the executor. Precondition: skips_worker() was true.
+  void execute_claimed(Node* node) noexcept { executor_->execute(Task(this, node)); }
   // Asks the shard's thread to move a timer that was pending with generation `pending_gen` to
   // deadline_ns (a record from `records` on moves_, applied at the start of the next pass, right
   // after the cancel records, in the order posted); wakes the sleeper iff that is before its planned
@@ -136,7 +146,9 @@ class Shard {
   std::uint64_t orphan_cancels() const noexcept { return orphan_cancels_.load(std::memory_order_acquire); }
   // The counters the worker keeps; `pending` is left for EngineCore::stats(), which sums the
   // producers' schedules and cancels with direct_scheduled() and claimed() (see there).
-  ShardStats stats() const;
+  // `claimed_elsewhere`: tasks other threads handed to the executor (execute_claimed), counted
+  // by them; they count as scheduled, fired and, until they return, executing.
+  ShardStats stats(std::uint64_t claimed_elsewhere) const;
   // Timers a callback on this shard's own pass scheduled straight into its wheel, and one-shot
   // timers claimed to run (or handed to the executor). Acquire: each pairs with the release store
   // that counted it, so a reader that sees a claim also sees the schedule that preceded it.
@@ -254,9 +266,10 @@ class Shard {
   Nanos loop_now() const noexcept { return loop_now_; }
 
   // ---- After join() (the stopping thread, which now owns the shard). ----
-  // Waits until every task handed to the executor has run (their threads may still schedule and
-  // cancel, so the caller must hold no lock they take).
-  void wait_for_tasks() const noexcept;
+  // Waits until every task handed to the executor has run: those the worker handed over, and
+  // those other threads did (execute_claimed), counted by `claimed_elsewhere()`, read again on each
+  // round. Their threads may still schedule and cancel, so the caller must hold no lock they take.
+  void wait_for_tasks(const std::function<std::uint64_t()>& claimed_elsewhere) const noexcept;
   // Retires posted cancels, takes back what the executor returned, and adopts what is still in
   // the hand-off queue: every timer that neither ran nor was cancelled is then in the wheel. Then
   // serves a clear posted before stop() began that no pass served: those timers are cancelled,
@@ -361,6 +374,9 @@ class Shard {
   const unsigned cpu_;
   const TickDivider ticks_;   // the engine's tick, for the next-run ticks run_task() computes
   Executor* const executor_;  // null: callbacks run inline; else owned by the engine's options
+  // executor_ takes tasks from any thread (Executor::any_thread), and no max_pending_per_shard,
+  // whose places only the worker's claims give back: other threads may claim due timers.
+  const bool any_thread_executor_;
 
   // The arena the wheel's node memory comes from (see detail/memory.hpp); declared before the
   // wheel so that it outlives the wheel's pool.

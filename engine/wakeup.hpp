@@ -84,6 +84,12 @@ class Wakeup {
   void nudge() noexcept {
     if (planned_ns_.load(std::memory_order_relaxed) != kAwake) signal();
   }
+  // Whether the sleeper sleeps, or is about to, past due_ns: what wake_if_before() would signal
+  // for, read without its fence. Relaxed: a hint, for a producer choosing a path; a stale answer
+  // costs a wake-up or saves none, and loses nothing.
+  bool sleeps_past(std::uint64_t due_ns) const noexcept {
+    return due_ns < planned_ns_.load(std::memory_order_relaxed);
+  }
   // Signals unconditionally (stop).
   void signal() noexcept;
 

@@ -5,8 +5,10 @@
 // thread), stop() waiting for tasks already handed over and refusing to run inside one, periodic
 // timers on the pool (runs never overlap, fixed delay counts from the end of the run, a cancel
 // from inside stops them, stop() returns them pending), the caller-driven mode with an executor,
-// an explicit InlineExecutor treated as none, and ThreadPoolExecutor's option checks. No timing
-// figure is asserted: waits are bounded, outcomes are orders and counts.
+// an explicit InlineExecutor treated as none, ThreadPoolExecutor's option checks, and a timer
+// already due from another thread handed to an any-thread executor by that thread (which timers
+// go that way, their counts, stop() waiting for them, and a race with stop()). No timing figure is
+// asserted: waits are bounded, outcomes are orders and counts.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,12 +18,16 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine_support.hpp"
+#include "manual_clock.hpp"
 #include "support.hpp"
 #include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
@@ -391,6 +397,208 @@ TEST(EngineExecutor, ThreadPoolOptionsAreCheckedAndRefusedBindingIsNotFatal) {
   std::atomic<int> ran{0};
   ASSERT_TRUE(e.schedule_after(0ns, [&ran] { ran.fetch_add(1); }));
   EXPECT_TRUE(eventually([&] { return ran.load() == 1; })) << "an unbound pool must still run tasks";
+}
+
+// An executor that queues each task with the thread that called execute(), and runs them when the
+// test says (or when stop() waits for them). any_thread() as constructed.
+class RecordingExecutor final : public Executor {
+ public:
+  explicit RecordingExecutor(bool any_thread) : any_thread_(any_thread) {}
+  void execute(Task task) noexcept override {
+    std::lock_guard lock(m_);
+    queued_.emplace_back(task, std::this_thread::get_id());
+  }
+  bool any_thread() const noexcept override { return any_thread_; }
+  void run_while_stopping() noexcept override { run_all(); }
+  // The threads that called execute() for the tasks queued now, oldest first.
+  std::vector<std::thread::id> callers() {
+    std::lock_guard lock(m_);
+    std::vector<std::thread::id> ids;
+    for (const auto& q : queued_) ids.push_back(q.second);
+    return ids;
+  }
+  std::size_t run_all() {
+    std::deque<std::pair<Task, std::thread::id>> now;
+    {
+      std::lock_guard lock(m_);
+      now.swap(queued_);
+    }
+    for (auto& q : now) q.first.run();
+    return now.size();
+  }
+
+ private:
+  const bool any_thread_;
+  std::mutex m_;
+  std::deque<std::pair<Task, std::thread::id>> queued_;
+};
+
+// Caller-driven on the injected clock, half a tick past a tick's start, with `exec` and the
+// shard's loop asleep (prepare_wait until woken) on the calling thread.
+struct AsleepLoop {
+  explicit AsleepLoop(std::shared_ptr<Executor> exec, std::size_t max_pending = 0)
+      : e([&] {
+          EngineOptions o = manual(1, 1ms);
+          o.executor = std::move(exec);
+          o.max_pending_per_shard = max_pending;
+          return o;
+        }()) {
+    advance_clock(Nanos(1ms) - Nanos(fake_now().count() % 1'000'000) + 500us);
+    e.own_shard(0);
+    EXPECT_TRUE(e.prepare_wait(0, std::nullopt));
+  }
+  Engine e;
+};
+
+// Runs fn on a thread of its own (a producer: not the shard's) and returns that thread's id.
+template <class Fn>
+std::thread::id on_another_thread(Fn fn) {
+  std::thread::id id;
+  std::thread t([&] {
+    id = std::this_thread::get_id();
+    fn();
+  });
+  t.join();
+  return id;
+}
+
+TEST(EngineExecutor, ATimerAlreadyDueFromAnotherThreadGoesStraightToAnAnyThreadExecutor) {
+  auto exec = std::make_shared<RecordingExecutor>(/*any_thread=*/true);
+  Tally tally(4);
+  AsleepLoop loop(exec);
+  Engine& e = loop.e;
+  const Nanos now = e.now();
+  Timer due, in_tick, later, relative;
+  const std::thread::id producer = on_another_thread([&] {
+    due = e.schedule_at_on(0, now - 600us, Probe(&tally, 0));      // its tick ended 100 us ago
+    in_tick = e.schedule_at_on(0, now - 100us, Probe(&tally, 1));  // its tick ends in 500 us
+    later = e.schedule_at_on(0, now + 1h, Probe(&tally, 2));       // not due
+    relative = e.schedule_after_on(0, 0ns, Probe(&tally, 3));      // now + 0: its tick not over
+  });
+  ASSERT_TRUE(due && in_tick && later && relative);
+  EXPECT_EQ(exec->callers(), std::vector<std::thread::id>{producer}) << "only the due timer, by its producer";
+  EXPECT_TRUE(due.expired()) << "claimed before schedule_at returned";
+  EXPECT_FALSE(due.cancel());
+  EXPECT_TRUE(in_tick.is_pending() && later.is_pending() && relative.is_pending());
+  EngineStats s = e.stats();
+  EXPECT_EQ(s.fired, 1u);
+  EXPECT_EQ(s.executing, 1u);
+  EXPECT_EQ(s.pending, 3u);
+
+  EXPECT_EQ(exec->run_all(), 1u);
+  EXPECT_EQ(tally.ran[0].load(), 1);
+  EXPECT_EQ(tally.thread[0], std::this_thread::get_id());
+  EXPECT_EQ(e.stats().executing, 0u);
+
+  // The rest go the usual way: the loop's poll claims them when their ticks end.
+  e.finish_wait(0);
+  advance_clock(1ms);
+  EXPECT_EQ(e.poll(0), 2u);
+  EXPECT_EQ(exec->callers(),
+            (std::vector<std::thread::id>{std::this_thread::get_id(), std::this_thread::get_id()}));
+  EXPECT_EQ(exec->run_all(), 2u);
+  EXPECT_EQ(tally.ran[1].load() + tally.ran[3].load(), 2);
+  EXPECT_TRUE(later.cancel());
+  (void)e.poll(0);  // takes the returned nodes back
+  s = e.stats();
+  EXPECT_EQ(s.scheduled, 4u);
+  EXPECT_EQ(s.fired, 3u);
+  EXPECT_EQ(s.pending, 0u);
+  EXPECT_EQ(tally.total_destroyed(), 4) << "each callable destroyed once: three runs and a cancel";
+}
+
+TEST(EngineExecutor, ADueTimerWaitsForTheShardWithAOneThreadExecutorALimitOrAnAwakeLoop) {
+  struct Case {
+    const char* what;
+    bool any_thread;
+    std::size_t max_pending;
+    bool asleep;
+  };
+  for (const Case& c :
+       {Case{"an executor without any_thread()", false, 0, true},
+        Case{"max_pending_per_shard", true, 100, true}, Case{"an awake loop", true, 0, false}}) {
+    SCOPED_TRACE(c.what);
+    auto exec = std::make_shared<RecordingExecutor>(c.any_thread);
+    Tally tally(1);
+    AsleepLoop loop(exec, c.max_pending);
+    Engine& e = loop.e;
+    if (!c.asleep) e.finish_wait(0);
+    Timer t;
+    (void)on_another_thread([&] { t = e.schedule_at_on(0, Nanos(0), Probe(&tally, 0)); });
+    ASSERT_TRUE(t);
+    EXPECT_TRUE(t.is_pending()) << "handed over, for the shard's own thread to claim";
+    EXPECT_TRUE(exec->callers().empty());
+    if (c.asleep) e.finish_wait(0);
+    EXPECT_EQ(e.poll(0), 1u);
+    EXPECT_EQ(exec->callers(), std::vector<std::thread::id>{std::this_thread::get_id()});
+    EXPECT_EQ(exec->run_all(), 1u);
+    EXPECT_EQ(tally.ran[0].load(), 1);
+  }
+}
+
+TEST(EngineExecutor, StopWaitsForADueTaskAnotherThreadHandedOver) {
+  auto exec = std::make_shared<RecordingExecutor>(/*any_thread=*/true);
+  Tally tally(2);
+  AsleepLoop loop(exec);
+  Engine& e = loop.e;
+  Timer t;
+  (void)on_another_thread([&] { t = e.schedule_at_on(0, Nanos(0), Probe(&tally, 0)); });
+  ASSERT_TRUE(t.expired());
+  e.finish_wait(0);
+  EXPECT_TRUE(e.stop().empty());  // its wait ran the queued task (run_while_stopping)
+  EXPECT_EQ(tally.ran[0].load(), 1);
+  EXPECT_EQ(e.stats().executing, 0u);
+  Timer late;
+  (void)on_another_thread([&] { late = e.schedule_at_on(0, Nanos(0), Probe(&tally, 1)); });
+  EXPECT_EQ(late.status(), Status::stopped);
+  EXPECT_TRUE(exec->callers().empty());
+}
+
+// Producers schedule due timers onto a sleeping worker's pool until stop() refuses them: each
+// accepted timer runs exactly once (claimed by its producer, or by the worker), or is among those
+// stop() returns pending, never both; and every callable is destroyed once.
+TEST(EngineExecutor, DueTimersHandedToThePoolByTheirProducersRunOnceAcrossAStop) {
+  constexpr std::size_t kProducers = 3;
+  constexpr std::size_t kEach = kSanitized ? 3000 : 20000;
+  Tally tally(kProducers * kEach);
+  std::vector<Timer> handles(kProducers * kEach);
+  std::vector<Timer> returned;
+  {
+    Engine e(workers(1, pool(2)));
+    std::atomic<std::size_t> accepted{0};
+    std::vector<std::thread> producers;
+    for (std::size_t p = 0; p < kProducers; ++p) {
+      producers.emplace_back([&, p] {
+        for (std::size_t i = p * kEach; i < (p + 1) * kEach; ++i) {
+          handles[i] = e.schedule_at(Nanos(0), Probe(&tally, i));
+          if (!handles[i]) {
+            EXPECT_EQ(handles[i].status(), Status::stopped);
+            return;
+          }
+          accepted.fetch_add(1, std::memory_order_relaxed);
+        }
+      });
+    }
+    ASSERT_TRUE(eventually([&] { return accepted.load() >= kProducers * kEach / 4; }));
+    returned = e.stop();
+    for (auto& t : producers) t.join();
+    const std::set<std::size_t> back = ids_of_returned(returned, handles);
+    for (std::size_t i = 0; i < handles.size(); ++i) {
+      const int ran = tally.ran[i].load();
+      if (handles[i]) {
+        EXPECT_EQ(ran + static_cast<int>(back.count(i)), 1) << "timer " << i;
+      } else {
+        EXPECT_EQ(ran, 0) << "refused timer " << i << " ran";
+      }
+    }
+    const EngineStats s = e.stats();
+    EXPECT_EQ(s.executing, 0u);
+    EXPECT_EQ(s.fired + s.cancelled + s.pending, s.scheduled);
+  }
+  for (std::size_t i = 0; i < handles.size(); ++i) {
+    const bool tried = handles[i] || handles[i].status() == Status::stopped;
+    EXPECT_EQ(tally.destroyed[i].load(), tried ? 1 : 0) << "timer " << i;
+  }
 }
 
 }  // namespace

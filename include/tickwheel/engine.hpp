@@ -168,6 +168,9 @@ class Engine {
     return submit(kAnyShard, delay, /*relative=*/true, std::forward<F>(fn));
   }
   // As schedule_after, at `deadline` on the engine's clock (now() + delay counts from that read).
+  // From another thread, a deadline whose tick is over, for a shard whose thread sleeps past it and
+  // whose executor takes tasks from any thread, goes to the executor from the calling thread, the
+  // shard's thread not woken (Executor::any_thread): an answer due now costs one hand-off.
   template <class F>
   [[nodiscard]] Timer schedule_at(Nanos deadline, F&& fn) noexcept {
     return submit(kAnyShard, deadline, /*relative=*/false, std::forward<F>(fn));

@@ -117,9 +117,11 @@ struct EngineOptions {
 // The counters of one shard (ShardStats) and, summed, of the whole engine (EngineStats): one list
 // of fields, one sum.
 struct StatCounters {
-  std::uint64_t scheduled = 0;  // timers that reached the wheel (handed over or direct)
-  std::uint64_t fired = 0;      // callbacks started (or handed to the executor); each
-                                // run of a periodic timer counts
+  std::uint64_t scheduled = 0;  // timers that reached the wheel (handed over or direct), or
+                                // went to the executor from their scheduling thread
+  std::uint64_t fired = 0;      // callbacks started (or handed to the executor, by the shard
+                                // or, for a timer due when scheduled, by the scheduling thread:
+                                // Executor::any_thread); each run of a periodic timer counts
   std::uint64_t cancelled = 0;  // timers whose cancel won and that the worker recycled
   std::uint64_t rearmed = 0;    // periodic runs and skips after which a next period was
                                 // due (see WheelStats: scheduled + rearmed == fired +

@@ -63,10 +63,20 @@ class Task {
 // arrange for task.run() to be called exactly once, on any thread, and return quickly: the worker
 // waits for it. The hand-off must order execute() before run() (any queue or mutex does). It must
 // not throw (it is noexcept: an exception would terminate) and should not block.
+//
+// An executor whose execute() any number of threads may call at once says so (any_thread()). A
+// one-shot timer that another thread schedules at a deadline already past (its tick over; a due-now
+// answer, schedule_at(Nanos(0), fn)) while the shard's worker sleeps past it is then claimed and
+// handed to execute() on the scheduling thread, instead of waking the worker to fire it: one
+// hand-off instead of two, and no wake-up. Such a task keeps every guarantee above but the order:
+// it is not in firing order with the worker's.
 class Executor {
  public:
   virtual ~Executor() = default;
   virtual void execute(Task task) noexcept = 0;
+  // Whether execute() may be called from any thread, concurrently (see above). Default: false, so
+  // that an executor written for one calling thread at a time keeps it.
+  virtual bool any_thread() const noexcept { return false; }
   // Called by Engine::stop() on the stopping thread, again and again while it waits for the tasks
   // it handed out to return, and on the thread of every other stop() that waits with it. An
   // executor whose tasks would run on that very thread (an event loop that calls stop() from inside
@@ -111,6 +121,7 @@ class ThreadPoolExecutor final : public Executor {
   // Queues the task for a pool thread. Lock-free; allocates only while the queue grows to its peak
   // depth (its first use from each thread included). Any thread.
   void execute(Task task) noexcept override;
+  bool any_thread() const noexcept override { return true; }
 
   std::size_t thread_count() const noexcept;
   // For each pool thread, the OS index of the processing unit it is bound to, or -1. Any thread;
@@ -148,9 +159,10 @@ class LoopExecutor final : public Executor {
   LoopExecutor(const LoopExecutor&) = delete;
   LoopExecutor& operator=(const LoopExecutor&) = delete;
 
-  // Queues the task on its lane and makes the lane's fd readable. Any thread (a worker, or the
-  // thread in Engine::poll). Lock-free.
+  // Queues the task on its lane and makes the lane's fd readable. Any thread (a worker, the thread
+  // in Engine::poll, or one scheduling a timer already due). Lock-free.
   void execute(Task task) noexcept override;
+  bool any_thread() const noexcept override { return true; }
   // Runs up to `limit` of the lane's tasks on the calling thread, oldest first, and returns how
   // many. Clears fd(lane) first; if it leaves tasks behind (the limit), makes it readable again.
   // The lane's loop thread only, one thread at a time per lane; that thread is then the one
