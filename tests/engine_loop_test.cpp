@@ -101,6 +101,26 @@ TEST(EngineLoop, AHandOffDueWithinTheTickTheLoopWakesForDoesNotWakeIt) {
   EXPECT_EQ(e.stop().size(), 1u);
 }
 
+// Of the hand-offs that would wake one sleep, only the first signals (the loop, once awake, takes
+// them all); the next sleep is woken again, and stop() signals whatever came before it.
+TEST(EngineLoop, OneSleepIsSignalledOnceHoweverManyHandOffsWouldWakeIt) {
+  WakeCount w;
+  Engine e(counted(w));
+  ASSERT_TRUE(e.prepare_wait(0, fake_now() + 10ms));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(e.schedule_after_on(0, 1ms, [] {}));
+  EXPECT_EQ(w.calls.load(), 1) << "three hand-offs due before one wait's end must signal it once";
+  e.finish_wait(0);
+  EXPECT_FALSE(e.prepare_wait(0, fake_now() + 10ms)) << "the three hand-offs wait: poll, not wait";
+  EXPECT_EQ(e.poll(0), 0u);  // takes them in
+
+  ASSERT_TRUE(e.prepare_wait(0, fake_now() + 10ms));
+  ASSERT_TRUE(e.schedule_after_on(0, 1ms, [] {}));
+  EXPECT_EQ(w.calls.load(), 2) << "the next sleep was not woken";
+  EXPECT_EQ(e.stop().size(), 4u);
+  EXPECT_EQ(w.calls.load(), 3) << "stop() must signal a sleep already signalled";
+  e.finish_wait(0);
+}
+
 TEST(EngineLoop, CancelsPiledUpUnderAFarWaitNudgeTheLoopOncePer4096Posts) {
   WakeCount w;
   Engine e(counted(w));
