@@ -15,8 +15,8 @@ Engine::~Engine() = default;
 
 detail::Reservation Engine::acquire(std::size_t shard) noexcept { return core_->acquire(shard); }
 
-Timer Engine::commit_own(detail::Node* node, detail::Shard* shard, Nanos when, bool relative) noexcept {
-  return detail::EngineCore::commit_own(node, shard, when, relative);
+std::uint32_t Engine::link_own(detail::Node* node, detail::Shard* shard, Nanos when, bool relative) noexcept {
+  return detail::EngineCore::link_own(node, shard, when, relative);
 }
 
 Timer Engine::commit(detail::Node* node, detail::Shard* shard, detail::ProducerState* producer, Nanos when,

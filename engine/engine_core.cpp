@@ -189,7 +189,7 @@ Reservation EngineCore::acquire(std::size_t index) noexcept {
 
 Timer EngineCore::commit(Node* node, Shard* shard, ProducerState* producer, Nanos when,
                          bool relative) noexcept {
-  assert(producer != nullptr);  // the shard's own thread commits through commit_own()
+  assert(producer != nullptr);  // the shard's own thread links through link_own()
   const Nanos deadline = relative ? saturating_add(deadline_now(), when) : when;
   const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
   // Relaxed: the node reaches the worker through the hand-off queue (release/acquire), and other

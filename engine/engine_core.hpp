@@ -79,8 +79,8 @@ class EngineCore final : public ShardHost {
   Timer commit(Node* node, Shard* shard, ProducerState* producer, Nanos when, bool relative) noexcept;
   // The same for a reservation of the shard's own thread (no producer): straight into its wheel, a
   // relative deadline counted from the shard's loop time (no clock read: Shard::loop_now()).
-  static Timer commit_own(Node* node, Shard* shard, Nanos when, bool relative) noexcept {
-    return {shard, node, shard->link_own(node, relative ? saturating_add(shard->loop_now(), when) : when)};
+  static std::uint32_t link_own(Node* node, Shard* shard, Nanos when, bool relative) noexcept {
+    return shard->link_own(node, relative ? saturating_add(shard->loop_now(), when) : when);
   }
 
   // ---- Lifecycle ----

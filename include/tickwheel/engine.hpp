@@ -206,7 +206,8 @@ class Engine {
     detail::store_periodic_callable(r.node, meta, std::forward<F>(fn));
     const Nanos delay = opts.initial_delay.value_or(period);
     const Nanos from_now = delay > Nanos(0) ? delay : Nanos(0);
-    if (r.producer == nullptr) return commit_own(r.node, r.shard, from_now, /*relative=*/true);
+    if (r.producer == nullptr)
+      return {r.shard, r.node, link_own(r.node, r.shard, from_now, /*relative=*/true)};
     return commit(r.node, r.shard, r.producer, from_now, /*relative=*/true);
   }
 
@@ -326,13 +327,13 @@ class Engine {
         lane->open.load(std::memory_order_relaxed)) [[likely]] {
       if (detail::Node* const node = lane->pool->take_recycled()) [[likely]] {
         detail::store_callable(node, std::forward<F>(fn));
-        return commit_own(node, lane->shard, when, relative);
+        return {lane->shard, node, link_own(node, lane->shard, when, relative)};
       }
     }
     const detail::Reservation r = acquire(shard);
     if (r.status != Status::ok) return Timer(r.status);
     detail::store_callable(r.node, std::forward<F>(fn));
-    if (r.producer == nullptr) return commit_own(r.node, r.shard, when, relative);
+    if (r.producer == nullptr) return {r.shard, r.node, link_own(r.node, r.shard, when, relative)};
     return commit(r.node, r.shard, r.producer, when, relative);
   }
   detail::Reservation acquire(std::size_t shard) noexcept;  // picks the shard, admits, takes a node
@@ -341,8 +342,10 @@ class Engine {
   Timer commit(detail::Node* node, detail::Shard* shard, detail::ProducerState* producer, Nanos when,
                bool relative) noexcept;
   // The shard's own thread: straight into its wheel, in a function of its own, so that the owner's
-  // schedule pays none of the hand-off's registers.
-  static Timer commit_own(detail::Node* node, detail::Shard* shard, Nanos when, bool relative) noexcept;
+  // schedule pays none of the hand-off's registers. Returns the generation, in a register: the
+  // caller builds the Timer, since a 24-byte Timer returned through memory and read back at once
+  // (a 16-byte load of two 8-byte stores) waits for the stores to retire.
+  static std::uint32_t link_own(detail::Node* node, detail::Shard* shard, Nanos when, bool relative) noexcept;
   std::size_t walk_shard(std::size_t shard, void* context,
                          void (*each)(void* context, Timer timer, Nanos deadline));
   std::size_t stop_visiting(void* context, void (*each)(void* context, Timer timer) noexcept);
