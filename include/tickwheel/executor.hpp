@@ -5,7 +5,8 @@
 // worker claims each due timer exactly as before (it counts as fired, and cancel() from then on
 // returns false) and hands it to the executor as a Task instead; the executor runs it on a thread
 // of its choosing and the node goes back to its shard, where a periodic timer is re-armed. A slow
-// callback then holds up its executor thread, not the tick.
+// callback then holds up its executor thread, not the tick. (A one-shot timer already due when
+// another thread schedules it may be claimed and handed over by that thread: Executor::any_thread.)
 //
 // Costs: a hand-off per fired timer (the executor's queue), and the node's return to its shard
 // (one lock-free enqueue; a periodic timer whose next run is earlier than the worker's planned
