@@ -30,6 +30,10 @@ std::size_t pool_threads(const Report& r) {
 void rule(Report& r, bool broken, std::string message) {
   if (broken) r.failures.push_back(std::move(message));
 }
+// A counter that must stay zero; its rule's message is the count, then `what`.
+void zero(Report& r, std::uint64_t count, const char* what) {
+  rule(r, count != 0, format("%llu %s", ull(count), what));
+}
 
 }  // namespace
 
@@ -49,55 +53,39 @@ void check_fires_and_stop(Report& r) {
        format("scheduled %llu + periodic runs %llu != fired %llu + cancelled %llu + returned at stop %llu "
               "(a timer was lost or counted twice)",
               ull(scheduled), ull(r.periodic_runs), ull(r.fired), ull(cancelled), ull(r.returned)));
-  rule(r, r.double_fires != 0,
-       format("%llu callbacks ran for a timer that had already fired", ull(r.double_fires)));
-  rule(r, r.overlapping_runs != 0,
-       format("%llu periodic runs started while another run of the same timer ran", ull(r.overlapping_runs)));
+  zero(r, r.double_fires, "callbacks ran for a timer that had already fired");
+  zero(r, r.overlapping_runs, "periodic runs started while another run of the same timer ran");
   rule(r, r.unrecorded_fires != 0,
        format("%llu callbacks ran on a thread beyond the %zu workers and %zu pool threads, unrecorded "
               "(other rules may break with them)",
               ull(r.unrecorded_fires), r.shards, pool_threads(r)));
-  rule(r, r.fired_after_cancel != 0,
-       format("%llu callbacks ran for a timer whose cancel() had returned true", ull(r.fired_after_cancel)));
-  rule(r, r.stray_fires != 0,
-       format("%llu callbacks ran for a timer instance that was no longer the slot's own "
-              "(resolved before, or never scheduled)",
-              ull(r.stray_fires)));
+  zero(r, r.fired_after_cancel, "callbacks ran for a timer whose cancel() had returned true");
+  zero(r, r.stray_fires,
+       "callbacks ran for a timer instance that was no longer the slot's own (resolved before, or never "
+       "scheduled)");
   rule(r, r.early_fires != 0,
        format("%llu callbacks started before their deadline (earliest by %lld ns)", ull(r.early_fires),
               static_cast<long long>(-r.min_lateness_ns)));
-  rule(r, r.fired_before_tick != 0,
-       format("%llu callbacks started before their deadline rounded up to the tick",
-              ull(r.fired_before_tick)));
-  rule(r, r.cancel_true_not_pending != 0,
-       format("%llu cancel() calls returned true for a timer that had already fired",
-              ull(r.cancel_true_not_pending)));
-  rule(r, r.moved_early != 0,
-       format("%llu rescheduled timers fired before the deadline a reschedule() that returned true gave "
-              "them (rounded up to the tick), though the deadline before it had not come when it returned",
-              ull(r.moved_early)));
-  rule(r, r.refused_pending != 0,
-       format("%llu reschedule() calls returned false for a timer whose deadline had not come, which no "
-              "pass could have claimed",
-              ull(r.refused_pending)));
+  zero(r, r.fired_before_tick, "callbacks started before their deadline rounded up to the tick");
+  zero(r, r.cancel_true_not_pending, "cancel() calls returned true for a timer that had already fired");
+  zero(r, r.moved_early,
+       "rescheduled timers fired before the deadline a reschedule() that returned true gave them (rounded "
+       "up to the tick), though the deadline before it had not come when it returned");
+  zero(r, r.refused_pending,
+       "reschedule() calls returned false for a timer whose deadline had not come, which no pass could "
+       "have claimed");
   rule(r, r.engine.rescheduled > r.rescheduled || r.rescheduled < r.engine.rescheduled + r.moved_raced,
        format("Engine::stats().rescheduled is %llu: more than the %llu reschedule() calls that returned "
               "true, or more than those less the %llu moves a fire at the deadline before won (each "
               "such move is dropped)",
               ull(r.engine.rescheduled), ull(r.rescheduled), ull(r.moved_raced)));
-  rule(r, r.off_shard != 0,
-       format("%llu timers landed on another shard than their thread's home shard", ull(r.off_shard)));
-  rule(r, r.probe_failures != 0,
-       format("%llu probe timers (an hour out) could not be cancelled", ull(r.probe_failures)));
+  zero(r, r.off_shard, "timers landed on another shard than their thread's home shard");
+  zero(r, r.probe_failures, "probe timers (an hour out) could not be cancelled");
   rule(r, r.pending_slots != r.returned,
        format("%llu slots were pending after stop() but stop() returned %llu timers", ull(r.pending_slots),
               ull(r.returned)));
-  rule(r, r.returned_cancel_false != 0,
-       format("%llu timers stop() returned refused cancel(), so they were not pending",
-              ull(r.returned_cancel_false)));
-  rule(
-      r, r.pending_not_returned != 0,
-      format("%llu pending slots' timers were not among those stop() returned", ull(r.pending_not_returned)));
+  zero(r, r.returned_cancel_false, "timers stop() returned refused cancel(), so they were not pending");
+  zero(r, r.pending_not_returned, "pending slots' timers were not among those stop() returned");
   rule(r, r.stale_cancel_true != 0,
        format("%llu of %llu cancel() calls on stale handles (fired or cancelled) returned true",
               ull(r.stale_cancel_true), ull(r.stale_cancels)));
@@ -142,24 +130,17 @@ void check_engine_and_timers(Report& r) {
       "skip runs started before the first grid point they may resume at: a period a whole period late "
       "ran instead of being dropped",
       "fixed_delay runs started less than a period after the previous run's callback returned"};
-  for (std::size_t k = 0; k < kPeriodicKinds; ++k) {
-    rule(r, r.policies[k].before_bound != 0, format("%llu %s", ull(r.policies[k].before_bound), kBroken[k]));
-  }
-  rule(r, r.periodic_cancel_refused != 0,
-       format("%llu cancel() calls on periodic timers returned false, though each timer was cancelled once",
-              ull(r.periodic_cancel_refused)));
+  for (std::size_t k = 0; k < kPeriodicKinds; ++k) zero(r, r.policies[k].before_bound, kBroken[k]);
+  zero(r, r.periodic_cancel_refused,
+       "cancel() calls on periodic timers returned false, though each timer was cancelled once");
   const RepeatedReport& rt = r.repeated;
-  rule(r, rt.too_early != 0,
-       format("%llu RepeatedTimer runs started sooner than the timeout after their start, restart, reset or "
-              "the previous run's end",
-              ull(rt.too_early)));
-  rule(r, rt.while_stopped != 0,
-       format("%llu RepeatedTimer runs started while stopped, beyond the one begun before stop() returned",
-              ull(rt.while_stopped)));
-  rule(r, rt.refused != 0,
-       format("%llu RepeatedTimer calls returned false, though none was destroyed and its engine refuses "
-              "nothing",
-              ull(rt.refused)));
+  zero(r, rt.too_early,
+       "RepeatedTimer runs started sooner than the timeout after their start, restart, reset or the "
+       "previous run's end");
+  zero(r, rt.while_stopped,
+       "RepeatedTimer runs started while stopped, beyond the one begun before stop() returned");
+  zero(r, rt.refused,
+       "RepeatedTimer calls returned false, though none was destroyed and its engine refuses nothing");
   rule(r, rt.returned != 0 || rt.engine.pending != 0,
        format("the repeated timers' engine handed back %llu timers (pending %llu) after every RepeatedTimer "
               "was destroyed, which cancels its armed timer",
@@ -168,16 +149,13 @@ void check_engine_and_timers(Report& r) {
        format("the repeated timers' engine: scheduled %llu != fired %llu + cancelled %llu, or fewer fires "
               "than the %llu runs seen",
               ull(rt.engine.scheduled), ull(rt.engine.fired), ull(rt.engine.cancelled), ull(rt.runs)));
-  rule(r, rt.engine.callback_errors != 0,
-       format("%llu RepeatedTimer callbacks threw, though the harness's cannot",
-              ull(rt.engine.callback_errors)));
+  zero(r, rt.engine.callback_errors, "RepeatedTimer callbacks threw, though the harness's cannot");
   rule(
       r, e.executing != 0,
       format("Engine::stats().executing is %llu after stop(), which waits for every task", ull(e.executing)));
   rule(r, r.options.executor == ExecutorKind::inline_ && r.max_executing != 0,
        format("Engine::stats().executing reached %llu with no executor", ull(r.max_executing)));
-  rule(r, e.callback_errors != 0,
-       format("%llu callbacks threw, though none of the harness's can", ull(e.callback_errors)));
+  zero(r, e.callback_errors, "callbacks threw, though none of the harness's can");
 }
 
 }  // namespace
@@ -216,13 +194,18 @@ Json curve_json(const Histogram& h) {
 
 namespace {
 
-// Calls, batches and the time inside them; ns per call net of the one clock read each timed
-// bracket holds (the first read returns before the calls, the second is inside the bracket).
-Json calls_json(const CallTotals& c, double read_ns) {
-  const double net = static_cast<double>(c.ns) - static_cast<double>(c.batches) * read_ns;
-  return {{"batches", c.batches},
-          {"ns", c.ns},
-          {"ns_per_call", c.calls == 0 ? 0.0 : (net > 0 ? net : 0.0) / static_cast<double>(c.calls)}};
+// Calls, what they returned (`results`), `done` per second, then batches and the time inside them;
+// ns per call net of the one clock read each timed bracket holds (the first read returns before the
+// calls, the second is inside the bracket).
+Json calls_json(const Report& r, const CallTotals& c, const Json& results, std::uint64_t done) {
+  const double net = static_cast<double>(c.ns) - static_cast<double>(c.batches) * r.clock_read_ns;
+  Json j = {{"calls", c.calls}};
+  j.update(results);
+  j.update({{"per_second", per_second(done, r.run_s)},
+            {"batches", c.batches},
+            {"ns", c.ns},
+            {"ns_per_call", c.calls == 0 ? 0.0 : (net > 0 ? net : 0.0) / static_cast<double>(c.calls)}});
+  return j;
 }
 
 // Signed, per percentile: the engine's lateness past the tick, the tick probes' lag, the control
@@ -257,10 +240,7 @@ Json status_json(const StatusCounts& c) {
 }
 
 Json schedule_json(const Report& r) {
-  Json j = {{"calls", r.schedule.calls},
-            {"scheduled", r.scheduled},
-            {"per_second", per_second(r.scheduled, r.run_s)}};
-  j.update(calls_json(r.schedule, r.clock_read_ns));
+  Json j = calls_json(r, r.schedule, {{"scheduled", r.scheduled}}, r.scheduled);
   j.update(
       {{"rejected", status_json(r.rejected)},
        {"periodic_started", r.periodic_started},
@@ -273,17 +253,14 @@ Json schedule_json(const Report& r) {
 }
 
 Json cancel_and_reschedule_json(const Report& r) {
-  Json cancel = {{"calls", r.cancel.calls},
-                 {"returned_true", r.cancelled},
-                 {"returned_false", r.cancel_lost},
-                 {"by_cancellers", r.cancels_by_cancellers},
-                 {"per_second", per_second(r.cancel.calls, r.run_s)}};
-  cancel.update(calls_json(r.cancel, r.clock_read_ns));
-  Json reschedule = {{"calls", r.reschedule.calls},
-                     {"returned_true", r.rescheduled},
-                     {"returned_false", r.reschedule_refused},
-                     {"per_second", per_second(r.reschedule.calls, r.run_s)}};
-  reschedule.update(calls_json(r.reschedule, r.clock_read_ns));
+  const Json cancel = calls_json(r, r.cancel,
+                                 {{"returned_true", r.cancelled},
+                                  {"returned_false", r.cancel_lost},
+                                  {"by_cancellers", r.cancels_by_cancellers}},
+                                 r.cancel.calls);
+  Json reschedule = calls_json(r, r.reschedule,
+                               {{"returned_true", r.rescheduled}, {"returned_false", r.reschedule_refused}},
+                               r.reschedule.calls);
   reschedule.update({{"moved_fires", r.moved_fires}, {"raced", r.moved_raced}});
   return {{"cancel", cancel}, {"reschedule", reschedule}};
 }
