@@ -20,6 +20,10 @@ namespace tickwheel::stress {
 namespace {
 
 constexpr std::int64_t kDay = 86'400'000'000'000;
+// The units a duration is written in, largest first (format_duration() and --help's DURATION).
+constexpr std::pair<std::string_view, std::int64_t> kUnits[] = {
+    {"h", 3'600'000'000'000}, {"min", 60'000'000'000}, {"s", 1'000'000'000},
+    {"ms", 1'000'000},        {"us", 1'000},           {"ns", 1}};
 // Slots are numbered with 32 bits (the harness's per-timer state and the callable's capture).
 constexpr std::uint64_t kMaxSlots = std::numeric_limits<std::uint32_t>::max();
 
@@ -100,6 +104,21 @@ class Binder {
                                }
                              }});
     return opt;
+  }
+  // A duration option: a number with a unit (kUnits), the unit required, in [min, max] ns.
+  void duration(const std::string& name, std::int64_t Options::*member, const std::string& help,
+                std::int64_t min = 0, std::int64_t max = kDay) {
+    std::map<std::string, std::int64_t> units;
+    for (const auto& [unit, ns] : kUnits) units.emplace(unit, ns);
+    CLI::AsNumberWithUnit as_ns(units,
+                                CLI::AsNumberWithUnit::Options(CLI::AsNumberWithUnit::CASE_SENSITIVE |
+                                                               CLI::AsNumberWithUnit::UNIT_REQUIRED),
+                                "UNIT");
+    as_ns.description("");  // the type name and the footer say it: DURATION, e.g. 100us
+    add(name, member, help)
+        ->type_name("DURATION")
+        ->transform(as_ns)
+        ->check(CLI::Range(min, max).description(""));
   }
   // An option that takes one of `names` (--help lists them).
   template <class T, std::size_t N>
@@ -196,15 +215,10 @@ std::string_view name_of(PeriodicPolicy p) noexcept { return lookup(kPolicies, p
 std::string_view name_of(ExecutorKind e) noexcept { return lookup(kExecutors, e); }
 
 std::string format_duration(std::int64_t ns) {
-  static constexpr std::pair<std::int64_t, const char*> kUnits[] = {{3'600'000'000'000, "h"},
-                                                                    {60'000'000'000, "min"},
-                                                                    {1'000'000'000, "s"},
-                                                                    {1'000'000, "ms"},
-                                                                    {1'000, "us"}};
-  for (const auto& [size, name] : kUnits) {
-    if (ns != 0 && ns % size == 0) return std::to_string(ns / size) + name;
+  for (const auto& [unit, size] : kUnits) {
+    if (ns != 0 && ns % size == 0) return std::to_string(ns / size) + std::string(unit);
   }
-  return std::to_string(ns) + "ns";
+  return "0ns";
 }
 
 std::string describe(const Options& o) {
@@ -262,26 +276,6 @@ struct OptionRefs {
   CLI::Option* svg = nullptr;
 };
 
-// A duration option: a number with a unit (ns, us, ms, s, min, h), the unit required, in `range`.
-void as_duration(CLI::Option* opt, const CLI::Validator& range) {
-  const std::map<std::string, std::int64_t> units{{"ns", 1},
-                                                  {"us", 1'000},
-                                                  {"ms", 1'000'000},
-                                                  {"s", 1'000'000'000},
-                                                  {"min", 60'000'000'000},
-                                                  {"h", 3'600'000'000'000}};
-  CLI::AsNumberWithUnit duration(units,
-                                 CLI::AsNumberWithUnit::Options(CLI::AsNumberWithUnit::CASE_SENSITIVE |
-                                                                CLI::AsNumberWithUnit::UNIT_REQUIRED),
-                                 "UNIT");
-  duration.description("");  // the type name and the footer say it: DURATION, e.g. 100us
-
-  opt->type_name("DURATION")->transform(duration)->check(range);
-}
-
-CLI::Validator up_to_a_day() { return CLI::Range(std::int64_t{0}, kDay).description(""); }
-CLI::Validator positive_up_to_a_day() { return CLI::Range(std::int64_t{1}, kDay).description(""); }
-
 // The workload: the one-shot population, its fates and its delays.
 void add_workload(Binder& bind, OptionRefs& refs) {
   bind.add("--timers", &Options::timers,
@@ -315,16 +309,11 @@ void add_workload(Binder& bind, OptionRefs& refs) {
               "exponential (mean --delay-mean), bimodal (--delay-short with probability --short-share, "
               "else --delay-long)",
               "KIND", kDelays);
-  as_duration(bind.add("--delay-min", &Options::delay_min_ns, "uniform: shortest delay"), up_to_a_day());
-  as_duration(bind.add("--delay-max", &Options::delay_max_ns, "uniform: longest delay"), up_to_a_day());
-  as_duration(
-      bind.add("--delay-mean", &Options::delay_mean_ns, "fixed: the delay; exponential: the mean delay"),
-      up_to_a_day());
-  as_duration(
-      bind.add("--delay-short", &Options::delay_short_ns, "bimodal: the short delay (a request timeout)"),
-      up_to_a_day());
-  as_duration(bind.add("--delay-long", &Options::delay_long_ns, "bimodal: the long delay (an idle timeout)"),
-              up_to_a_day());
+  bind.duration("--delay-min", &Options::delay_min_ns, "uniform: shortest delay");
+  bind.duration("--delay-max", &Options::delay_max_ns, "uniform: longest delay");
+  bind.duration("--delay-mean", &Options::delay_mean_ns, "fixed: the delay; exponential: the mean delay");
+  bind.duration("--delay-short", &Options::delay_short_ns, "bimodal: the short delay (a request timeout)");
+  bind.duration("--delay-long", &Options::delay_long_ns, "bimodal: the long delay (an idle timeout)");
   bind.add("--short-share", &Options::short_share, "bimodal: share of delays that are short")
       ->check(CLI::Range(0.0, 1.0));
 }
@@ -337,9 +326,8 @@ void add_periodic(Binder& bind) {
            "gives it, each run checked against that policy's rule and its lateness measured against its "
            "point on the timer's grid (or the earliest it may run); stop() returns those not cancelled")
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
-  as_duration(bind.add("--period", &Options::period_ns,
-                       "Period of the periodic timers, a whole number of ticks (fixed rate)"),
-              positive_up_to_a_day());
+  bind.duration("--period", &Options::period_ns,
+                "Period of the periodic timers, a whole number of ticks (fixed rate)", 1);
   bind.choice("--periodic-policy", &Options::periodic_policy,
               "The periodic timers' policy: catch_up, fire_once_now or skip (fixed rate, that Misfire), "
               "fixed_delay, or all (each of the four in turn)",
@@ -349,12 +337,10 @@ void add_periodic(Binder& bind) {
            "canceller (not re-armed): after cancel() returned true no run may start but the one that "
            "had begun")
       ->check(CLI::Range(0.0, 1.0));
-  as_duration(
-      bind.add("--misfire-every", &Options::misfire_every_ns,
-               "Every this often, on each callback thread, one fixed-rate periodic run spins past two "
-               "periods so that its misfire policy must act (stalls the shard: a check, not a "
-               "measurement); 0 = never"),
-      up_to_a_day());
+  bind.duration("--misfire-every", &Options::misfire_every_ns,
+                "Every this often, on each callback thread, one fixed-rate periodic run spins past two "
+                "periods so that its misfire policy must act (stalls the shard: a check, not a "
+                "measurement); 0 = never");
   bind.add("--repeated", &Options::repeated,
            "RepeatedTimers on an engine of their own, started, stopped, restarted and reset at random by "
            "one thread during the run, each run checked against its timeout; 0 = none")
@@ -363,11 +349,9 @@ void add_periodic(Binder& bind) {
            "Timers the first producer schedules in one tight loop every --burst-every (a flood "
            "meant to exceed the transfer cap); 0 = no bursts")
       ->check(CLI::Range(std::uint64_t{0}, kMaxSlots));
-  as_duration(bind.add("--burst-every", &Options::burst_every_ns, "Interval between bursts"),
-              positive_up_to_a_day());
-  as_duration(bind.add("--duration", &Options::duration_ns,
-                       "How long the producers run; then the engine is stopped and checked"),
-              CLI::Range(std::int64_t{100'000'000}, kDay).description(""));
+  bind.duration("--burst-every", &Options::burst_every_ns, "Interval between bursts", 1);
+  bind.duration("--duration", &Options::duration_ns,
+                "How long the producers run; then the engine is stopped and checked", 100'000'000);
   bind.add("--seed", &Options::seed, "Seeds the delays, fates and phases (not the timing)");
 }
 
@@ -377,8 +361,7 @@ void add_engine(Binder& bind, OptionRefs& refs) {
                          "Engine shards (a wheel and a worker each); 0 = one per "
                          "physical core")
                     ->check(CLI::Range(std::size_t{0}, std::size_t{4096}));
-  as_duration(bind.add("--tick", &Options::tick_ns, "Wheel tick of every shard, 1us..1h"),
-              CLI::Range(std::int64_t{1'000}, std::int64_t{3'600'000'000'000}).description(""));
+  bind.duration("--tick", &Options::tick_ns, "Wheel tick of every shard, 1us..1h", 1'000, 3'600'000'000'000);
   bind.choice("--wait", &Options::wait,
               "How a worker waits: sleep (futex until the next deadline), spin (busy-poll, a core per "
               "shard), hybrid (spin 50us after each pass, then sleep)",
@@ -404,9 +387,8 @@ void add_engine(Binder& bind, OptionRefs& refs) {
       "thread per shard calls Engine::poll(), spinning, or sleeping until next_deadline() but at most "
       "a tick)",
       "KIND", kThreads);
-  as_duration(bind.add("--lead", &Options::lead_ns,
-                       "Added to every one-shot delay, so the fill is done before the first deadline"),
-              up_to_a_day());
+  bind.duration("--lead", &Options::lead_ns,
+                "Added to every one-shot delay, so the fill is done before the first deadline");
   bind.flag("--rearm", &Options::rearm,
             "Re-arm a one-shot slot once its timer fired or was cancelled; --no-rearm arms each once "
             "(default: --rearm)");

@@ -49,25 +49,18 @@ inline constexpr std::size_t kPeriodicKinds = static_cast<std::size_t>(PeriodicP
 std::string_view name_of(PeriodicPolicy p) noexcept;
 std::string_view name_of(ExecutorKind e) noexcept;
 
+// Each member is the option of the same name (--delay-min for delay_min_ns), whose --help text in
+// options.cpp says what it means; the comments here say only what the name does not.
 struct Options {
   std::string profile = "default";
 
   // ---- Workload ----
-  // One-shot population: this many slots, each kept armed with one timer. When a slot's timer
-  // fires or is cancelled the slot is re-armed with a fresh one, so about this many are pending
-  // throughout, and the schedule rate follows from it: timers / mean lifetime.
-  std::uint64_t timers = 1'000'000;
-  unsigned producers = 0;    // producer threads; 0 = one per shard
-  double schedule_rate = 0;  // schedule calls per second, all producers; 0 = unpaced
-  // Share of one-shot timers cancelled before they fire, each at a time uniform between its
-  // schedule and its deadline; a cancelled slot is re-armed at once (a message resets an idle timer).
+  std::uint64_t timers = 1'000'000;  // one-shot slots, each kept armed with one timer
+  unsigned producers = 0;            // 0 = one per shard
+  double schedule_rate = 0;          // calls per second, all producers; 0 = unpaced
   double cancel_share = 0.5;
-  // Share of one-shot timers that are idle timeouts: pushed back by Timer::reschedule() 1 to 3
-  // times, each at a moment uniform between the previous push (or the schedule) and the deadline,
-  // to that moment plus the timer's delay, and then left to fire (docs/stress.md, "Reschedules").
-  // At most 1 - cancel_share: a timer is cancelled, rescheduled, or neither.
-  double reschedule_share = 0.2;
-  unsigned cancellers = 1;  // extra threads that take a share of the cancels
+  double reschedule_share = 0.2;  // at most 1 - cancel_share (docs/stress.md, "Reschedules")
+  unsigned cancellers = 1;
   DelayKind delay = DelayKind::uniform;
   std::int64_t delay_min_ns = 1'000'000;        // 1ms
   std::int64_t delay_max_ns = 10'000'000'000;   // 10s
@@ -75,32 +68,18 @@ struct Options {
   std::int64_t delay_short_ns = 100'000'000;    // 100ms
   std::int64_t delay_long_ns = 30'000'000'000;  // 30s
   double short_share = 0.5;
-  // Periodic timers, besides the one-shots: each one Engine::schedule_every() timer on its
-  // producer's home shard, of the policy periodic_policy gives it (see workload.hpp). A share
-  // periodic_cancel of them is cancelled once, at a random time during the run, and not re-armed;
-  // stop() returns the others.
-  std::uint64_t periodic = 10'000;
+  std::uint64_t periodic = 10'000;       // schedule_every() timers, besides the one-shots
   std::int64_t period_ns = 100'000'000;  // 100ms
   PeriodicPolicy periodic_policy = PeriodicPolicy::all;
   double periodic_cancel = 0.1;
-  // Forced misfires: every this often, on each thread that runs callbacks, one fixed-rate periodic
-  // run (each fixed-rate policy in turn) spins past two periods, so that its next period is a whole
-  // period late and its misfire policy must act (docs/stress.md). It stalls that thread's shard: a
-  // check of the policies, not a measurement. 0 = never.
-  std::int64_t misfire_every_ns = 0;
-  // RepeatedTimers, each started, stopped, restarted and reset at random by a thread of their own,
-  // on an Engine of their own (repeated.hpp). 0 = none.
-  unsigned repeated = 4;
+  std::int64_t misfire_every_ns = 0;            // forced misfires (docs/stress.md); 0 = never
+  unsigned repeated = 4;                        // RepeatedTimers, on an Engine of their own (repeated.hpp)
   std::uint64_t burst = 0;                      // schedules per burst, in a tight loop; 0 = none
   std::int64_t burst_every_ns = 2'000'000'000;  // 2s
   std::int64_t duration_ns = 30'000'000'000;    // 30s
   std::uint64_t seed = 1;
-  // Added to every one-shot delay: the fill then lies wholly before the first deadline (the
-  // batch profile's 2 s lead).
-  std::int64_t lead_ns = 0;
-  // Re-arm a one-shot slot once its timer fired or was cancelled; false: each slot is armed once
-  // (a batch of timers, then nothing).
-  bool rearm = true;
+  std::int64_t lead_ns = 0;  // added to every one-shot delay (the batch profile's 2 s)
+  bool rearm = true;         // false: each one-shot slot is armed once
 
   // ---- Engine (EngineOptions) ----
   std::size_t shards = 0;            // 0 = one per physical core
@@ -110,21 +89,15 @@ struct Options {
   bool pin = true;
   std::size_t max_pending = 0;  // per shard; 0 = unlimited
   ExecutorKind executor = ExecutorKind::inline_;
-  std::size_t pool_threads = 2;  // with ExecutorKind::pool
-  // workers: the engine's own worker threads; manual: Threads::manual, one harness thread per shard
-  // calling Engine::poll() (spinning, or sleeping until next_deadline(), at most a tick, for sleep
-  // and hybrid).
-  Threads threads = Threads::workers;
+  std::size_t pool_threads = 2;        // with ExecutorKind::pool
+  Threads threads = Threads::workers;  // manual: one harness thread per shard polls (poller.hpp)
 
   // ---- Placement (placement.hpp) ----
-  // Size shards (when 0), producers (when 0) and cancellers (reduced only) to the CPUs this process
-  // may use, so that busy threads do not outnumber them; options given on the command line are
-  // kept. `fitted` says what was chosen.
   bool fit = true;
-  std::string fitted;
+  std::string fitted;         // what --fit chose, "" if it changed nothing
   std::string worker_cpus;    // CPU list for the workers (EngineOptions::cpus); "" = planned
   std::string producer_cpus;  // CPU list for producers and cancellers; "" = the CPUs left
-  int control_cpu = -1;       // the control thread's CPU; -1 = planned
+  int control_cpu = -1;       // -1 = planned
   bool control = true;        // run the control thread
   int rt_priority = 0;        // SCHED_FIFO priority for the workers and the control; 0 = off
   bool mlock = false;         // mlockall before the run
