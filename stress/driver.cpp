@@ -481,10 +481,10 @@ void Driver::collect_probes_and_passes() {
     auto lag = std::make_unique<Histogram>();
     p.tick_lag.add_to(*lag);
     all->merge(*lag);
-    count += p.passes.get();
+    count += p.duration.count();
     shards.push_back({{"index", shards.size()},
-                      {"count", p.passes.get()},
-                      {"per_second", r_.run_s > 0 ? static_cast<double>(p.passes.get()) / r_.run_s : 0.0},
+                      {"count", p.duration.count()},
+                      {"per_second", r_.run_s > 0 ? static_cast<double>(p.duration.count()) / r_.run_s : 0.0},
                       {"early", p.early.get()},
                       {"unplanned", p.unplanned.get()},
                       {"tick_lag_ns", histogram_json(*lag)},
@@ -494,10 +494,10 @@ void Driver::collect_probes_and_passes() {
                       {"transferred", histogram_json(p.transferred)},
                       {"cancels", histogram_json(p.cancels)},
                       {"totals",
-                       {{"fired", p.fired_total.get()},
-                        {"moved", p.moved_total.get()},
-                        {"transferred", p.transferred_total.get()},
-                        {"cancels", p.cancels_total.get()}}},
+                       {{"fired", p.fired.sum()},
+                        {"moved", p.moved.sum()},
+                        {"transferred", p.transferred.sum()},
+                        {"cancels", p.cancels.sum()}}},
                       {"curve", curve_json(*lag)}});
   }
   r_.sections["passes"] = {{"count", count},

@@ -102,6 +102,8 @@ class ConcurrentHistogram {
   void add_to(Histogram& out) const noexcept;
 
   std::uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
+  // The values recorded, summed: a total where each value is a count (a pass's fires).
+  std::uint64_t sum() const noexcept { return sum_.load(std::memory_order_relaxed); }
 
  private:
   static void bump(std::atomic<std::uint64_t>& field, std::uint64_t by) noexcept {
