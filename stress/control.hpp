@@ -32,7 +32,6 @@ class ControlThread {
   // control thread only; read by any thread (ConcurrentHistogram).
   const ConcurrentHistogram& lateness() const noexcept { return lateness_; }
   pid_t tid() const noexcept { return tid_.load(std::memory_order_acquire); }
-  bool spin() const noexcept { return spin_; }
   int cpu() const noexcept { return cpu_; }
 
  private:

@@ -75,33 +75,25 @@ void settle_cancel(Slot& slot, std::uint32_t seq, bool won, bool periodic, Cance
     return;
   }
   c.cancelled.add(1);
+  if (periodic) c.periodic.add(1);
   std::uint32_t found = slot_word(seq, SlotState::pending);
-  if (periodic) {
-    c.periodic.add(1);
-    // acq_rel as below; the loop runs again only when a run ended between the load and the swap.
-    for (;;) {
-      if (found == slot_word(seq, SlotState::pending)) {
-        if (slot.state.compare_exchange_strong(found, slot_word(seq, SlotState::cancelled),
-                                               std::memory_order_acq_rel, std::memory_order_acquire)) {
-          return;
-        }
-      } else if (found == slot_word(seq, SlotState::fired)) {
-        if (slot.state.compare_exchange_strong(found, slot_word(seq, SlotState::cancelled_in_run),
-                                               std::memory_order_acq_rel, std::memory_order_acquire)) {
-          return;
-        }
-      } else {
-        ++c.true_not_pending;  // cancelled before: the engine let a second cancel() win
-        return;
-      }
-    }
-  }
   // acq_rel: the acquire half pairs with a fire's release, so a fire that got there first (which
   // the engine says cannot happen after a cancel() that returned true) is seen; the release half
-  // pairs with the producer's acquire load that sees (seq, cancelled) and re-arms the slot.
-  if (!slot.state.compare_exchange_strong(found, slot_word(seq, SlotState::cancelled),
-                                          std::memory_order_acq_rel, std::memory_order_acquire)) {
-    ++c.true_not_pending;
+  // pairs with the producer's acquire load that sees (seq, cancelled) and re-arms the slot. A
+  // periodic slot found in a run goes to cancelled_in_run instead: the loop runs again only when a
+  // run ended between the load and the swap.
+  for (;;) {
+    SlotState next = SlotState::cancelled;
+    if (periodic && found == slot_word(seq, SlotState::fired)) {
+      next = SlotState::cancelled_in_run;
+    } else if (found != slot_word(seq, SlotState::pending)) {
+      ++c.true_not_pending;  // fired, or cancelled before: the engine let a second cancel() win
+      return;
+    }
+    if (slot.state.compare_exchange_strong(found, slot_word(seq, next), std::memory_order_acq_rel,
+                                           std::memory_order_acquire)) {
+      return;
+    }
   }
 }
 
@@ -178,11 +170,17 @@ bool Producer::probe() {
   return true;
 }
 
-// A schedule refused: the instance never existed.
-void Producer::count_refused(std::uint32_t slot, std::uint32_t seq, Status why) noexcept {
-  shared_.slots[slot].state.store(slot_word(seq, SlotState::idle), std::memory_order_relaxed);
-  rejected.add(1);
-  ++rejected_by[static_cast<std::size_t>(why)];
+bool Producer::took(const Plan& p) noexcept {
+  const Timer& t = shared_.slots[p.slot].timer;
+  if (t) {
+    scheduled.add(1);
+    if (t.shard() != home_) ++off_shard;
+    return true;
+  }
+  // Refused: the instance never existed.
+  shared_.slots[p.slot].state.store(slot_word(p.seq, SlotState::idle), std::memory_order_relaxed);
+  ++rejected_by[static_cast<std::size_t>(t.status())];
+  return false;
 }
 
 void Producer::make_ready(std::uint32_t slot) {
@@ -194,16 +192,9 @@ void Producer::make_ready(std::uint32_t slot) {
   ++ready_count_;
 }
 
-// Each periodic timer's first run is on a tick boundary g the producer picks: a random phase into
-// the period, at least a tick after the clock read `before` that precedes its schedule call. The
-// engine's first deadline is its own clock read inside the call (between `before` and the read
-// `after` that follows the call) plus the initial delay g - before - (tick - 1), so it lies in
-// [g - tick + 1, g - tick + 1 + (after - before)] and rounds up to exactly g whenever the call took
-// less than a tick. A slower call (the thread preempted) may put the grid a tick or more later: g is
-// then a lower bound, so that timer's lateness is overstated, never understated, and it is counted
-// (periodic_inexact), and the recorders are told (settle_grid), since the bounds of fire_once_now
-// and skip rest on an exact grid (docs/stress.md). So each call is its own timed bracket: a batch of n
-// calls is n brackets, the read after one call being the read before the next.
+// Each periodic timer's first run on a tick boundary g it picks, exact when its schedule call took
+// less than a tick, each call its own timed bracket (docs/stress.md, "Periodic policies and their
+// bounds").
 void Producer::start_periodic() {
   Slot* slots = shared_.slots;
   Recorders* recorders = shared_.recorders;
@@ -240,15 +231,9 @@ void Producer::start_periodic() {
     }
     schedules.add(plan_.size(), before - t0, plan_.size());
     for (const Plan& p : plan_) {
-      const Timer& t = slots[p.slot].timer;
-      if (!t) {
-        count_refused(p.slot, p.seq, t.status());
-        continue;
-      }
-      scheduled.add(1);
+      if (!took(p)) continue;
       ++periodic_started;
       if (p.call_ns > tick - 1) ++periodic_inexact;
-      if (t.shard() != home_) ++off_shard;
       if (periodic_cancel_pick_(rng_) && run_end > p.deadline) {
         const auto at =
             p.deadline + static_cast<std::int64_t>(static_cast<double>(run_end - p.deadline) * unit_(rng_));
@@ -297,16 +282,12 @@ void Producer::arm(std::span<const std::uint32_t> which, bool burst) {
   }
   bool refused = false;
   for (const Plan& p : plan_) {
-    const Timer& t = slots[p.slot].timer;
-    if (!t) {
-      count_refused(p.slot, p.seq, t.status());
+    if (!took(p)) {
       slots[p.slot].moves_left = 0;
       make_ready(p.slot);  // tried again after the back-off
       refused = true;
       continue;
     }
-    scheduled.add(1);
-    if (t.shard() != home_) ++off_shard;
     if (p.cancel_at >= 0) {
       const auto at = t0 + static_cast<std::int64_t>(static_cast<double>(p.delay) * p.cancel_at);
       push(Event::make(at, p.slot, p.seq, EventKind::cancel));
@@ -363,7 +344,6 @@ void Producer::on_event(const Event& e, std::int64_t now) {
     return;
   }
   jobs_[route - 1].push_back(CancelJob{slot.timer, e.slot, e.seq()});
-  delegated.add(1);
   // The canceller settles the slot; a check finds it resolved and re-arms it (a one-shot: a
   // periodic slot is cancelled once, for good).
   if (!periodic_.contains(e.slot)) push(Event::make(now + retry_ns_, e.slot, e.seq(), EventKind::check));

@@ -118,10 +118,8 @@ class Producer {
   // Live: single writer (this producer's thread), any reader.
   CallTimes schedules;     // one-shot, periodic-start and burst schedule calls (bursts included)
   Counter scheduled;       // calls that returned a timer
-  Counter rejected;        // calls that returned a failure
   CancelCounters cancels;  // the cancels this producer made itself
   MoveCounters moves;      // the reschedules it made (all of them: none is handed to a canceller)
-  Counter delegated;       // cancels handed to canceller threads
   Counter agenda_bytes;    // its agenda's node memory beyond agenda_base_bytes(): grows with the population
   // Its agenda's memory at construction (the Wheel's slot arrays), before the run's RSS baseline.
   std::uint64_t agenda_base_bytes() const noexcept { return agenda_base_bytes_; }
@@ -162,7 +160,9 @@ class Producer {
   void arm(std::span<const std::uint32_t> slots, bool burst);
   void start_periodic();
   void make_ready(std::uint32_t slot);
-  void count_refused(std::uint32_t slot, std::uint32_t seq, Status why) noexcept;
+  // After a batch: whether the plan's schedule returned a timer, counted as scheduled (and
+  // off_shard) or as refused (rejected_by).
+  bool took(const Plan& p) noexcept;
   void refill_tokens(std::int64_t now) noexcept;
 
   RunShared& shared_;

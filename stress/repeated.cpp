@@ -150,8 +150,6 @@ RepeatedReport RepeatedLoad::finish() {
     r.too_early += w.too_early;
     r.while_stopped += w.while_stopped;
   }
-  r.control_tid = control_tid();
-  r.worker_tid = worker_tid();
   return r;
 }
 

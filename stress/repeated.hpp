@@ -36,8 +36,6 @@ struct RepeatedReport {
   std::uint64_t while_stopped = 0;  // runs while stopped, past the one begun before stop() returned
   EngineStats engine;               // of their own engine, after every timer was destroyed
   std::uint64_t returned = 0;       // timers that engine's stop() handed back (must be none)
-  pid_t control_tid = 0;
-  pid_t worker_tid = 0;  // the thread that ran the first run
 };
 
 class RepeatedLoad {

@@ -19,6 +19,18 @@ struct Claim {
 };
 thread_local Claim t_claim;
 
+// A callback whose compare-and-swap found `found`, not (seq, pending): another instance's (a stray),
+// a fire or run of its own already recorded (`again`), or a cancel's.
+void count_broken(Recorder& r, std::uint32_t found, std::uint32_t seq, std::uint64_t& again) noexcept {
+  if (seq_of(found) != seq || state_of(found) == SlotState::idle) {
+    ++r.stray_fires;
+  } else if (state_of(found) == SlotState::fired) {
+    ++again;
+  } else {
+    ++r.fired_after_cancel;
+  }
+}
+
 }  // namespace
 
 void FireOnce::operator()() const noexcept { recorders->on_fire(Clock::now(), deadline, slot, seq); }
@@ -101,13 +113,7 @@ void Recorders::on_fire(std::int64_t t, std::int64_t deadline, std::uint32_t slo
                                       std::memory_order_acquire)) {
     return;
   }
-  if (seq_of(found) != seq || state_of(found) == SlotState::idle) {
-    ++r->stray_fires;
-  } else if (state_of(found) == SlotState::fired) {
-    ++r->double_fires;
-  } else {
-    ++r->fired_after_cancel;
-  }
+  count_broken(*r, found, seq, r->double_fires);
 }
 
 MovedFire judge_moved_fire(const Slot& slot, std::int64_t t, std::int64_t tick) noexcept {
@@ -238,15 +244,7 @@ void Recorders::on_periodic(std::int64_t t, std::uint32_t slot, std::uint32_t se
                                          std::memory_order_acquire, std::memory_order_relaxed);
     if (last) ++r->runs_after_cancel;
   }
-  if (!ours && !last) {
-    if (seq_of(found) != seq || state_of(found) == SlotState::idle) {
-      ++r->stray_fires;
-    } else if (state_of(found) == SlotState::fired) {
-      ++r->overlapping_runs;
-    } else {
-      ++r->fired_after_cancel;
-    }
-  }
+  if (!ours && !last) count_broken(*r, found, seq, r->overlapping_runs);
   if (probes_.contains(slot)) {
     on_probe(*r, t, slot);
   } else if (ours || last) {

@@ -300,7 +300,6 @@ class Recorders {
   std::span<const Recorder> claimed() const noexcept;
   // Any thread: the shards' tick probes, probe i on shard i.
   std::span<const ProbeState> probes() const noexcept { return {probe_state_.get(), probes_.size()}; }
-  const SlotRange& probe_slots() const noexcept { return probes_; }
   // Callbacks that found every recorder taken (the engine ran them on an unexpected thread).
   std::uint64_t unrecorded() const noexcept { return unrecorded_.load(std::memory_order_relaxed); }
 
