@@ -11,12 +11,10 @@ namespace tickwheel::stress {
 
 namespace {
 
-constexpr std::int64_t kNanosPerSecond = 1'000'000'000;
-
 std::int64_t monotonic_ns() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * kNanosPerSecond + ts.tv_nsec;
+  return static_cast<std::int64_t>(ts.tv_sec) * kSecond + ts.tv_nsec;
 }
 
 }  // namespace
@@ -25,8 +23,8 @@ void Clock::sleep_until(std::int64_t t) noexcept {
   // Absolute CLOCK_MONOTONIC: the same clock as now() (see the header), so the sleep aims at t
   // itself and a signal that interrupts it does not stretch it.
   timespec ts{};
-  ts.tv_sec = static_cast<time_t>(t / kNanosPerSecond);
-  ts.tv_nsec = static_cast<long>(t % kNanosPerSecond);
+  ts.tv_sec = static_cast<time_t>(t / kSecond);
+  ts.tv_nsec = static_cast<long>(t % kSecond);
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
   }
 }

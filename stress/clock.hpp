@@ -13,8 +13,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 
 namespace tickwheel::stress {
+
+// Durations on that axis, in ns, and a time that never comes.
+inline constexpr std::int64_t kMs = 1'000'000;
+inline constexpr std::int64_t kSecond = 1'000 * kMs;
+inline constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 
 struct Clock {
   // Nanoseconds since steady_clock's epoch. One steady_clock::now() (vDSO, no system call).

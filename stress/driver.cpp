@@ -30,7 +30,6 @@
 namespace tickwheel::stress {
 namespace {
 
-constexpr std::int64_t kSecond = 1'000'000'000;
 // A load average above this per CPU before the run means other processes are competing for the CPUs.
 constexpr double kBusyLoadPerCpu = 0.25;
 // More involuntary context switches than this on a measured thread are worth a warning (a stray

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "clock.hpp"
 #include "format.hpp"
 #include "platform.hpp"
 #include "profiles.hpp"
@@ -19,11 +20,10 @@
 namespace tickwheel::stress {
 namespace {
 
-constexpr std::int64_t kDay = 86'400'000'000'000;
+constexpr std::int64_t kDay = 86'400 * kSecond;
 // The units a duration is written in, largest first (format_duration() and --help's DURATION).
 constexpr std::pair<std::string_view, std::int64_t> kUnits[] = {
-    {"h", 3'600'000'000'000}, {"min", 60'000'000'000}, {"s", 1'000'000'000},
-    {"ms", 1'000'000},        {"us", 1'000},           {"ns", 1}};
+    {"h", 3'600 * kSecond}, {"min", 60 * kSecond}, {"s", kSecond}, {"ms", kMs}, {"us", 1'000}, {"ns", 1}};
 // Slots are numbered with 32 bits (the harness's per-timer state and the callable's capture).
 constexpr std::uint64_t kMaxSlots = std::numeric_limits<std::uint32_t>::max();
 

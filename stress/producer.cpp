@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <limits>
 #include <new>
 #include <optional>
 #include <thread>
@@ -16,14 +15,13 @@
 namespace tickwheel::stress {
 namespace {
 
-constexpr std::int64_t kHour = 3'600'000'000'000;
+constexpr std::int64_t kHour = 3'600 * kSecond;
 // Work per loop iteration, so the stop flag and the other duties are looked at every millisecond
 // or two even when a producer cannot keep up.
 constexpr std::size_t kEventBudget = 16'384;
 constexpr std::size_t kArmBudget = 16'384;
 // The longest a producer sleeps at once, so it notices the stop flag promptly when it is idle.
 constexpr std::int64_t kMaxSleepNs = 10'000'000;
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 // Schedule credit a paced producer may bank while it is busy elsewhere: 10 ms of its rate.
 constexpr double kTokenHorizonS = 0.01;
 // The longest pause of re-arms after refused schedules.

@@ -6,11 +6,10 @@
 
 #include <array>
 
+#include "clock.hpp"
+
 namespace tickwheel::stress {
 namespace {
-
-constexpr std::int64_t kMs = 1'000'000;
-constexpr std::int64_t kSecond = 1'000 * kMs;
 
 constexpr std::array kProfiles{
     Profile{"default",

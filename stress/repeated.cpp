@@ -2,7 +2,6 @@
 #include "repeated.hpp"
 
 #include <chrono>
-#include <limits>
 #include <string>
 #include <utility>
 
@@ -13,8 +12,6 @@
 namespace tickwheel::stress {
 namespace {
 
-constexpr std::int64_t kMs = 1'000'000;
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 // Timeouts drawn for start-up and each reset: protocol timers of a few milliseconds, so that in a
 // short run each timer runs, is reset before it runs, and is stopped and restarted many times.
 constexpr std::int64_t kMinTimeoutNs = 1 * kMs;
