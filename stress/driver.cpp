@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -804,15 +805,10 @@ void Driver::read_threads_and_interrupts(const Pollers* pollers) {
 
   // The interrupts of each CPU a measured thread runs on.
   const Interrupts after = read_interrupts();
-  std::vector<std::pair<unsigned, std::string>> cpus;
+  std::map<unsigned, std::string> cpus;  // CPU -> the roles it runs, in CPU order
   const auto role_of = [&](unsigned cpu, const std::string& role) {
-    for (auto& [c, r] : cpus) {
-      if (c == cpu) {
-        r += ", " + role;
-        return;
-      }
-    }
-    cpus.emplace_back(cpu, role);
+    std::string& roles = cpus[cpu];
+    roles += (roles.empty() ? "" : ", ") + role;
   };
   for (std::size_t i = 0; i < placement_.workers.size() && i < std::max<std::size_t>(1, r_.shards); ++i) {
     role_of(placement_.workers[i], (pollers != nullptr ? "poller " : "worker ") + std::to_string(i));
@@ -822,7 +818,6 @@ void Driver::read_threads_and_interrupts(const Pollers* pollers) {
   if (cpus.empty()) {
     for (const unsigned c : platform_.allowed) role_of(c, "any");
   }
-  std::sort(cpus.begin(), cpus.end());
   for (const auto& [cpu, role] : cpus) {
     Json irq = interrupts_between(irq_before_, after, cpu);
     irq["role"] = role;

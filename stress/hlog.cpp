@@ -20,12 +20,10 @@ constexpr std::uint32_t kEncodingCookie = 0x1c849303U | 0x10U;
 constexpr std::uint32_t kCompressedCookie = 0x1c849304U | 0x10U;
 constexpr std::uint32_t kSignificantDigits = 2;  // 256 sub-buckets: Histogram's layout (see there)
 
-void put32(std::vector<std::uint8_t>& out, std::uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(v >> shift));
-}
-void put64(std::vector<std::uint8_t>& out, std::uint64_t v) {
-  put32(out, static_cast<std::uint32_t>(v >> 32));
-  put32(out, static_cast<std::uint32_t>(v));
+// `v` as `bytes` bytes, big-endian (HdrHistogram's ByteBuffer order).
+void put(std::vector<std::uint8_t>& out, std::uint64_t v, int bytes) {
+  for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8)
+    out.push_back(static_cast<std::uint8_t>(v >> shift));
 }
 
 // HdrHistogram's ZigZagEncoding.putLong: ZigZag, then 7 bits per byte low first, at most 9 bytes
@@ -45,20 +43,12 @@ void put_zigzag(std::vector<std::uint8_t>& out, std::int64_t value) {
 
 // The V2 encoding: header, then the counts up to the maximum's bucket.
 std::vector<std::uint8_t> encode(const Histogram& h) {
-  std::vector<std::uint8_t> out;
-  put32(out, kEncodingCookie);
-  put32(out, 0);  // payload length, patched below
-  put32(out, 0);  // normalizing index offset
-  put32(out, kSignificantDigits);
-  put64(out, 1);                                    // lowest discernible value
-  put64(out, std::max<std::uint64_t>(h.max(), 2));  // highest trackable value
-  put64(out, std::bit_cast<std::uint64_t>(1.0));    // integer to double conversion ratio
-  const std::size_t header = out.size();
+  std::vector<std::uint8_t> counts;
   const std::size_t limit = h.count() == 0 ? 0 : Histogram::index_of(h.max()) + 1;
   for (std::size_t i = 0; i < limit;) {
     const std::uint64_t n = h.count_at(i++);
     if (n != 0) {
-      put_zigzag(out, static_cast<std::int64_t>(n));
+      put_zigzag(counts, static_cast<std::int64_t>(n));
       continue;
     }
     std::int64_t zeros = 1;
@@ -66,11 +56,17 @@ std::vector<std::uint8_t> encode(const Histogram& h) {
       ++zeros;
       ++i;
     }
-    put_zigzag(out, zeros > 1 ? -zeros : 0);
+    put_zigzag(counts, zeros > 1 ? -zeros : 0);
   }
-  const auto payload = static_cast<std::uint32_t>(out.size() - header);
-  for (int k = 0; k < 4; ++k)
-    out[4 + static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(payload >> (24 - 8 * k));
+  std::vector<std::uint8_t> out;
+  put(out, kEncodingCookie, 4);
+  put(out, counts.size(), 4);  // payload length
+  put(out, 0, 4);              // normalizing index offset
+  put(out, kSignificantDigits, 4);
+  put(out, 1, 8);                                    // lowest discernible value
+  put(out, std::max<std::uint64_t>(h.max(), 2), 8);  // highest trackable value
+  put(out, std::bit_cast<std::uint64_t>(1.0), 8);    // integer to double conversion ratio
+  out.insert(out.end(), counts.begin(), counts.end());
   return out;
 }
 
@@ -100,16 +96,17 @@ std::string base64(const std::vector<std::uint8_t>& data) {
   return out;
 }
 
-}  // namespace
-
+// One histogram as HdrHistogram's compressed V2 encoding, in base64 (the log's last column).
 std::string hdr_base64(const Histogram& h) {
   const std::vector<std::uint8_t> compressed = deflate(encode(h));
   std::vector<std::uint8_t> out;
-  put32(out, kCompressedCookie);
-  put32(out, static_cast<std::uint32_t>(compressed.size()));
+  put(out, kCompressedCookie, 4);
+  put(out, compressed.size(), 4);
   out.insert(out.end(), compressed.begin(), compressed.end());
   return base64(out);
 }
+
+}  // namespace
 
 HlogWriter::HlogWriter(double start_epoch_s) {
   const auto seconds = static_cast<std::time_t>(start_epoch_s);

@@ -19,9 +19,6 @@
 
 namespace tickwheel::stress {
 
-// One histogram as HdrHistogram's compressed V2 encoding, in base64 (the log's last column).
-std::string hdr_base64(const Histogram& h);
-
 class HlogWriter {
  public:
   // start_epoch_s: the run's start in seconds since the Unix epoch (the log's StartTime); the

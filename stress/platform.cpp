@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -67,16 +68,12 @@ std::vector<unsigned> cpus_of_isolcpus(const std::string& value) {
   }
 }
 
-std::int64_t read_integer(const std::string& path, bool& ok) {
-  const std::string text = trim(read_file(path));
-  ok = false;
-  if (text.empty()) return -1;
+// The number a file holds (leading white space skipped), or nothing.
+std::optional<std::int64_t> read_integer(const std::string& path) {
   try {
-    ok = true;
-    return std::stoll(text);
+    return std::stoll(read_file(path));
   } catch (const std::exception&) {
-    ok = false;
-    return -1;
+    return std::nullopt;
   }
 }
 
@@ -180,11 +177,11 @@ Platform read_platform(const std::vector<unsigned>& cpus) {
   const std::string thp = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
   const std::size_t open = thp.find('[');
   const std::size_t close = thp.find(']');
-  bool runtime_ok = false;
-  bool period_ok = false;
-  p.rt_runtime_us = read_integer("/proc/sys/kernel/sched_rt_runtime_us", runtime_ok);
-  p.rt_period_us = read_integer("/proc/sys/kernel/sched_rt_period_us", period_ok);
-  p.rt_known = runtime_ok && period_ok;
+  const std::optional<std::int64_t> runtime = read_integer("/proc/sys/kernel/sched_rt_runtime_us");
+  const std::optional<std::int64_t> period = read_integer("/proc/sys/kernel/sched_rt_period_us");
+  p.rt_runtime_us = runtime.value_or(-1);
+  p.rt_period_us = period.value_or(-1);
+  p.rt_known = runtime && period;
   p.allowed = allowed_cpus();
   p.report = {
       {"kernel", uname(&u) == 0 ? std::string(u.release) + " " + u.version : "unknown"},
