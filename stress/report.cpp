@@ -35,16 +35,6 @@ void zero(Report& r, std::uint64_t count, const char* what) {
   rule(r, count != 0, format("%llu %s", ull(count), what));
 }
 
-}  // namespace
-
-std::uint64_t Report::total_rejected() const noexcept {
-  std::uint64_t n = 0;
-  for (const std::uint64_t v : rejected) n += v;
-  return n;
-}
-
-namespace {
-
 // Every timer accounted for once: fires, cancels, moves, and what stop() handed back.
 void check_fires_and_stop(Report& r) {
   const std::uint64_t scheduled = r.total_scheduled();

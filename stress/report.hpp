@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -146,7 +147,9 @@ struct Report {
   //     total_scheduled() + periodic_runs == fired + total_cancelled() + returned.
   std::uint64_t total_scheduled() const noexcept { return scheduled + probes; }
   std::uint64_t total_cancelled() const noexcept { return cancelled + probes - probe_failures; }
-  std::uint64_t total_rejected() const noexcept;
+  std::uint64_t total_rejected() const noexcept {
+    return std::accumulate(rejected.begin(), rejected.end(), std::uint64_t{0});
+  }
 };
 
 // Fills report.failures from the accounting fields. Called once, after the run.
