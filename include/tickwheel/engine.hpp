@@ -206,8 +206,9 @@ class Engine {
     detail::store_periodic_callable(r.node, meta, std::forward<F>(fn));
     const Nanos delay = opts.initial_delay.value_or(period);
     const Nanos from_now = delay > Nanos(0) ? delay : Nanos(0);
-    if (r.producer == nullptr)
+    if (r.producer == nullptr) {
       return {r.shard, r.node, link_own(r.node, r.shard, from_now, /*relative=*/true)};
+    }
     return commit(r.node, r.shard, r.producer, from_now, /*relative=*/true);
   }
 
