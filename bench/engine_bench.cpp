@@ -40,6 +40,10 @@
 // stats() over the whole run, prefill included: transfer_cap_hits, passes, wakeups, and
 // workers_bound (shards whose worker is pinned). pending_expected appears only when pending is
 // not scheduled - cancelled - fired as the producers counted them: the queue's count is wrong.
+// throughput only, from the first timed pair until the queue has absorbed the last: producer_cpu_ns
+// and worker_cpu_ns, the CPU time per pair of the producer threads and of the threads the queue
+// started (the engine's workers, the heap lanes' consumers; /proc/self/task/<tid>/schedstat), so
+// that the work a hand-off moves onto the worker is counted beside what the producer saves.
 //
 // Keeping the optimiser and ourselves honest: every handle a schedule returns is kept and later
 // cancelled or counted, every cancel result is counted, every callback increments a counter of
@@ -74,7 +78,7 @@
 //   --tickwheel_wait=W        the engine's wait strategy: sleep (default), spin or hybrid
 //   --tickwheel_pending=N     timers pending in total (default 1000000)
 //   --tickwheel_shards=LIST   shard counts to run (default 1,2), e.g. 1,2,4,8,16 for a curve
-//   --tickwheel_producers=LIST  producer thread counts (default 1,2); throughput uses the largest
+//   --tickwheel_producers=LIST  producer thread counts (default 1,2)
 #include <benchmark/benchmark.h>
 #include <pthread.h>
 #include <sched.h>
@@ -87,6 +91,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -129,7 +136,7 @@ struct Config {
   tickwheel::WaitStrategy wait = tickwheel::WaitStrategy::sleep;
   std::size_t pending = 1'000'000;
   std::vector<unsigned> shards{1, 2};     // shard (lane) counts to run
-  std::vector<unsigned> producers{1, 2};  // producer thread counts; throughput uses the largest
+  std::vector<unsigned> producers{1, 2};  // producer thread counts
 };
 Config g_config;
 
@@ -172,6 +179,55 @@ int worker_cpu(std::size_t shard, Placement placement) {
 struct Fire {
   std::atomic<std::uint64_t>* fired;
   void operator()() const noexcept { fired->fetch_add(1, std::memory_order_relaxed); }
+};
+
+// ---- CPU time: a thread's own, and that of the threads a queue starts. ----
+
+// The calling thread's CPU time.
+std::uint64_t own_cpu_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000U + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::set<std::string> thread_ids() {
+  std::set<std::string> ids;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    ids.insert(entry.path().filename().string());
+  }
+  return ids;
+}
+
+// The threads that appeared in this process between construction and seal(): those a queue's
+// constructor started, the producers (Google Benchmark's threads) being there before. Their CPU
+// time comes from /proc/self/task/<tid>/schedstat (its first field, ns on a CPU), which is
+// current for a thread that is not running; cpu_ns() is read once the queue has settled.
+class StartedThreads {
+ public:
+  StartedThreads() : before_(thread_ids()) {}
+  void seal() {
+    for (const std::string& id : thread_ids()) {
+      if (!before_.contains(id)) tids_.push_back(id);
+    }
+    before_.clear();
+  }
+  // Their CPU time so far, or nullopt if a thread's could not be read (no schedstat, or a thread
+  // that has exited).
+  std::optional<std::uint64_t> cpu_ns() const {
+    std::uint64_t sum = 0;
+    for (const std::string& id : tids_) {
+      std::ifstream in("/proc/self/task/" + id + "/schedstat");
+      std::uint64_t ns = 0;
+      if (!(in >> ns)) return std::nullopt;
+      sum += ns;
+    }
+    return sum;
+  }
+
+ private:
+  std::set<std::string> before_;
+  std::vector<std::string> tids_;
 };
 
 // What a queue says about itself.
@@ -359,6 +415,7 @@ struct alignas(64) Tally {
   std::uint64_t won = 0;       // cancels that returned true
   std::size_t lane = 0;        // the shard of the producer's first timer
   std::string_view failure;    // why the first failed schedule failed
+  std::uint64_t cpu_ns = 0;    // throughput: the thread's CPU time over its timed pairs
 };
 
 struct FixtureBase {
@@ -373,7 +430,9 @@ std::unique_ptr<FixtureBase> g_fixture;
 template <class Q>
 struct Fixture : FixtureBase {
   Fixture(std::size_t shards, std::size_t threads, Placement placement)
-      : queue(shards, placement), meet(static_cast<std::ptrdiff_t>(threads)), tallies(threads) {}
+      : queue(shards, placement), meet(static_cast<std::ptrdiff_t>(threads)), tallies(threads) {
+    started.seal();
+  }
 
   std::uint64_t fired() const {
     std::uint64_t sum = 0;
@@ -408,12 +467,16 @@ struct Fixture : FixtureBase {
   }
 
   // Every producer comes here the same number of times; thread 0 settles the queue in between.
+  // The leader also reads the queue's threads' CPU time then, while they have nothing to do.
   void rendezvous(bool leader) {
     meet.arrive_and_wait();
     if (leader && error.empty()) error = settle();
+    if (leader) started_cpu = started.cpu_ns();
     meet.arrive_and_wait();
   }
 
+  StartedThreads started;  // before the queue: it lists the threads there before the queue's
+  std::optional<std::uint64_t> started_cpu;  // their CPU time at the last rendezvous
   Q queue;
   std::barrier<> meet;
   std::vector<Tally> tallies;
@@ -498,7 +561,17 @@ class Producer {
   }
   // The same meeting with timing running: the end of a throughput run, whose time must include
   // the workers absorbing what the producers handed them.
-  void meet_timed() { fx_->rendezvous(index_ == 0); }
+  void meet_timed() {
+    if (cpu_counted_) tally_->cpu_ns = own_cpu_ns() - cpu_start_;
+    fx_->rendezvous(index_ == 0);
+  }
+  // throughput: CPU time is counted from here (after setup, the queue settled) to meet_timed(),
+  // and finish() reports it per item.
+  void count_cpu() {
+    cpu_counted_ = true;
+    cpu_start_ = own_cpu_ns();
+    started_cpu_ = fx_->started_cpu;
+  }
 
   Rng& rng() noexcept { return rng_; }
 
@@ -547,6 +620,15 @@ class Producer {
     }
     state_.counters["fired"] = static_cast<double>(end.fired);
     state_.counters["producer_shards"] = static_cast<double>(lanes.size());
+    if (cpu_counted_) {
+      const auto items = static_cast<double>(state_.iterations() * items_per_iteration * state_.threads());
+      std::uint64_t producers = 0;
+      for (const Tally& tally : fx.tallies) producers += tally.cpu_ns;
+      state_.counters["producer_cpu_ns"] = static_cast<double>(producers) / items;
+      if (started_cpu_ && fx.started_cpu) {
+        state_.counters["worker_cpu_ns"] = static_cast<double>(*fx.started_cpu - *started_cpu_) / items;
+      }
+    }
     fx.queue.report(state_);
     state_.SetLabel(std::string(Q::kName));
   }
@@ -559,6 +641,9 @@ class Producer {
   std::size_t next_delay_ = 0;
   Fixture<Q>* fx_ = nullptr;
   Tally* tally_ = nullptr;
+  bool cpu_counted_ = false;
+  std::uint64_t cpu_start_ = 0;
+  std::optional<std::uint64_t> started_cpu_;  // the queue's threads' CPU time at count_cpu()
 };
 
 // ---- The scenarios. ----
@@ -639,6 +724,7 @@ void BM_Throughput(benchmark::State& state) {
         ring.resize(std::max<std::size_t>(p.share(), 1));
         for (auto& h : ring) h = p.schedule();
       });
+      p.count_cpu();
     }
     p.cancel(ring[j]);
     ring[j] = p.schedule();
@@ -853,34 +939,29 @@ struct Case {
   std::string_view description;
   void (*engine)(benchmark::State&);
   void (*heap)(benchmark::State&);
-  bool every_producer_count;  // else only the largest
 };
 
 template <template <class> class Fn>
-constexpr Case make_case(std::string_view name, std::string_view description, bool every) {
-  return Case{name, description, &Fn<EngineQueue>::run, &Fn<HeapQueue>::run, every};
+constexpr Case make_case(std::string_view name, std::string_view description) {
+  return Case{name, description, &Fn<EngineQueue>::run, &Fn<HeapQueue>::run};
 }
 
 // The one table of scenarios: registration, names and the descriptions all come from it.
 const Case kCases[] = {
     make_case<Schedule>("schedule",
                         "producer-side cost of one cross-thread schedule_after onto N pending "
-                        "(cancelled in paused blocks of 4096)",
-                        true),
+                        "(cancelled in paused blocks of 4096)"),
     make_case<Cancel>("cancel",
                       "producer-side cost of one cancel of a pending timer the thread scheduled, "
-                      "random order from its share of N",
-                      true),
+                      "random order from its share of N"),
     make_case<Throughput>("throughput",
                           "schedule+cancel pairs (cancel the producer's oldest timer, schedule a "
-                          "new one) with N pending, from the largest producer count, until the "
-                          "workers have absorbed them; one iteration is one pair; each shard's "
-                          "worker on another CPU than its producer",
-                          false),
+                          "new one) with N pending, until the workers have absorbed them; one "
+                          "iteration is one pair; each shard's worker on another CPU than its "
+                          "producer"),
     make_case<ThroughputTogether>("throughput_together",
                                   "as throughput, each shard's worker (lane's consumer) pinned "
-                                  "to its producer's CPU: the per-core deployment",
-                                  false),
+                                  "to its producer's CPU: the per-core deployment"),
 };
 
 // ---- owned: a shard's owner calling straight into its wheel, beside a standalone Wheel ----
@@ -1057,12 +1138,7 @@ void register_all() {
       for (const unsigned shards : g_config.shards) {
         auto* b = benchmark::RegisterBenchmark((std::string(c.name) + "/" + std::string(queue)).c_str(), fn);
         b->Arg(shards)->Iterations(kOpsPerThread)->UseRealTime()->Unit(benchmark::kNanosecond);
-        const auto& p = g_config.producers;
-        if (c.every_producer_count) {
-          for (const unsigned t : p) b->Threads(static_cast<int>(t));
-        } else {
-          b->Threads(static_cast<int>(*std::max_element(p.begin(), p.end())));
-        }
+        for (const unsigned t : g_config.producers) b->Threads(static_cast<int>(t));
       }
     }
     benchmark::AddCustomContext("case:" + std::string(c.name), std::string(c.description));

@@ -421,6 +421,8 @@ def collect(data):
             "worst_advance_us": run.get("worst_advance_us"),
             "p999_advance_us": run.get("p999_advance_us"),
             "max_pass_work": run.get("max_pass_work"),
+            "producer_cpu_ns": run.get("producer_cpu_ns"),
+            "worker_cpu_ns": run.get("worker_cpu_ns"),
         })
     return table
 
@@ -532,13 +534,50 @@ def engine_rows(table, order):
     for case in order:
         for key in keys_of(table, case, 1):
             row = table[key]
-            if "engine" not in row and "heap" not in row:
+            if ("engine" not in row and "heap" not in row) or is_system_case(row):
                 continue
             e, h = row.get("engine", []), row.get("heap", [])
             e_ns, h_ns = med(e, "ns_per_op"), med(h, "ns_per_op")
             rows.append([case, str(key[1][0]), str(key[2]), fmt_ns(e_ns), fmt_ns(h_ns), fmt_ratio(h_ns, e_ns),
                          fmt_range(e), fmt_range(h)])
     return markdown(ENGINE_HEADER, rows) if rows else []
+
+
+def is_system_case(row):
+    """A case that counts the CPU of the queue's own threads (throughput): its own table."""
+    return any(med(reps, "worker_cpu_ns") is not None for reps in row.values())
+
+
+def cpu_total(reps):
+    p, w = med(reps, "producer_cpu_ns"), med(reps, "worker_cpu_ns")
+    return p + w if p is not None and w is not None else None
+
+
+SYSTEM_HEADER = ["case", "shards", "producers", "engine ns/pair", "heap ns/pair", "heap/engine",
+                 "engine CPU ns/pair: producers + workers", "heap CPU ns/pair: producers + consumers",
+                 "CPU heap/engine", "engine min–max", "heap min–max"]
+
+SYSTEM_NOTES = ("`throughput` ns/pair is real time per cancel+schedule pair over all producers, "
+                "until the workers (the heap lanes' consumers) have absorbed the last; CPU ns/pair is "
+                "the CPU time of the producer threads and of the queue's own threads over the same "
+                "span, per pair (medians of each; the worker's share is what a hand-off moves off "
+                "the producer); CPU heap/engine > 1 means the engine spends less CPU in all.")
+
+
+def system_rows(table, order):
+    rows = []
+    for case in order:
+        for key in keys_of(table, case, 1):
+            row = table[key]
+            if not is_system_case(row):
+                continue
+            e, h = row.get("engine", []), row.get("heap", [])
+            e_ns, h_ns = med(e, "ns_per_op"), med(h, "ns_per_op")
+            cpu = [f"{fmt_ns(cpu_total(r))} = {fmt_ns(med(r, 'producer_cpu_ns'))} + "
+                   f"{fmt_ns(med(r, 'worker_cpu_ns'))}" if cpu_total(r) is not None else "–" for r in (e, h)]
+            rows.append([case, str(key[1][0]), str(key[2]), fmt_ns(e_ns), fmt_ns(h_ns), fmt_ratio(h_ns, e_ns),
+                         cpu[0], cpu[1], fmt_ratio(cpu_total(h), cpu_total(e)), fmt_range(e), fmt_range(h)])
+    return markdown(SYSTEM_HEADER, rows) if rows else []
 
 
 MIX_HEADER = ["owner's share", "shards", "engine ns/pair", "heap ns/pair", "heap/engine",
@@ -643,6 +682,8 @@ def render(data, repetitions):
     blocks = []
     if engine_binary:
         blocks.append(("Another thread's calls, against heap lanes", engine_rows(table, order), ENGINE_NOTES))
+        blocks.append(("Pairs from other threads, the whole system: time and CPU, against heap lanes",
+                       system_rows(table, order), SYSTEM_NOTES))
         blocks.append(("The owner's share of a shard's pairs, against heap lanes under the same mix",
                        mix_rows(table), MIX_NOTES))
         blocks.append(("The owner's own calls, against a standalone Wheel", owned_rows(table), OWNED_NOTES))
