@@ -107,7 +107,7 @@ struct WheelOptions {
   // From this many pending timers on, cancel() queues the unlink of the timer's node and does 32 at
   // a time with their neighbours prefetched, so that the misses of nodes in DRAM overlap; below it,
   // cancel() unlinks at once, which is cheaper while the nodes are in cache. By default as many as
-  // this core's L2 holds, at 64 bytes per timer (1 MiB where the C library cannot tell). 0 = that
+  // this core's L2 holds, at 64 bytes per timer (1 MiB where the CPU does not say). 0 = that
   // default; 1 = always queue; SIZE_MAX = never. Either way a cancel destroys the callable at once
   // and is exact; this only moves the unlink (bench/'s cancel and churn cases measure both sides).
   std::size_t cancel_batch_from = 0;
