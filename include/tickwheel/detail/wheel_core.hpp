@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <type_traits>
 
 #include "tickwheel/detail/arith.hpp"
 #include "tickwheel/detail/memory.hpp"
@@ -90,6 +91,7 @@ class WheelCore {
     if (is_null_callable(fn)) return TimerId::failure(Status::null_callback);
     Node* node = acquire_node();
     if (node == nullptr) return TimerId::failure(acquire_failure());
+    note_destructor<F>();
     store_callable(node, std::forward<F>(fn));
     return commit(node, deadline);
   }
@@ -105,6 +107,7 @@ class WheelCore {
     if (meta == 0) return TimerId::failure(Status::bad_period);
     Node* node = acquire_node();
     if (node == nullptr) return TimerId::failure(acquire_failure());
+    note_destructor<F>();
     store_periodic_callable(node, meta, std::forward<F>(fn));
     const Nanos delay = opts.initial_delay.value_or(period);
     return commit(node, saturating_add(now_, delay > Nanos(0) ? delay : Nanos(0)));
@@ -232,6 +235,12 @@ class WheelCore {
 
   Node* acquire_node() noexcept;
   Status acquire_failure() const noexcept;
+  // Remembers that a callable with a destructor was stored, for the destructor of a standalone
+  // wheel; nothing at all for the usual callable, a lambda of pointers and integers.
+  template <class F>
+  void note_destructor() noexcept {
+    if constexpr (!std::is_trivially_destructible_v<std::decay_t<F>>) held_destructors_ = true;
+  }
   Node* pending_node(TimerId id) const noexcept;
   bool cancel_running(Node* node, std::uint32_t pending_gen) noexcept;
   bool cancel_marked(Node* node) noexcept;
@@ -421,6 +430,9 @@ class WheelCore {
   // Takes the write of a back link that has no node to go to (back_link_of()); never read.
   Node** spare_link_ = nullptr;
   bool in_advance_ = false;
+  // A callable with a destructor was ever stored through schedule_at() or schedule_every() (an
+  // Engine stores its callables elsewhere, and does not read this).
+  bool held_destructors_ = false;
   [[no_unique_address]] Policy policy_;  // see PlainPolicy
   TickDivider ticks_;  // tick_ as a divisor, for every deadline's tick; max_tick(): horizon() in ticks
   mutable bool visiting_ = false;  // inside for_each_pending(): see ScopedFlag
