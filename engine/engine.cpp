@@ -24,6 +24,8 @@ Timer Engine::commit(detail::Node* node, detail::Shard* shard, detail::ProducerS
   return core_->commit(node, shard, producer, when, relative);
 }
 
+void Engine::held_destructors() noexcept { core_->note_destructors(); }
+
 void Engine::start() { core_->start(); }
 std::vector<Timer> Engine::stop() {
   std::vector<Timer> timers;

@@ -114,8 +114,11 @@ EngineCore::EngineCore(EngineOptions opts)
 EngineCore::~EngineCore() {  // NOLINT(bugprone-exception-escape): see the declaration
   shut_down(nullptr);        // allocates nothing: the wheels destroy the callables of what is pending
   for (auto& shard : shards_) shard->drain_cancels();  // cancels posted after the drain
-  producers_.drop_tokens();                            // they point into the shards' queues
-  shards_.clear();                                     // the wheels destroy the callables of timers never run
+  if (!held_destructors_.load(std::memory_order_relaxed)) {
+    for (auto& shard : shards_) shard->forget_callables();  // the wheels have nothing to destroy
+  }
+  producers_.drop_tokens();  // they point into the shards' queues
+  shards_.clear();           // the wheels destroy the callables of timers never run
   g_live_engines.fetch_sub(1, std::memory_order_relaxed);
 }
 

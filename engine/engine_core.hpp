@@ -39,6 +39,14 @@ class EngineCore final : public ShardHost {
   EngineCore(EngineCore&&) = delete;
   EngineCore& operator=(EngineCore&&) = delete;
 
+  // A callable with a destructor is being stored (Engine::note_destructor()): the wheels' destructors
+  // must look for pending ones. Any thread; one store per engine, loads after that.
+  void note_destructors() noexcept {
+    if (!held_destructors_.load(std::memory_order_relaxed)) {
+      held_destructors_.store(true, std::memory_order_relaxed);
+    }
+  }
+
   // ---- ShardHost ----
   Nanos now() const noexcept override { return opts_.clock != nullptr ? opts_.clock() : monotonic_now(); }
   void note_once(Notice kind, const std::string& message) override;
@@ -191,6 +199,10 @@ class EngineCore final : public ShardHost {
   std::atomic<bool> started_{false};
   std::atomic<bool> stopped_{false};
   std::array<std::atomic<bool>, static_cast<std::size_t>(Notice::count)> noticed_{};
+  // A callable with a destructor was stored (note_destructors()). Relaxed: only the destructor
+  // reads it, and every schedule happens before the destructor by the caller's own ordering, as
+  // for any call that races the end of an object's life.
+  std::atomic<bool> held_destructors_{false};
 };
 
 }  // namespace tickwheel::detail

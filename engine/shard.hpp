@@ -296,6 +296,8 @@ class Shard {
   std::size_t drain_cancels() noexcept;  // records taken; also the engine's destructor, after stop()
   std::size_t drain_moves() noexcept;    // records taken (applied or found stale)
   void drain_returned() noexcept;
+  // The engine's teardown: no callable of the engine had a destructor (see ShardWheel).
+  void forget_callables() noexcept { wheel_.forget_callables(); }
   // A cancel that comes after stop() (the caller holds the engine's lifecycle mutex).
   void retire_now(Node* node, std::uint32_t cancelled_gen) noexcept {
     wheel_.retire(node, cancelled_gen);

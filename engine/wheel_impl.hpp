@@ -162,12 +162,11 @@ WheelCore<Policy>::WheelCore(WheelOptions opts, Policy policy)
 template <class Policy>
 WheelCore<Policy>::~WheelCore() {
   flush_unlinks();
+  if (!held_destructors_) return;  // no callable with a destructor: nothing to find
   if constexpr (!Policy::kShared) {
     // A standalone wheel's nodes all come from its pool, and a node is linked iff its pprev is set:
     // the pool is read in address order, which the prefetchers follow, where the lists' order is at
-    // random (a DRAM miss a node with millions pending). With no callable that has a destructor,
-    // nothing at all.
-    if (!held_destructors_) return;
+    // random (a DRAM miss a node with millions pending).
     for (std::uint32_t i = 0; i < pool_.touched(); ++i) {
       Node* const node = pool_.at(i);
       if (node->pprev != nullptr) detail::destroy_callable(node);

@@ -347,6 +347,35 @@ TEST(EngineLifecycle, DestructionAfterStopDestroysReturnedCallables) {
   for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(t.destroyed[i].load(), 1) << "callable " << i;
 }
 
+// The destructor looks for pending callables only if one with a destructor was ever stored: the
+// owner's inline schedule and a periodic schedule from another thread must each say so.
+TEST(EngineLifecycle, DestructionFindsTheOwnersCallableAmongTriviallyDestructibleOnes) {
+  Tally t(1);
+  {
+    EngineOptions o;
+    o.shards = 1;
+    o.threads = Threads::manual;
+    Engine e(o);
+    e.own_shard(0);
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(e.schedule_after(1h, [] {}));
+    ASSERT_TRUE(e.schedule_after(1h, Probe(&t, 0)));
+    e.release_shard(0);
+  }
+  EXPECT_EQ(t.ran[0].load(), 0);
+  EXPECT_EQ(t.destroyed[0].load(), 1);
+}
+
+TEST(EngineLifecycle, DestructionFindsAPeriodicCallableAmongTriviallyDestructibleOnes) {
+  Tally t(1);
+  {
+    Engine e(workers(1));
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(e.schedule_after(1h, [] {}));
+    ASSERT_TRUE(e.schedule_every(1h, Probe(&t, 0)));
+  }
+  EXPECT_EQ(t.ran[0].load(), 0);
+  EXPECT_EQ(t.destroyed[0].load(), 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Scheduling: once, never early, schedule_at, shards and threads
 

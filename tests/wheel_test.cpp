@@ -1256,6 +1256,22 @@ TEST(WheelLifetime, WheelDestructorDestroysPendingCallablesWithoutRunningThem) {
   EXPECT_EQ(ran, 101);
 }
 
+// The destructor skips its look for pending callables while none ever had a destructor: a periodic
+// timer's callable with one, among trivially destructible one-shots, must still be found.
+TEST(WheelLifetime, WheelDestructorFindsAPeriodicCallableAmongTriviallyDestructibleOnes) {
+  auto token = std::make_shared<int>(7);
+  int ran = 0;
+  {
+    Wheel w({.tick = 1ms});
+    for (int i = 0; i < 1000; ++i) ASSERT_TRUE(w.schedule_after(Nanos(1ms) * (1 + i), [&ran] { ++ran; }));
+    ASSERT_TRUE(w.schedule_every(1h, [token] {}));
+    EXPECT_EQ(w.advance(10ms), 10u);
+    EXPECT_EQ(token.use_count(), 2);
+  }
+  EXPECT_EQ(token.use_count(), 1);
+  EXPECT_EQ(ran, 10);
+}
+
 TEST(WheelLifetime, WheelDestructorDestroysDueAndLeftoverTimersToo) {
   // Timers in every place a pending timer can be: upper levels, level 0, due for the next call
   // (scheduled in the past), and left over by a pass cut short by its limit.

@@ -149,8 +149,9 @@ class Engine {
   // Validates the options (std::invalid_argument naming the bad one) and builds the shards; starts
   // no thread (see start()).
   explicit Engine(EngineOptions opts = {});
-  // stop(), its result discarded, then destroys the callables of timers never run. Not from
-  // inside one of this engine's callbacks.
+  // stop(), its result discarded, then destroys the callables of timers never run: a walk of every
+  // wheel if any callable scheduled had a destructor, none otherwise. Not from inside one of this
+  // engine's callbacks.
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -199,6 +200,7 @@ class Engine {
                                         PeriodicOptions opts = {}) noexcept {
     detail::check_periodic_callable<F>();
     if (detail::is_null_callable(fn)) return Timer(Status::null_callback);
+    note_destructor<F>();
     const std::uint64_t meta = periodic_meta(period, opts);
     if (meta == 0) return Timer(Status::bad_period);
     const detail::Reservation r = acquire(shard);
@@ -322,6 +324,7 @@ class Engine {
   Timer submit(std::size_t shard, Nanos when, bool relative, F&& fn) noexcept {
     detail::check_callable<F>();
     if (detail::is_null_callable(fn)) return Timer(Status::null_callback);
+    note_destructor<F>();
     // The shard's own thread: a recycled node straight from its pool, then into its wheel.
     if (detail::OwnLane* const lane = detail::t_own_lane;
         lane != nullptr && lane->engine == core_.get() && (shard == kAnyShard || shard == lane->index) &&
@@ -337,6 +340,13 @@ class Engine {
     if (r.producer == nullptr) return {r.shard, r.node, link_own(r.node, r.shard, when, relative)};
     return commit(r.node, r.shard, r.producer, when, relative);
   }
+  // Tells the engine that a callable with a destructor is being stored, so that its teardown
+  // looks for pending ones; compiles to nothing for a trivially destructible callable.
+  template <class F>
+  void note_destructor() noexcept {
+    if constexpr (!std::is_trivially_destructible_v<std::decay_t<F>>) held_destructors();
+  }
+  void held_destructors() noexcept;
   detail::Reservation acquire(std::size_t shard) noexcept;  // picks the shard, admits, takes a node
   // Hands the node over: its parts as arguments, in registers (a struct read back right after the
   // callable's store stalled the owner's schedule).

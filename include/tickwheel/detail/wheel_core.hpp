@@ -430,8 +430,10 @@ class WheelCore {
   // Takes the write of a back link that has no node to go to (back_link_of()); never read.
   Node** spare_link_ = nullptr;
   bool in_advance_ = false;
-  // A callable with a destructor was ever stored through schedule_at() or schedule_every() (an
-  // Engine stores its callables elsewhere, and does not read this).
+  // A callable with a destructor may be pending, so the destructor must find the pending nodes. A
+  // standalone wheel sets it when schedule_at() or schedule_every() first stores one; an Engine's
+  // shard wheel starts with it set and is told at the engine's teardown if none was ever stored
+  // (ShardWheel::forget_callables()).
   bool held_destructors_ = false;
   [[no_unique_address]] Policy policy_;  // see PlainPolicy
   TickDivider ticks_;  // tick_ as a divisor, for every deadline's tick; max_tick(): horizon() in ticks
