@@ -11,22 +11,26 @@
 // delay), Timer::cancel (of a pending, fired, running or cancelled timer, a default or a failed
 // handle; through the handle or the one its raw() gives back), moving the clock (small steps and
 // big jumps; it never goes back), poll(shard) or poll(shard, now) with or without a limit (also of
-// a shard that does not exist), running queued executor tasks (a few or all, oldest first or
-// picked anywhere in the queue), a look at the handles, stop(). The op bytes 0x86, 0x96, ..., 0xF6
-// (a cancel's before issue 17) are its API: Timer::reschedule / reschedule_after (any timer, any
-// deadline, past, far and saturating ones included; through the handle or its raw form),
-// Timer::deadline() / remaining(), raw values (a timer's in any state, garbled, forged, another
-// lifetime of its node, random), Engine::clear(shard), post_clear(shard) / post_clear_all() and
-// for_each_pending(shard) (whose visitor looks, cancels or moves the timer it visits, reads its
-// deadline, tries what a walk refuses, posts a clear, or throws), and Engine::own_shard /
-// release_shard: the fuzz thread becomes a shard's owner, so that
+// a shard that does not exist), after which the loop may sleep until its next_deadline(), running
+// queued executor tasks (a few or all, oldest first or picked anywhere in the queue), a look at the
+// handles, stop(). The op bytes 0x86, 0x96, ..., 0xE6 (a cancel's before issue 17) are its API:
+// Timer::reschedule / reschedule_after (any timer, any deadline, past, far and saturating ones
+// included; through the handle or its raw form), Timer::deadline() / remaining(), raw values (a
+// timer's in any state, garbled, forged, another lifetime of its node, random), Engine::clear(shard),
+// post_clear(shard) / post_clear_all() and for_each_pending(shard) (whose visitor looks, cancels or
+// moves the timer it visits, reads its deadline, tries what a walk refuses, posts a clear, or
+// throws), and Engine::own_shard / release_shard: the fuzz thread becomes a shard's owner, so that
 // its schedules and cancels there go straight into the wheel and it may read and walk the shard
-// between polls. Bytes from the back decide what each callback does: nothing, move the clock (a
-// long callback), run queued tasks, cancel any timer (itself included), schedule a one-shot or a
-// periodic timer (on its own shard, which links directly, or through another shard's queue), poll
-// the other shard (nested) or its own (refused, while it is being polled), stop() (refused), throw,
-// or (a byte 3 mod 8, by its high nibble) a call of issue 17's API: reschedule any timer or itself,
-// read a deadline, clear (at once or posted) or walk its own shard or another, try raw values.
+// between polls (op 0xD6; 0xF6 was one too before the loop's sleep came). Op 0xF6 is the loop's
+// sleep: Engine::prepare_wait(shard, until) (until none, before, at or after now) or
+// finish_wait(shard); the fuzz thread, the loop that polls every shard, announces a sleep or ends
+// it, and meanwhile schedules as the loop's other threads would. Bytes from the back decide what
+// each callback does: nothing, move the clock (a long callback), run queued tasks, cancel any timer
+// (itself included), schedule a one-shot or a periodic timer (on its own shard, which links
+// directly, or through another shard's queue), poll the other shard (nested) or its own (refused,
+// while it is being polled), stop() (refused), throw, or (a byte 3 mod 8, by its high nibble) a
+// call of issue 17's API: reschedule any timer or itself, read a deadline, clear (at once or
+// posted) or walk its own shard or another, try raw values.
 //
 // The executor. It queues each Task and runs none until an operation (or a callback) says so, so a
 // run is reproducible and tasks run late, out of order and nested. stop() waits for every task
@@ -60,6 +64,10 @@
 // between runs included; then scheduled + rearmed == fired + skipped + cancelled + returned, in
 // total and per shard, each counter exactly as the model counted it. Every throw is counted in
 // callback_errors and, when set, passed to on_callback_error, on whichever thread ran it.
+//
+// The loop's sleep. prepare_wait() sleeps iff no hand-off (a cancelled one too), returned node,
+// posted move or posted clear waits and stop() has not begun, which the model knows exactly; a
+// poll ends the sleep first (finish_wait), as a loop does, and so the loop time becomes the clock's.
 //
 // Issue 17's API, in the model. "Pending between runs" is a timer queued or linked and not
 // cancelled: a one-shot not yet claimed, a periodic timer not out on a run (see below). The shard's
@@ -305,6 +313,9 @@ class EngineRun {
     bool polling = false;
     bool walking = false;       // inside a for_each_pending() of it
     bool clear_posted = false;  // a post_clear() not served yet: the next pass (or stop()) serves it
+    // The loop's wake-up time (Wakeup's plan, in ns) while it sleeps: from a prepare_wait() that
+    // returned true until its finish_wait(). None while it is awake.
+    std::optional<std::uint64_t> plan;
   };
 
   // A poll in progress (polls nest: a callback may poll the other shard).
@@ -759,6 +770,11 @@ class EngineRun {
       }
     }
     poll(shard, now, limit());
+    // Bits 1 and 2: then the loop sleeps until the shard's next deadline, as a loop does.
+    if ((how & 0x06) == 0x06 && shard < shards_) {
+      const std::optional<Nanos> next = engine_->next_deadline(shard);
+      sleep(shard, next ? std::optional<std::int64_t>(next->count()) : std::nullopt);
+    }
   }
 
   void poll(std::size_t shard, std::optional<std::int64_t> now, std::size_t limit) {
@@ -782,6 +798,7 @@ class EngineRun {
       return;
     }
     ShardModel& m = model_[shard];
+    if (m.plan) wake(shard);  // a sleeping loop wakes to poll
     if (m.polling) {
       // This thread polls it already, further out: a second poll of one shard is refused.
       bool threw = false;
@@ -1354,6 +1371,7 @@ class EngineRun {
         break;
       }
       case 4: walk_shard(pick_shard(in_.u8())); break;
+      case 7: op_wait(); break;
       default: op_own(); break;
     }
   }
@@ -1691,6 +1709,57 @@ class EngineRun {
     if (!release && owner_ != s) model_[s].loop_now = std::max(model_[s].loop_now, g_clock);
     call();
     owner_ = release ? std::nullopt : std::optional<std::size_t>(s);
+  }
+
+  // Engine::prepare_wait / finish_wait, from the top level: the fuzz thread, the polling thread of
+  // every shard, announces that its loop sleeps (until `until`: none, before, at or after now), or
+  // wakes. The loop wakes before it polls (poll()) or sleeps again, one wait at a time, as a real
+  // loop does; meanwhile the thread goes on scheduling, as the loop's other threads would.
+  void op_wait() {
+    const std::uint8_t b = in_.u8();
+    const std::size_t s = pick_shard(b);
+    const bool finish = (b & 0x08) != 0;
+    if (s >= shards_) {
+      check(throws<std::out_of_range>(
+                [&] { finish ? engine_->finish_wait(s) : (void)engine_->prepare_wait(s, {}); }),
+            "prepare_wait() or finish_wait() of a shard that does not exist");
+      return;
+    }
+    if (model_[s].plan) wake(s);
+    if (finish) return;
+    std::optional<std::int64_t> until;
+    switch ((b >> 1) & 3) {
+      case 0: break;
+      case 1: until = sat_add(g_clock, -1 - sat_mul(in_.u8(), tick_ / 8)); break;
+      case 2: until = g_clock; break;
+      default: until = sat_add(g_clock, 1 + sat_mul(in_.u8(), tick_ / 8)); break;
+    }
+    sleep(s, until);
+  }
+
+  // The loop of shard s, awake, announces a sleep until `until` (none: until woken).
+  void sleep(std::size_t s, std::optional<std::int64_t> until) {
+    ShardModel& m = model_[s];
+    // False while work waits that a sleep would leave (hand-offs, cancelled ones included, returned
+    // nodes, posted moves, a posted clear), and once stopped.
+    const bool expected =
+        !stopped_ && m.queue.empty() && m.returned.empty() && m.moves.empty() && !m.clear_posted;
+    const bool slept = engine_->prepare_wait(s, until ? std::optional<Nanos>(Nanos(*until)) : std::nullopt);
+    TICKWHEEL_FUZZ_TRACE("prepare_wait(%zu, %lld) -> %d", s, until ? ll(*until) : -1LL, slept);
+    check(slept == expected, "prepare_wait() did not sleep exactly when nothing waits", slept, expected);
+    if (!slept) return;
+    // Wakeup's plan: the time (a negative one is 0), or none; 0 is its "awake", so a plan of 0 is 1.
+    m.plan = !until
+                 ? ~std::uint64_t{0}
+                 : std::max<std::uint64_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(*until, 0)), 1);
+  }
+
+  // The loop's wait ends: from here its shard's loop time is the clock's (Shard::loop_now()).
+  void wake(std::size_t s) {
+    TICKWHEEL_FUZZ_TRACE("finish_wait(%zu)", s);
+    engine_->finish_wait(s);
+    model_[s].plan.reset();
+    model_[s].loop_now = std::max(model_[s].loop_now, g_clock);
   }
 
   // A callback's use of the API of issue 17 (act(), case 3): inline, on its shard's own thread; on
