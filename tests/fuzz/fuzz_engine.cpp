@@ -4,9 +4,10 @@
 //
 // The input. The first bytes pick the options (shards, tick, transfer_cap, max_pending_per_shard,
 // the clock's start, where callbacks run: inline, an InlineExecutor, or the target's own queueing
-// executor; whether on_callback_error is set; now and then a raw set of options whose validation
-// is checked instead). Then each front byte is one operation: schedule_after / schedule_at /
-// schedule_after_on (a good shard or one past the last), schedule_every / schedule_every_on (good and
+// executor, whose any_thread() the input picks; whether on_callback_error is set; now and then a
+// raw set of options whose validation is checked instead). Then each front byte is one operation:
+// schedule_after / schedule_at / schedule_after_on / schedule_at_on (a good shard or one past the
+// last; absolute deadlines from zero or near the clock), schedule_every / schedule_every_on (good and
 // bad periods, fixed rate and fixed delay, each Misfire policy, with and without an initial
 // delay), Timer::cancel (of a pending, fired, running or cancelled timer, a default or a failed
 // handle; through the handle or the one its raw() gives back), moving the clock (small steps and
@@ -38,7 +39,8 @@
 // input byte picks either running it on the fuzz thread first (callbacks act as usual), or on a
 // helper thread while stop() waits (callbacks take no action then, since what they saw would
 // depend on how far stop() had got; the helper touches the model only inside callbacks, all of
-// which finish before stop() can return).
+// which finish before stop() can return). A poll hands tasks over; with any_thread(), so may a
+// schedule_at() outside any poll (the due path, below), and nothing else.
 //
 // The model. Each shard has a FIFO hand-off queue (one producer thread here, so moodycamel's
 // per-producer order holds), a set of timers linked in its wheel, each due at its deadline rounded
@@ -68,6 +70,20 @@
 // The loop's sleep. prepare_wait() sleeps iff no hand-off (a cancelled one too), returned node,
 // posted move or posted clear waits and stop() has not begun, which the model knows exactly; a
 // poll ends the sleep first (finish_wait), as a loop does, and so the loop time becomes the clock's.
+//
+// The due path (EngineCore::commit, claim_due). A one-shot that the fuzz thread schedules at an
+// absolute deadline (schedule_at / schedule_at_on, at the top level or from a task's callback)
+// through the shard's queue (not as its owner, whose schedules link directly) is claimed by the
+// scheduling thread itself when the executor says any_thread(), max_pending_per_shard is 0, the
+// shard's loop sleeps (prepare_wait returned true, no finish_wait yet) with a plan past the end of
+// the deadline's tick, and that tick is over by the engine's clock (due * tick <= now: a deadline
+// at now takes it only on a tick's start). Then, before schedule_at() returns: the handle is
+// expired, not pending, its cancel() fails; the shard's scheduled, fired and executing count it
+// (live, not at a pass); its task is in the executor's queue (execute() came from the schedule,
+// the only execute() outside a poll); no hand-off is queued, and the loop's eventfd was not
+// signalled, so the sleep goes on. The task runs when the input says, as any other, its callable
+// dies after the run, a later pass (or stop()'s drain) takes the node back, and stop() waits for
+// it.
 //
 // Issue 17's API, in the model. "Pending between runs" is a timer queued or linked and not
 // cancelled: a one-shot not yet claimed, a periodic timer not out on a run (see below). The shard's
@@ -145,6 +161,11 @@
 //   - Inside a pass, a Misfire::skip timer a whole period behind may or may not have been dropped
 //     yet, so its deadline is checked as either; a move or clear() of one counts as a cancel does
 //     for the pass's skipped count.
+//   - That the due path wakes no loop is checked on the shard's eventfd, only for inputs under 4096
+//     bytes: a thread's 4096th post to a shard (a claim counts as one) nudges its sleeping loop
+//     whatever the plan, and the model does not count posts; each post takes a byte at least.
+#include <poll.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -184,7 +205,9 @@ Nanos fuzz_clock() noexcept { return Nanos(g_clock); }
 
 class EngineRun {
  public:
-  explicit EngineRun(Bytes& in) : in_(in) {}
+  // A thread's posts to a shard nudge its sleeping loop once per 4096 (ProducerState::kNudgeEvery),
+  // and each post here takes a byte of the input at least: below 4096 bytes, a wake-up is a signal.
+  EngineRun(Bytes& in, std::size_t size) : in_(in), no_nudge_(size < 4096) {}
 
   void run() {
     setup();
@@ -229,22 +252,30 @@ class EngineRun {
  private:
   friend class Fire<EngineRun>;  // calls born(), on_fire() and died()
 
-  // The executor: it queues each task and runs none until the input says so.
+  // The executor: it queues each task and runs none until the input says so. any_thread() as the
+  // input chose: true lets a schedule_at() from the fuzz thread hand a due timer over itself.
   class QueueExecutor final : public Executor {
    public:
-    explicit QueueExecutor(EngineRun* run) noexcept : run_(run) {}
+    QueueExecutor(EngineRun* run, bool any_thread) noexcept : run_(run), any_thread_(any_thread) {}
     void execute(Task task) noexcept override {
       check(static_cast<bool>(task), "execute() was given an empty task");
-      check(!run_->polls_.empty(), "execute() was called outside poll()");
+      if (run_->polls_.empty()) {
+        // Outside a poll only the due path hands tasks over, from inside the schedule itself;
+        // record() checks that it did so exactly when the model says.
+        check(run_->due_window_, "execute() was called outside poll() and outside a schedule_at()");
+        ++run_->due_handed_;
+      }
       tasks.push_back(task);
       ++handed;
     }
+    bool any_thread() const noexcept override { return any_thread_; }
 
     std::deque<Task> tasks;
     std::uint64_t handed = 0;  // execute() calls so far
 
    private:
     EngineRun* run_;
+    const bool any_thread_;
   };
 
   // Where a timer is. A one-shot: queued -> linked -> running (inline) -> ended, or with the
@@ -371,7 +402,8 @@ class EngineRun {
       case 5: opts.executor = std::make_shared<InlineExecutor>(); break;  // the same as none
       case 6:
       case 7:
-        executor_ = std::make_shared<QueueExecutor>(this);
+        // any_thread() half the time: false keeps every hand-over inside poll(), as before it existed.
+        executor_ = std::make_shared<QueueExecutor>(this, (c & 0x40) != 0);
         opts.executor = executor_;
         break;
       default: break;
@@ -398,9 +430,11 @@ class EngineRun {
       m.cur_floor = tick_of(g_clock);  // the wheel starts at its clock's tick
     }
     check(engine_->shard_count() == shards_ && engine_->tick().count() == tick_, "shard_count() or tick()");
-    TICKWHEEL_FUZZ_TRACE("engine: %zu shards, tick %lld ns, cap %zu, max_pending %zu, clock %lld, %s",
-                         shards_, ll(tick_), cap_, max_pending_, ll(g_clock),
-                         executor_ ? "queueing executor" : "inline");
+    TICKWHEEL_FUZZ_TRACE(
+        "engine: %zu shards, tick %lld ns, cap %zu, max_pending %zu, clock %lld, %s", shards_, ll(tick_),
+        cap_, max_pending_, ll(g_clock),
+        executor_ ? (executor_->any_thread() ? "queueing executor, any thread" : "queueing executor")
+                  : "inline");
   }
 
   // A raw set of options: the constructor must throw std::invalid_argument exactly when one is
@@ -494,27 +528,38 @@ class EngineRun {
     if (kind == 2) asked = in_.u8() % shards_;
     if (kind == 3) asked = shards_ + in_.u8() % 2;
     // The deadline, as the engine computes it: the delay from its clock (or the shard's loop time,
-    // see base_for()), or absolute.
-    const bool absolute = kind == 1;
+    // see base_for()), or absolute: schedule_at, and schedule_at_on for a given shard (op bit 0).
+    // Bit 1 puts an absolute deadline near the clock (the delay from it), where the ticks that are
+    // over and those that are not meet: the due path's edge.
+    const bool absolute = kind == 1 || (kind == 2 && (op & 1) != 0);
     const Expect e = expect(asked);
-    const std::int64_t deadline = absolute ? d : sat_add(base_for(e), d);
+    const std::int64_t deadline = !absolute       ? sat_add(base_for(e), d)
+                                  : (op & 2) != 0 ? sat_add(g_clock, d)
+                                                  : d;
     tickwheel::Timer t;
     {
       Fire fn(this, serial);
+      // Only an absolute one-shot may be claimed by this thread (see record()), which wakes no loop:
+      // each shard's eventfd is read before, for record() to compare.
+      due_window_ = absolute && executor_ && executor_->any_thread();
+      signalled_.clear();
+      for (std::size_t s = 0; due_window_ && s < shards_; ++s) signalled_.push_back(readable(s));
       switch (kind) {
         case 0: t = engine_->schedule_after(Nanos(d), std::move(fn)); break;
-        case 1: {
-          t = engine_->schedule_at(Nanos(d), std::move(fn));
+        case 1: t = engine_->schedule_at(Nanos(deadline), std::move(fn)); break;
+        default:
+          t = absolute ? engine_->schedule_at_on(asked, Nanos(deadline), std::move(fn))
+                       : engine_->schedule_after_on(asked, Nanos(d), std::move(fn));
           break;
-        }
-        default: t = engine_->schedule_after_on(asked, Nanos(d), std::move(fn)); break;
       }
+      due_window_ = false;
     }
-    TICKWHEEL_FUZZ_TRACE("schedule #%u (kind %u, shard %lld, deadline %lld) -> %s, shard %zu", serial, kind,
+    TICKWHEEL_FUZZ_TRACE("schedule #%u (kind %u, %s, shard %lld, deadline %lld) -> %s, shard %zu", serial,
+                         kind, absolute ? "at" : "after",
                          asked == Engine::kAnyShard ? -1LL : static_cast<long long>(asked), ll(deadline),
                          std::string(to_string(t.status())).c_str(), t.shard());
     if (kind == 3) return no_such_shard(t, e);
-    record(t, serial, e, Rec{}, deadline);
+    record(t, serial, e, Rec{}, deadline, absolute);
   }
 
   void op_schedule_every(std::uint8_t op) {
@@ -599,10 +644,13 @@ class EngineRun {
   }
 
   // Checks a schedule's outcome and records the timer: linked at once when a callback schedules it
-  // on its own shard, else queued for the shard's next transfer.
+  // on its own shard, claimed and handed to the executor at once when it takes the due path (see
+  // due_path()), else queued for the shard's next transfer.
   void record(const tickwheel::Timer& t, std::uint32_t serial, const Expect& e, Rec rec,
-              std::int64_t deadline) {
+              std::int64_t deadline, bool absolute = false) {
     const std::uint64_t rejected_now = engine_->stats().rejected;
+    const std::uint64_t claimed_here = std::exchange(due_handed_, 0);  // execute() calls in the schedule
+    if (!t) check(claimed_here == 0, "a schedule that failed handed a task to the executor");
     if (stopped_) {
       check(!t && t.status() == Status::stopped, "a schedule after stop() did not fail with stopped");
       check(rejected_now == e.rejected + 1, "a schedule refused after stop() was not counted as rejected");
@@ -631,10 +679,33 @@ class EngineRun {
     rec.handle = t;
     rec.shard = s;
     rec.due = due_tick(deadline, tick_);
-    check(!t.cancelled() && !t.expired() && t.is_pending(),
-          "a new timer's handle says cancelled, expired or not pending");
     Rec& r = recs_.emplace(serial, rec).first->second;
     serials_.push_back(serial);
+    const bool direct = polls_.empty() ? owner_ == s : polls_.back().shard == s;
+    const bool claimed = absolute && !r.periodic && !direct && due_path(s, r.due);
+    check(claimed_here == (claimed ? 1 : 0),
+          "a schedule handed a task to the executor other than the due path says", lu(claimed_here), claimed);
+    if (claimed) {
+      // Claimed by this thread, as a pass claims: the timer has fired already, is counted in
+      // scheduled, fired and executing at once (the shard's counters, read live), and its task
+      // waits in the executor's queue; the shard meets its node only when a pass takes it back.
+      tickwheel::Timer copy = t;
+      check(!t.cancelled() && t.expired() && !t.is_pending() && !copy.cancel(),
+            "a timer the due path claimed is not expired, or its cancel() won", serial);
+      check(!no_nudge_ || signalled_[s] || !readable(s), "the due path woke the shard's loop", serial);
+      ShardModel& m = model_[s];
+      ++m.scheduled;
+      ++m.published_scheduled;
+      ++m.fired;
+      ++m.executing;
+      r.where = Where::handed;
+      r.fired = true;
+      r.ended_at = schedules_ok_;
+      TICKWHEEL_FUZZ_TRACE("  #%u claimed by its scheduler: handed to the executor at once", serial);
+      return;
+    }
+    check(!t.cancelled() && !t.expired() && t.is_pending(),
+          "a new timer's handle says cancelled, expired or not pending");
     // A callback's schedule on its own shard is linked at once, and so is the owner's on the shard
     // it owns (outside a callback of another shard); any other goes through the queue.
     if (!polls_.empty() && polls_.back().shard == s) {
@@ -650,6 +721,18 @@ class EngineRun {
     } else {
       model_[s].queue.push_back(serial);
     }
+  }
+
+  // Whether a one-shot that this thread schedules at an absolute deadline (due at tick `due`) on
+  // shard s, through its queue (not the owner's nor a callback's own-shard link), is claimed by
+  // this thread and handed to the executor there and then (EngineCore::commit): an executor that
+  // takes tasks from any thread, no max_pending_per_shard (its places only a pass gives back), a
+  // shard whose loop has announced a sleep past the tick's end (Wakeup::sleeps_past: the hand-off
+  // would wake it), and the tick over by the engine's clock. One thread, no race: exact.
+  bool due_path(std::size_t s, std::uint64_t due) const {
+    if (!executor_ || !executor_->any_thread() || max_pending_ != 0 || !model_[s].plan) return false;
+    const auto end = static_cast<std::uint64_t>(ns_of(due));  // due <= max_tick_: no overflow
+    return end < *model_[s].plan && ns_of(due) <= g_clock;
   }
 
   void failed(const tickwheel::Timer& t) {
@@ -1754,6 +1837,12 @@ class EngineRun {
                  : std::max<std::uint64_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(*until, 0)), 1);
   }
 
+  // Whether shard s's eventfd has a signal its loop has not read (finish_wait() reads it).
+  bool readable(std::size_t s) const {
+    pollfd p{.fd = engine_->wakeup_fd(s), .events = POLLIN, .revents = 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+  }
+
   // The loop's wait ends: from here its shard's loop time is the clock's (Shard::loop_now()).
   void wake(std::size_t s) {
     TICKWHEEL_FUZZ_TRACE("finish_wait(%zu)", s);
@@ -2072,8 +2161,12 @@ class EngineRun {
   std::uint32_t next_serial_ = 1;
   std::uint64_t schedules_ok_ = 0;
   std::uint64_t polls_made_ = 0;
-  std::size_t maybe_ran_ = 0;  // tasks of maybe_handed timers run (settle_hand_overs)
-  bool quiet_ = false;         // callbacks take no action
+  std::size_t maybe_ran_ = 0;     // tasks of maybe_handed timers run (settle_hand_overs)
+  bool quiet_ = false;            // callbacks take no action
+  const bool no_nudge_;           // no post is a shard's 4096th: only a signal makes its eventfd readable
+  std::vector<bool> signalled_;   // each shard's eventfd readable before the schedule in the due window
+  bool due_window_ = false;       // inside a schedule that may take the due path: execute() may come
+  std::uint64_t due_handed_ = 0;  // execute() calls in that window
   bool stopped_ = false;
   bool destroying_ = false;
   bool stop_clearing_ = false;    // inside stop(), which serves the clears posted and not served
@@ -2087,6 +2180,6 @@ class EngineRun {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   tickwheel::fuzz::Bytes in(data, size);
-  tickwheel::fuzz::EngineRun(in).run();
+  tickwheel::fuzz::EngineRun(in, size).run();
   return 0;
 }
