@@ -174,7 +174,10 @@ TEST(BadInput, TickOutOfRangeIsRejectedNamingTheValue) {
       {999ns, "got 999ns"},
       {1h + 1ns, "got 3600000000001ns"},
       {Nanos::max(), "got " + std::to_string(Nanos::max().count()) + "ns"}};
-  for (const auto& [tick, value] : bad) {
+  for (const auto& entry : bad) {
+    // Not a structured binding: clang before 16 cannot capture one in a lambda.
+    const Nanos tick = entry.first;
+    const std::string& value = entry.second;
     expect_invalid([&] { Wheel w({.tick = tick}); }, {"tick", value});
     expect_invalid(
         [&] {
