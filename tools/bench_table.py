@@ -529,17 +529,22 @@ ENGINE_NOTES = ("ns/op is real time per operation over all producer threads toge
                 "mutex-guarded binary heap and consumer thread per shard.")
 
 
-def engine_rows(table, order):
-    rows = []
+def engine_pairs(table, order, system):
+    """(case, key, engine reps, heap reps, engine ns, heap ns) of each one-argument engine/heap
+    case: those that count the CPU of the queue's own threads (system) or the others."""
     for case in order:
         for key in keys_of(table, case, 1):
             row = table[key]
-            if ("engine" not in row and "heap" not in row) or is_system_case(row):
+            if ("engine" not in row and "heap" not in row) or is_system_case(row) != system:
                 continue
             e, h = row.get("engine", []), row.get("heap", [])
-            e_ns, h_ns = med(e, "ns_per_op"), med(h, "ns_per_op")
-            rows.append([case, str(key[1][0]), str(key[2]), fmt_ns(e_ns), fmt_ns(h_ns), fmt_ratio(h_ns, e_ns),
-                         fmt_range(e), fmt_range(h)])
+            yield case, key, e, h, med(e, "ns_per_op"), med(h, "ns_per_op")
+
+
+def engine_rows(table, order):
+    rows = [[case, str(key[1][0]), str(key[2]), fmt_ns(e_ns), fmt_ns(h_ns), fmt_ratio(h_ns, e_ns),
+             fmt_range(e), fmt_range(h)]
+            for case, key, e, h, e_ns, h_ns in engine_pairs(table, order, system=False)]
     return markdown(ENGINE_HEADER, rows) if rows else []
 
 
@@ -566,17 +571,11 @@ SYSTEM_NOTES = ("`throughput` ns/pair is real time per cancel+schedule pair over
 
 def system_rows(table, order):
     rows = []
-    for case in order:
-        for key in keys_of(table, case, 1):
-            row = table[key]
-            if not is_system_case(row):
-                continue
-            e, h = row.get("engine", []), row.get("heap", [])
-            e_ns, h_ns = med(e, "ns_per_op"), med(h, "ns_per_op")
-            cpu = [f"{fmt_ns(cpu_total(r))} = {fmt_ns(med(r, 'producer_cpu_ns'))} + "
-                   f"{fmt_ns(med(r, 'worker_cpu_ns'))}" if cpu_total(r) is not None else "–" for r in (e, h)]
-            rows.append([case, str(key[1][0]), str(key[2]), fmt_ns(e_ns), fmt_ns(h_ns), fmt_ratio(h_ns, e_ns),
-                         cpu[0], cpu[1], fmt_ratio(cpu_total(h), cpu_total(e)), fmt_range(e), fmt_range(h)])
+    for case, key, e, h, e_ns, h_ns in engine_pairs(table, order, system=True):
+        cpu = [f"{fmt_ns(cpu_total(r))} = {fmt_ns(med(r, 'producer_cpu_ns'))} + "
+               f"{fmt_ns(med(r, 'worker_cpu_ns'))}" if cpu_total(r) is not None else "–" for r in (e, h)]
+        rows.append([case, str(key[1][0]), str(key[2]), fmt_ns(e_ns), fmt_ns(h_ns), fmt_ratio(h_ns, e_ns),
+                     cpu[0], cpu[1], fmt_ratio(cpu_total(h), cpu_total(e)), fmt_range(e), fmt_range(h)])
     return markdown(SYSTEM_HEADER, rows) if rows else []
 
 
