@@ -29,21 +29,11 @@ bool kernel_uses_tsc() noexcept {
   return got >= 4 && std::strncmp(name.data(), "tsc\n", 4) == 0;
 }
 
-// ns per TSC tick with the 25% margin, in 32.32 fixed point; 0 if the TSC is not to be used. The
-// TSC is read before the clock at the start and after it at the end, so the measured interval of
-// ticks covers the clock's: the rate errs low by the two reads at most (a few ppm over 2 ms),
-// which the margin covers.
+// ns per TSC tick with the 25% margin, in 32.32 fixed point; 0 if the TSC is not to be used.
 std::uint64_t measure_mult() noexcept {
   if (!kernel_uses_tsc()) return 0;
-  const std::uint64_t tsc0 = __rdtsc();
-  const std::int64_t ns0 = monotonic_now().count();
-  std::int64_t ns1 = ns0;
-  while (ns1 - ns0 < kCalibrationNs) {
-    std::this_thread::yield();
-    ns1 = monotonic_now().count();
-  }
-  const std::uint64_t tsc1 = __rdtsc();
-  const double ns_per_tick = static_cast<double>(ns1 - ns0) / static_cast<double>(tsc1 - tsc0);
+  const double ns_per_tick = ns_per_tsc_tick([] { return monotonic_now().count(); }, [] { return __rdtsc(); },
+                                             [] { std::this_thread::yield(); }, kCalibrationNs);
   const double mult = ns_per_tick * 1.25 * 4294967296.0;
   return mult > 0 && mult < 4294967296.0 ? static_cast<std::uint64_t>(mult) : 0;
 }

@@ -24,19 +24,60 @@ inline Nanos monotonic_now() noexcept {
 // this project's VM, measured), and a thread re-reads the clock only when its anchor is older
 // than 1/16 of the tick (1 ms at most). The bound is always at or after the true time:
 //   - the anchor's TSC is read before its clock, so the ticks since it overstate the time since;
-//   - the margin covers the rate's calibration (2 ms against the clock, a few ppm) and the clock
-//     being slewed faster than the TSC (NTP: 500 ppm; chrony at its 8.3% maximum);
+//   - the rate's calibration errs only high (ns_per_tsc_tick(), below), and the margin covers
+//     the clock being slewed faster than the TSC (NTP: 500 ppm; chrony at its 8.3% maximum);
 //   - it is used only where the kernel itself keeps time with the TSC (its clocksource is "tsc"):
 //     then the TSC is invariant and synchronised across CPUs, so a thread that moves keeps its
 //     anchor; a TSC behind the anchor is taken as a stale anchor.
-// The deadline is late by at most 25% of the anchor's age: 1/64 of a tick. Ticks under 16 us
-// (anchors too young to pay) and machines without the TSC clocksource read the clock every time.
+// The deadline is late by at most 25% of the anchor's age, 1/64 of a tick, plus what a stalled
+// calibration added to the rate. Ticks under 16 us (anchors too young to pay) and machines without
+// the TSC clocksource read the clock every time.
 struct DeadlineAnchor {
   std::uint64_t tsc = 0;
   std::int64_t ns = 0;
 };
 // The calling thread's anchor: one per thread, whatever the engine, as it is one clock.
 inline thread_local DeadlineAnchor t_deadline_anchor;
+
+// The TSC's rate against the clock: one TSC reading between two clock readings (a bracket) at each
+// end of a span of at least `span_ns`, and ns per TSC tick from the outer clock readings. Their
+// interval covers the one between the two TSC readings whatever stalls the thread between reads (a
+// preemption, a VM exit), so the rate is never below the true one: a stall only raises it, which
+// places deadlines later, never earlier. A bracket wider than kTightBracketNs is read again, a few
+// times, so that a stall seldom costs the rate its precision. 0 if the TSC did not advance.
+// Templated on the readers so that a test can drive it with a simulated clock and stalls.
+inline constexpr std::int64_t kTightBracketNs = 10'000;
+inline constexpr unsigned kBracketTries = 8;
+
+struct TscBracket {
+  std::int64_t before = 0;
+  std::uint64_t tsc = 0;
+  std::int64_t after = 0;
+  std::int64_t width() const noexcept { return after - before; }
+};
+
+template <class ClockNs, class Tsc>
+TscBracket read_bracket(ClockNs& clock, Tsc& tsc) {
+  TscBracket best;
+  for (unsigned i = 0; i < kBracketTries; ++i) {
+    TscBracket b;
+    b.before = clock();
+    b.tsc = tsc();
+    b.after = clock();
+    if (i == 0 || b.width() < best.width()) best = b;
+    if (best.width() <= kTightBracketNs) break;
+  }
+  return best;
+}
+
+template <class ClockNs, class Tsc, class Pause>
+double ns_per_tsc_tick(ClockNs clock, Tsc tsc, Pause pause, std::int64_t span_ns) {
+  const TscBracket start = read_bracket(clock, tsc);
+  while (clock() - start.after < span_ns) pause();
+  const TscBracket end = read_bracket(clock, tsc);
+  if (end.tsc <= start.tsc) return 0;
+  return static_cast<double>(end.after - start.before) / static_cast<double>(end.tsc - start.tsc);
+}
 
 class DeadlineClock {
  public:

@@ -40,5 +40,49 @@ TEST(DeadlineClock, NeverReadsBelowTheMonotonicClock) {
   }
 }
 
+// The calibration, on a simulated clock whose TSC ticks once a nanosecond: a stall between any two
+// of its reads (a preemption, a VM exit) may make the rate high, never low, since a low rate would
+// put upper_now() below the true time. Each case stalls one read of the run for 500 us, the
+// stall that made the earlier calibration (TSC read outside the clock readings) 20% low.
+struct SimulatedMachine {
+  std::int64_t t = 1'000'000'000;  // true time, ns; the TSC reads it as ticks
+  int reads = 0;
+  int stall_at = -1;  // the read after which the thread stalls
+  std::int64_t stall_ns = 500'000;
+  void after_read() {
+    t += 25;  // each read's own cost
+    if (reads++ == stall_at) t += stall_ns;
+  }
+  double calibrate() {
+    return detail::ns_per_tsc_tick(
+        [this] {
+          const std::int64_t v = t;
+          after_read();
+          return v;
+        },
+        [this] {
+          const auto v = static_cast<std::uint64_t>(t);
+          after_read();
+          return v;
+        },
+        [this] { t += 1'000; }, 2'000'000);
+  }
+};
+
+TEST(DeadlineClock, ACalibrationStalledAnywhereNeverMeasuresTheTscSlow) {
+  SimulatedMachine unstalled;
+  const double exact = unstalled.calibrate();
+  EXPECT_GE(exact, 1.0);
+  EXPECT_LT(exact, 1.001) << "with no stall the brackets are tight";
+  ASSERT_GT(unstalled.reads, 6);
+  for (int at = 0; at < unstalled.reads; ++at) {
+    SimulatedMachine m;
+    m.stall_at = at;
+    const double rate = m.calibrate();
+    EXPECT_GE(rate, 1.0) << "a stall after read " << at << " measured the TSC slow";
+    EXPECT_LT(rate, 1.001) << "a stall after read " << at << " was not read around";
+  }
+}
+
 }  // namespace
 }  // namespace tickwheel::test
