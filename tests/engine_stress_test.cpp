@@ -184,6 +184,11 @@ void produce(Ctx& c, std::size_t p, std::size_t quota, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const std::size_t base = p * quota;
   for (std::size_t i = 0; i < quota; ++i) {
+    // The last quarter waits for stop() to begin (the test calls it once three quarters are
+    // attempted), so that schedules race it however late the test thread gets to run.
+    if (i == quota - quota / 4) {
+      while (!c.stop_called.load()) std::this_thread::yield();
+    }
     const std::uint64_t r = rng();
     Nanos delay((r >> 8) % 200'000'001);                       // 0..200 ms, any nanosecond
     if (r % 64 == 0) delay = std::chrono::seconds(5) + delay;  // far out: pending at the stop

@@ -260,7 +260,9 @@ TEST(EngineLifecycle, CancelOfAReturnedTimerDestroysItsCallable) {
 
 // Hand-offs still in the queue when stop() runs are returned too. The worker is held inside a
 // callback while the timers are handed over and stop() is called, so none of them can have been
-// transferred into the wheel before stop() began.
+// transferred into the wheel before stop() began. They are an hour out: should the gate open
+// before stop() has told the worker (stop() marks the engine stopped first, the shards after), a
+// pass may transfer them, and they are still pending, and returned.
 TEST(EngineLifecycle, StopReturnsHandOffsNotYetTransferred) {
   constexpr std::size_t kQueued = 100, kProbes = 100'000;
   Tally t(kQueued + kProbes);
@@ -271,7 +273,7 @@ TEST(EngineLifecycle, StopReturnsHandOffsNotYetTransferred) {
   ASSERT_TRUE(gate.wait_entered());
   std::vector<Timer> handles(kQueued + kProbes);
   for (std::size_t i = 0; i < kQueued; ++i) {
-    handles[i] = e.schedule_after(0ns, Probe(&t, i));
+    handles[i] = e.schedule_after(1h, Probe(&t, i));
     ASSERT_TRUE(handles[i]) << i;
   }
   std::vector<Timer> returned;
@@ -588,9 +590,12 @@ TEST(EngineCancel, InTheWheelWhileOverdue) {
   HoldGate gate;
   Engine e(workers(1));
   ReleaseOnExit guard{gate};
-  Timer x = e.schedule_after(5ms, Probe(&t, 0));
+  // Both deadlines from one reading, so that x stays 5 ms behind the gate however long this
+  // thread stalls between the two calls.
+  const Nanos t0 = e.now();
+  Timer x = e.schedule_at(t0 + 5ms, Probe(&t, 0));
   ASSERT_TRUE(x);
-  ASSERT_TRUE(e.schedule_after(0ns, [g = &gate] { g->pass(); }));  // queued behind x: same pass
+  ASSERT_TRUE(e.schedule_at(t0, [g = &gate] { g->pass(); }));  // queued behind x: same pass
   ASSERT_TRUE(gate.wait_entered());
   std::this_thread::sleep_for(10ms);  // x is now overdue (only ordering is asserted, not time)
   EXPECT_TRUE(x.cancel());

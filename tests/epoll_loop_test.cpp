@@ -80,7 +80,6 @@ TEST(EpollLoop, AHandOffFromAnotherThreadWakesItsWait) {
   ASSERT_TRUE(e.schedule_after_on(0, 0ns, [&ran] { ran.fetch_add(1); }));
   EXPECT_TRUE(eventually([&] { return ran.load() == 1; }, 30s))
       << "the loop slept through another thread's hand-off";
-  EXPECT_GE(e.stats().shards[0].wakeups, 1u);
   EXPECT_EQ(e.stop().size(), 1u) << "stop() hands back the hour-long timer";  // and wakes the loop
   loop_thread.join();
 }

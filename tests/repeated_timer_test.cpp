@@ -641,12 +641,12 @@ void storm(Engine& e, std::uint64_t seed) {
   t.stop();
   const int at_stop = o.started.load();
   ASSERT_TRUE(eventually([&] { return o.inside.load() == 0; }));
-  std::this_thread::sleep_for(5ms);  // many timeouts: runs would go on if stop() had not held
-  const int settled = o.started.load();
-  EXPECT_LE(settled, at_stop + 1) << "at most the run already begun may start after stop()";
-  EXPECT_EQ(o.inside.load(), 0);
-  std::this_thread::sleep_for(5ms);
-  EXPECT_EQ(o.started.load(), settled) << "a run started after stop() and the run in progress";
+  // Many timeouts: runs would go on if stop() had not held. The one run begun before stop() (past
+  // its check, not yet counted) may start at any point of these waits, however late: it is the
+  // one the bound allows.
+  std::this_thread::sleep_for(10ms);
+  EXPECT_LE(o.started.load(), at_stop + 1) << "at most the run already begun may start after stop()";
+  EXPECT_TRUE(eventually([&] { return o.inside.load() == 0; }));
   EXPECT_EQ(o.overlaps.load(), 0) << "two runs overlapped";
   EXPECT_FALSE(t.running());
   EXPECT_EQ(t.last_error(), Status::ok);
