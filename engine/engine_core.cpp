@@ -112,13 +112,20 @@ EngineCore::EngineCore(EngineOptions opts)
 }
 
 EngineCore::~EngineCore() {  // NOLINT(bugprone-exception-escape): see the declaration
-  shut_down(nullptr);        // allocates nothing: the wheels destroy the callables of what is pending
+  shut_down(nullptr);        // allocates nothing; what is pending stays linked, for the reads below
   for (auto& shard : shards_) shard->drain_cancels();  // cancels posted after the drain
-  if (!held_destructors_.load(std::memory_order_relaxed)) {
-    for (auto& shard : shards_) shard->forget_callables();  // the wheels have nothing to destroy
+  if (held_destructors_.load(std::memory_order_relaxed)) {
+    // The callables of the timers never run, from every pool that serves each shard, each read in
+    // address order: the shard's own, and each producer thread's overflow pool for it.
+    for (std::size_t i = 0; i < shards_.size(); ++i) {
+      Shard& shard = *shards_[i];
+      shard.destroy_callables_from(shard.own_pool());
+      producers_.for_each(
+          [&](const ProducerState& p) { shard.destroy_callables_from(p.shards[i].overflow); });
+    }
   }
   producers_.drop_tokens();  // they point into the shards' queues
-  shards_.clear();           // the wheels destroy the callables of timers never run
+  shards_.clear();
   g_live_engines.fetch_sub(1, std::memory_order_relaxed);
 }
 

@@ -39,8 +39,8 @@ class EngineCore final : public ShardHost {
   EngineCore(EngineCore&&) = delete;
   EngineCore& operator=(EngineCore&&) = delete;
 
-  // A callable with a destructor is being stored (Engine::note_destructor()): the wheels' destructors
-  // must look for pending ones. Any thread; one store per engine, loads after that.
+  // A callable with a destructor is being stored (Engine::note_destructor()): the teardown must look
+  // for pending ones. Any thread; one store per engine, loads after that.
   void note_destructors() noexcept {
     if (!held_destructors_.load(std::memory_order_relaxed)) {
       held_destructors_.store(true, std::memory_order_relaxed);

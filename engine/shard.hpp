@@ -296,8 +296,10 @@ class Shard {
   std::size_t drain_cancels() noexcept;  // records taken; also the engine's destructor, after stop()
   std::size_t drain_moves() noexcept;    // records taken (applied or found stale)
   void drain_returned() noexcept;
-  // The engine's teardown: no callable of the engine had a destructor (see ShardWheel).
-  void forget_callables() noexcept { wheel_.forget_callables(); }
+  // The engine's teardown: destroys the callables of the timers still linked that come from `pool`
+  // (ShardWheel::destroy_callables_from()); own_pool() is the wheel's.
+  void destroy_callables_from(const NodePool& pool) noexcept { wheel_.destroy_callables_from(pool); }
+  const NodePool& own_pool() const noexcept { return wheel_.pool(); }
   // A cancel that comes after stop() (the caller holds the engine's lifecycle mutex).
   void retire_now(Node* node, std::uint32_t cancelled_gen) noexcept {
     wheel_.retire(node, cancelled_gen);

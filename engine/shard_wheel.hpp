@@ -67,11 +67,15 @@ class ShardWheel final : public WheelCore<ShardPolicy> {
   // Node memory from jemalloc arena `arena` (see detail/memory.hpp).
   ShardWheel(WheelOptions opts, ShardPolicy policy, unsigned arena) : WheelCore(opts, policy) {
     pool_.use_arena(arena);
-    held_destructors_ = true;  // producers store the callables: the engine knows, see below
   }
-  // No callable of the engine had a destructor (EngineCore's teardown): the destructor then walks
-  // no list. The engine's threads are joined, so this thread is the wheel's.
-  void forget_callables() noexcept { held_destructors_ = false; }
+  // The engine's teardown, once its threads are joined, for each pool whose nodes serve this shard
+  // (the wheel's own, and each producer's overflow pool for it, which between them hold every node
+  // linked here): destroys the callables of the pool's nodes still linked, in address order. The
+  // wheel's own destructor destroys none (it never sets held_destructors_).
+  void destroy_callables_from(const NodePool& pool) noexcept {
+    finish_unlinks();
+    destroy_linked_in(pool);
+  }
 
   // Links a node a producer prepared (callable, pending gen, `due` in ticks) and handed over;
   // recycles it instead if it was cancelled in transit. A periodic node's fixed-rate grid starts at

@@ -162,26 +162,17 @@ WheelCore<Policy>::WheelCore(WheelOptions opts, Policy policy)
 template <class Policy>
 WheelCore<Policy>::~WheelCore() {
   flush_unlinks();
-  if (!held_destructors_) return;  // no callable with a destructor: nothing to find
-  if constexpr (!Policy::kShared) {
-    // A standalone wheel's nodes all come from its pool, and a node is linked iff its pprev is set:
-    // the pool is read in address order, which the prefetchers follow, where the lists' order is at
-    // random (a DRAM miss a node with millions pending).
-    for (std::uint32_t i = 0; i < pool_.touched(); ++i) {
-      Node* const node = pool_.at(i);
-      if (node->pprev != nullptr) detail::destroy_callable(node);
-    }
-    return;
-  }
-  // An Engine shard's linked nodes come from several pools: its lists, the occupied slots only (I4);
-  // a walk of every head would read pages no link ever wrote.
-  for (unsigned w = 0; w < kBitmapWords; ++w) {
-    for (std::uint64_t bits = occupied_[w]; bits != 0; bits &= bits - 1) {
-      const unsigned s = w * 64 + static_cast<unsigned>(std::countr_zero(bits));
-      for (Node* head : (*slots_)[s].head) {
-        for (Node* node = head; node != nullptr; node = node->next) detail::destroy_callable(node);
-      }
-    }
+  // A standalone wheel's nodes all come from its pool. With no callable that has a destructor,
+  // there is nothing to find.
+  if (held_destructors_) destroy_linked_in(pool_);
+}
+
+template <class Policy>
+void WheelCore<Policy>::destroy_linked_in(const NodePool& pool) const noexcept {
+  assert(unlink_queued_ == 0 && moves_queued_ == 0);
+  for (std::uint32_t i = 0; i < pool.touched(); ++i) {
+    Node* const node = pool.at(i);
+    if (node->pprev != nullptr) detail::destroy_callable(node);
   }
 }
 

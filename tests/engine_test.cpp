@@ -349,6 +349,39 @@ TEST(EngineLifecycle, DestructionAfterStopDestroysReturnedCallables) {
   for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(t.destroyed[i].load(), 1) << "callable " << i;
 }
 
+// The destructor finds every pending callable whichever pool its node came from: a shard's own,
+// or the overflow pool of each thread that scheduled past the shard's hand-out reserve (1 Ki nodes
+// at start; caller-driven, no poll refills it). A third are cancelled first, so that recycled and
+// linked nodes lie side by side in every pool, and the deadlines are spread at random over an hour
+// so that the lists' order is not the pools' address order.
+TEST(EngineLifecycle, DestructionDestroysTheCallablesOfEveryPool) {
+  constexpr std::size_t kPerThread = 12'000;
+  Tally t(2 * kPerThread);
+  {
+    EngineOptions o;
+    o.shards = 2;
+    o.threads = Threads::manual;
+    Engine e(o);
+    std::vector<Timer> timers(2 * kPerThread);
+    auto schedule = [&](std::size_t first) {
+      for (std::size_t i = first; i < first + kPerThread; ++i) {
+        const Nanos delay = 1h + Nanos(static_cast<std::int64_t>(i * 2'654'435'761U % 3'600'000) * 1'000'000);
+        timers[i] = e.schedule_after_on(i % 2, delay, Probe(&t, i));
+      }
+    };
+    std::thread other(schedule, kPerThread);
+    schedule(0);
+    other.join();
+    for (const Timer& timer : timers) ASSERT_TRUE(timer);
+    for (std::size_t shard = 0; shard < 2; ++shard) EXPECT_EQ(e.poll(shard), 0u);  // into the wheels
+    for (std::size_t i = 0; i < timers.size(); i += 3) EXPECT_TRUE(timers[i].cancel());
+  }
+  for (std::size_t i = 0; i < t.ran.size(); ++i) {
+    EXPECT_EQ(t.ran[i].load(), 0) << i;
+    ASSERT_EQ(t.destroyed[i].load(), 1) << "callable " << i;
+  }
+}
+
 // The destructor looks for pending callables only if one with a destructor was ever stored: the
 // owner's inline schedule and a periodic schedule from another thread must each say so.
 TEST(EngineLifecycle, DestructionFindsTheOwnersCallableAmongTriviallyDestructibleOnes) {

@@ -149,9 +149,9 @@ class Engine {
   // Validates the options (std::invalid_argument naming the bad one) and builds the shards; starts
   // no thread (see start()).
   explicit Engine(EngineOptions opts = {});
-  // stop(), its result discarded, then destroys the callables of timers never run: a walk of every
-  // wheel if any callable scheduled had a destructor, none otherwise. Not from inside one of this
-  // engine's callbacks.
+  // stop(), its result discarded, then destroys the callables of timers never run: a read of every
+  // node pool in address order if any callable scheduled had a destructor, nothing otherwise. Not
+  // from inside one of this engine's callbacks.
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
