@@ -265,6 +265,7 @@ ShardStats Shard::stats(std::uint64_t claimed_elsewhere) const {
   ShardStats s;
   s.scheduled = scheduled_.load(std::memory_order_relaxed) + claimed_elsewhere;
   s.fired = fired_.load(std::memory_order_relaxed) + claimed_elsewhere;
+  s.fired_at_schedule = claimed_elsewhere;
   s.cancelled = cancelled_.load(std::memory_order_relaxed);
   s.rearmed = rearmed_.load(std::memory_order_relaxed);
   s.skipped = skipped_.load(std::memory_order_relaxed);

@@ -36,8 +36,9 @@ constexpr double kBusyLoadPerCpu = 0.25;
 // More involuntary context switches than this on a measured thread are worth a warning (a stray
 // one is not: the figures show it).
 constexpr std::uint64_t kPreemptionsWorthAWarning = 10;
-// How long the driver waits for every shard's tick probe to run once before the run starts.
-constexpr std::int64_t kProbeWaitNs = 5 * kSecond;
+// How long the driver waits for every shard's tick probe to run once before the run starts: a
+// probe runs within a tick or two, and the rest is room for a machine that stalls the worker.
+constexpr std::int64_t kProbeWaitNs = 30 * kSecond;
 
 // Resident set size now, from /proc/self/statm (pages), or 0 if it cannot be read.
 std::uint64_t current_rss() {
@@ -241,7 +242,7 @@ void Driver::start_probes(Engine& engine, const Pollers* pollers) {
   const std::int64_t give_up = Clock::now() + kProbeWaitNs + 2 * tick;
   for (const ProbeState& p : recorders_->probes()) {
     while (p.tid.load(std::memory_order_acquire) == 0) {
-      if (Clock::now() > give_up) throw std::runtime_error("a shard's tick probe did not run within 5 s");
+      if (Clock::now() > give_up) throw std::runtime_error("a shard's tick probe did not run within 30 s");
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }

@@ -310,6 +310,7 @@ Json engine_json(const Report& r) {
   const EngineStats& e = r.engine;
   return {{"scheduled", e.scheduled},
           {"fired", e.fired},
+          {"fired_at_schedule", e.fired_at_schedule},
           {"cancelled", e.cancelled},
           {"rejected", e.rejected},
           {"rearmed", e.rearmed},
@@ -335,6 +336,7 @@ Json shards_json(const Report& r) {
                       {"bound_cpu", sh.bound_cpu},
                       {"scheduled", sh.scheduled},
                       {"fired", sh.fired},
+                      {"fired_at_schedule", sh.fired_at_schedule},
                       {"cancelled", sh.cancelled},
                       {"rearmed", sh.rearmed},
                       {"rejected", sh.rejected},

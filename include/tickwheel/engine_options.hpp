@@ -122,6 +122,9 @@ struct StatCounters {
   std::uint64_t fired = 0;      // callbacks started (or handed to the executor, by the shard
                                 // or, for a timer due when scheduled, by the scheduling thread:
                                 // Executor::any_thread); each run of a periodic timer counts
+  // Of `fired`, the timers due when scheduled that their scheduling thread handed to the executor
+  // itself (Executor::any_thread): no pass ran them, so they are in no on_pass record.
+  std::uint64_t fired_at_schedule = 0;
   std::uint64_t cancelled = 0;  // timers whose cancel won and that the worker recycled
   std::uint64_t rearmed = 0;    // periodic runs and skips after which a next period was
                                 // due (see WheelStats: scheduled + rearmed == fired +
@@ -154,6 +157,7 @@ struct StatCounters {
   StatCounters& operator+=(const StatCounters& o) noexcept {
     scheduled += o.scheduled;
     fired += o.fired;
+    fired_at_schedule += o.fired_at_schedule;
     cancelled += o.cancelled;
     rearmed += o.rearmed;
     skipped += o.skipped;
