@@ -482,8 +482,11 @@ TEST(EngineExecutor, ATimerAlreadyDueFromAnotherThreadGoesStraightToAnAnyThreadE
   EXPECT_TRUE(in_tick.is_pending() && later.is_pending() && relative.is_pending());
   EngineStats s = e.stats();
   EXPECT_EQ(s.fired, 1u);
+  EXPECT_EQ(s.fired_at_schedule, 1u);
+  EXPECT_EQ(s.shards[0].fired_at_schedule, 1u);
   EXPECT_EQ(s.executing, 1u);
   EXPECT_EQ(s.pending, 3u);
+  EXPECT_EQ(s.passes, 0u) << "no pass ran it";
 
   EXPECT_EQ(exec->run_all(), 1u);
   EXPECT_EQ(tally.ran[0].load(), 1);
@@ -503,6 +506,7 @@ TEST(EngineExecutor, ATimerAlreadyDueFromAnotherThreadGoesStraightToAnAnyThreadE
   s = e.stats();
   EXPECT_EQ(s.scheduled, 4u);
   EXPECT_EQ(s.fired, 3u);
+  EXPECT_EQ(s.fired_at_schedule, 1u) << "the two the poll claimed are not among them";
   EXPECT_EQ(s.pending, 0u);
   EXPECT_EQ(tally.total_destroyed(), 4) << "each callable destroyed once: three runs and a cancel";
 }

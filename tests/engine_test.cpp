@@ -1152,6 +1152,7 @@ TEST(EngineStats, CountersAddUpPerShardAndInTotal) {
   };
   EXPECT_EQ(s.scheduled, sum(&ShardStats::scheduled));
   EXPECT_EQ(s.fired, sum(&ShardStats::fired));
+  EXPECT_EQ(s.fired_at_schedule, sum(&ShardStats::fired_at_schedule));
   EXPECT_EQ(s.cancelled, sum(&ShardStats::cancelled));
   EXPECT_EQ(s.rejected, sum(&ShardStats::rejected));
   EXPECT_EQ(s.pending, sum(&ShardStats::pending));
