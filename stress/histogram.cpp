@@ -31,7 +31,10 @@ Histogram Histogram::since(const Histogram& later, const Histogram& earlier) noe
   d.sum_ = later.sum_ - std::min(later.sum_, earlier.sum_);
   if (d.count_ != 0) {
     d.min_ = bucket_low(lowest);
-    d.max_ = std::min(bucket_high(highest), later.max_);
+    // The interval's largest value lies in its top bucket. `later.max_` narrows that when it falls
+    // inside; a snapshot taken while a new maximum was being recorded (ConcurrentHistogram: bucket
+    // first, max after) can hold the old maximum, below the bucket, which the clamp corrects.
+    d.max_ = std::clamp(later.max_, bucket_low(highest), bucket_high(highest));
   }
   return d;
 }

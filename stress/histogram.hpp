@@ -33,7 +33,8 @@ class Histogram {
 
   // What `later` holds beyond `earlier`, a snapshot of the same histogram taken before it: the
   // values recorded in between. Counts are exact; min() and max() are the bounds of the lowest and
-  // highest buckets that grew (so within 1/128 of the true ones), clamped to later.max().
+  // highest buckets that grew (so within 1/128 of the true ones), max() narrowed to later.max()
+  // where that falls inside its bucket.
   static Histogram since(const Histogram& later, const Histogram& earlier) noexcept;
 
   // The smallest recorded value v such that at least p % of the values are <= v, rounded up to the
