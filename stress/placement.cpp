@@ -194,7 +194,7 @@ void set_fifo(pid_t tid, int priority, const std::string& who) {
 }
 
 // By system call, not the C library's wrapper: AddressSanitizer intercepts mlockall and makes it
-// succeed without locking anything (as engine/memory.cpp says of mlock), so a refusal would pass
+// succeed without locking anything (as engine/wheel/memory.cpp says of mlock), so a refusal would pass
 // unnoticed in exactly the build that tests it.
 void lock_memory() {
   if (::syscall(SYS_mlockall, MCL_CURRENT | MCL_FUTURE) != 0) {

@@ -1,4 +1,4 @@
-// Tier 3 (engine, concurrency): the deadline clock (engine/clock.hpp) is an upper bound of
+// Tier 3 (engine, concurrency): the deadline clock (engine/platform/clock.hpp) is an upper bound of
 // CLOCK_MONOTONIC. A schedule_after() places its deadline from it, so a reading below the true
 // time would fire a timer early. Each thread reads the true clock, then the bound, and the bound
 // must never be the smaller, for anchors of every age the engine uses (ticks of 20 us, 1 ms, 1 s)
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "clock.hpp"
+#include "platform/clock.hpp"
 
 namespace tickwheel::test {
 namespace {

@@ -29,7 +29,7 @@
 #                          run's exactly-once accounting checked; exits non-zero on any violation
 #   tools/run.sh format    apply .clang-format to every C++ file of the tree;
 #                          with --check, change nothing and fail naming each file that is off
-#   tools/run.sh tidy      clang-tidy (.clang-tidy) over the library: every engine/*.cpp, a unit that
+#   tools/run.sh tidy      clang-tidy (.clang-tidy) over the library: every engine/*/*.cpp, a unit that
 #                          includes every public header, and memory.cpp once more without jemalloc
 #                          (build-tidy/); any finding fails the run
 set -euo pipefail
@@ -156,7 +156,7 @@ tidy_tree() {
   local failed=0
   run-clang-tidy -p "$dir" -j "$(nproc)" -quiet || failed=1
   # The other branch of memory.cpp: the library as built without jemalloc (the default).
-  clang-tidy -p "$dir" --quiet --extra-arg=-UTICKWHEEL_HAVE_JEMALLOC "$root/engine/memory.cpp" || failed=1
+  clang-tidy -p "$dir" --quiet --extra-arg=-UTICKWHEEL_HAVE_JEMALLOC "$root/engine/wheel/memory.cpp" || failed=1
   if [ $failed -ne 0 ]; then
     echo "tools/run.sh: clang-tidy FAILED: fix each finding above (see .clang-tidy)"
     return 1

@@ -16,7 +16,7 @@
 // The plan is the engine's, not a copy of it where that can be avoided: the shard count, the
 // validation of the options and the notices come from constructing (never starting) a
 // tickwheel::Engine with the same options; the PU of each shard is the engine's own plan,
-// Topology::pu_for (engine/topology.hpp: cpus[i % size], else the first PU of each physical core
+// Topology::pu_for (engine/platform/topology.hpp: cpus[i % size], else the first PU of each physical core
 // in turn).
 //
 // Cost: one hwloc topology load for the listing and one each for the probe engine and the binding
@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "tickwheel/engine.hpp"
-#include "topology.hpp"
+#include "platform/topology.hpp"
 
 namespace {
 

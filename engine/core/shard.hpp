@@ -1,0 +1,506 @@
+// engine/core/shard.hpp — one shard of the Engine: a Wheel, the worker thread that owns it, and the
+// lock-free queues through which other threads hand it timers, cancels and take free nodes.
+//
+// Data flow of a timer scheduled from another thread:
+//   producer: node from its cache (refilled in bulk from free_nodes_, or from its own overflow
+//             pool when the reserve is empty) -> callable stored -> transfers_.enqueue (its token)
+//   worker:   each pass drains cancels_, moves at most transfer_cap nodes from transfers_ into the
+//             wheel (ShardWheel::adopt), advances the wheel to now (callbacks run, claiming each node
+//             by compare-and-swap), tops free_nodes_ back up from the wheel's pool, then waits.
+//   cancel:   any thread wins the compare-and-swap on the node's generation, then posts
+//             {node, cancelled generation} on cancels_; the worker unlinks and recycles the node
+//             if it is still that lifetime and still linked (else whoever met it first did). A
+//             periodic timer caught running is cancelled by a second compare-and-swap (running ->
+//             cancelled) with no record: its node is not linked, and the re-arm, refused, recycles it.
+//   executor: the worker claims a due node as usual and hands it over as a Task; the executor's
+//             thread runs it (run_task) and posts the node on returned_; the worker's next pass
+//             recycles it (one-shot) or re-arms it (periodic), waking for a periodic node whose
+//             next run is before its planned wake-up, as for a hand-off.
+//   clear:    any thread bumps clears_posted_ and wakes a sleeper whatever its plan; the shard's
+//             thread, at the start of its next pass (after the cancels, moves and returned nodes,
+//             before anything runs), finds it above clears_served_, takes in every hand-off waiting
+//             (not capped by transfer_cap) and cancels every timer in the wheel (clear_here()).
+//   reschedule: a thread other than the shard's checks that the timer is pending (one load) and posts
+//             {node, pending generation, new deadline} on moves_ (one order for every producer, so the
+//             last call to return wins), waking the worker iff the new deadline is before its planned
+//             wake-up; the worker, draining moves_ right after cancels_ in its pass, before anything
+//             runs, moves the node if it still holds that generation (a hand-off not yet taken in gets
+//             its deadline rewritten). The shard's own thread applies the posted moves, then moves it
+//             at once (move_here).
+// Only the worker ever links, unlinks or recycles a node, so the wheel stays single-threaded.
+#pragma once
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+
+#include "platform/clock.hpp"
+#include "core/directory.hpp"
+#include "core/move_queue.hpp"
+#include "core/shard_host.hpp"
+#include "core/shard_wheel.hpp"
+#include "tickwheel/detail/arith.hpp"
+#include "tickwheel/detail/memory.hpp"
+#include "tickwheel/engine.hpp"
+#include "core/wakeup.hpp"
+
+namespace tickwheel::detail {
+
+class ShardHost;
+
+struct CancelRecord {
+  Node* node;
+  std::uint32_t gen;  // the node's generation after the winning cancel (state kCancelled)
+};
+
+class Shard {
+ public:
+  // The shard `index` of `host`, its worker to be bound to PU `cpu`; its wheel starts at `start`.
+  Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptions& opts, Nanos start);
+  ~Shard() = default;
+  Shard(const Shard&) = delete;
+  Shard& operator=(const Shard&) = delete;
+
+  std::size_t index() const noexcept { return index_; }
+  ShardHost& host() const noexcept { return host_; }
+  // The shortcut of the shard's own thread into its wheel (detail/own_lane.hpp): opened by the
+  // engine (`engine` is its core, as Engine knows it) unless admission has work to do, shut by
+  // stop(). Any thread.
+  void open_lane(const void* engine) noexcept {
+    lane_.engine = engine;
+    lane_.open.store(max_pending_ == 0, std::memory_order_relaxed);
+  }
+  void shut_lane() noexcept { lane_.open.store(false, std::memory_order_relaxed); }
+
+  // ---- Any thread. ----
+  // Hands a prepared node, due at tick `due_tick` (its `due`), to the worker; wakes it iff that
+  // tick ends before the worker's planned wake-up (see wake_for()). False, with nothing handed
+  // over, if the queue could not allocate room.
+  [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node, std::uint64_t due_tick) noexcept;
+  void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
+  // Whether a timer due at tick `due_tick` should skip the worker (EngineCore::commit): an executor
+  // that takes tasks from any thread, and a worker that sleeps past the tick's end, so that a
+  // hand-off would wake it. A hint (see Wakeup::sleeps_past); the caller still checks the clock.
+  bool skips_worker(std::uint64_t due_tick) const noexcept {
+    return any_thread_executor_ && wake_.sleeps_past(due_tick * ticks_.tick());
+  }
+  // Hands a one-shot node, claimed by the calling thread (not the worker) and counted in its
+  // producer's `dispatched`, straight to the executor. Precondition: skips_worker() was true.
+  void execute_claimed(Node* node) noexcept { executor_->execute(Task(this, node)); }
+  // Asks the shard's thread to move a timer that was pending with generation `pending_gen` to
+  // deadline_ns (a record from `records` on moves_, applied at the start of the next pass, right
+  // after the cancel records, in the order posted); wakes the sleeper iff that is before its planned
+  // wake-up. False, with nothing posted, if no record could be had (no memory).
+  [[nodiscard]] bool post_move(MoveRecordCache& records, Node* node, std::uint32_t pending_gen,
+                               std::uint64_t deadline_ns) noexcept;
+  // The deadline of a timer whose node holds pending generation `pending_gen`, rounded up to the
+  // tick as the wheel runs it; nullopt if the node holds another value (see there), at either of
+  // the two loads of the generation that bracket the read of `due`. O(1), three loads.
+  std::optional<Nanos> deadline_of(Node* node, std::uint32_t pending_gen) const noexcept;
+  // Asks the shard's thread to clear the shard (Engine::post_clear): a request its next pass serves
+  // before it runs anything (serve_clears()); wakes the sleeper, whatever its plan, by the
+  // producers' protocol (a seq_cst fence, then the plan), so a pass comes soon. Requests posted
+  // before one pass looks are served together, by one clear.
+  void post_clear() noexcept;
+  // Wakes the sleeper whatever its plan (Engine::clock_moved(): an engine on a clock of the user's,
+  // whose workers sleep until woken).
+  void clock_moved() noexcept { wake_.signal(); }
+  // Wakes the worker if it sleeps, whatever its plan: a producer calls it once per
+  // ProducerState::kNudgeEvery items it posted, so that a worker asleep until a far deadline does
+  // not let cancelled timers (and their callables) pile up in its queues without bound.
+  void nudge() noexcept;
+  // Runs a node the worker handed to the executor, on the calling thread, and gives it back (see
+  // Task::run). `returned_token` is the calling thread's producer token for returned(), or null.
+  void run_task(Node* node, moodycamel::ProducerToken* returned_token) noexcept;
+  moodycamel::ConcurrentQueue<Node*>& returned() noexcept { return returned_; }
+  // Up to n free nodes from the reserve the worker keeps; 0 if it is empty right now.
+  std::size_t take_nodes(Node** out, std::size_t n) noexcept;
+  moodycamel::ConcurrentQueue<Node*>& transfers() noexcept { return transfers_; }
+  moodycamel::ConcurrentQueue<CancelRecord>& cancels() noexcept { return cancels_; }
+  // Admission for max_pending_per_shard: false (and counted as rejected) if the shard is full.
+  // A timer holds its place from its admission until it is claimed to run (a one-shot), its
+  // cancel wins, or its schedule fails (unadmit); so the limit is never exceeded, and reached
+  // early only by the schedules other threads have admitted and not yet finished or failed.
+  bool admit() noexcept { return max_pending_ == 0 || admit_limited(); }
+  void unadmit() noexcept {
+    if (max_pending_ != 0) admitted_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  // A cancel won on one of this shard's timers (n of them, by clear_here()): its place is free at
+  // once. Any thread.
+  void free_place(std::uint64_t n = 1) noexcept {
+    // Release: pairs with admit()'s acquire load, as claimed_ does.
+    if (max_pending_ != 0) freed_.fetch_add(n, std::memory_order_release);
+  }
+  void count_rejected() noexcept { rejected_.fetch_add(1, std::memory_order_relaxed); }
+  // A cancel won by a thread that has no producer state to count it in (out of memory on its
+  // first use). Release/acquire: as a producer's own cancel count (see EngineCore::pending()).
+  void count_orphan_cancel() noexcept { orphan_cancels_.fetch_add(1, std::memory_order_release); }
+  std::uint64_t orphan_cancels() const noexcept { return orphan_cancels_.load(std::memory_order_acquire); }
+  // The counters the worker keeps; `pending` is left for EngineCore::stats(), which sums the
+  // producers' schedules and cancels with direct_scheduled() and claimed() (see there).
+  // `claimed_elsewhere`: tasks other threads handed to the executor (execute_claimed), counted
+  // by them; they count as scheduled, fired and, until they return, executing.
+  ShardStats stats(std::uint64_t claimed_elsewhere) const;
+  // Timers a callback on this shard's own pass scheduled straight into its wheel, and one-shot
+  // timers claimed to run (or handed to the executor). Acquire: each pairs with the release store
+  // that counted it, so a reader that sees a claim also sees the schedule that preceded it.
+  std::uint64_t direct_scheduled() const noexcept { return direct_.load(std::memory_order_acquire); }
+  std::uint64_t claimed() const noexcept { return claimed_.load(std::memory_order_acquire); }
+  // Timers clear_here() cancelled. Acquire: as claimed().
+  std::uint64_t cleared() const noexcept { return cleared_.load(std::memory_order_acquire); }
+  // Cancels the owner won and retired itself (retire_own()). Acquire: as claimed().
+  std::uint64_t own_cancels() const noexcept { return own_cancels_.load(std::memory_order_acquire); }
+
+  // ---- The worker thread. ----
+  // Creates the worker thread unless it runs already; the thread binds, fills the reserve, then
+  // runs. What can fail is done here, on the calling thread, before the thread exists: throws
+  // std::bad_alloc or std::system_error, with nothing changed, if the reserve's queue token or the
+  // thread cannot be had. The thread itself allocates nothing until its first pass.
+  void start_worker();
+  bool ready() const noexcept { return ready_.load(std::memory_order_acquire); }
+  // The worker finishes its pass and returns; in caller-driven mode, waits out a poll in
+  // progress, and an owner until it lets go, and refuses later polls. The calling thread must own
+  // no shard of this engine (EngineCore::shut_down lets the caller's go first).
+  void request_stop() noexcept;
+  void join();
+
+  // ---- Caller-driven mode (EngineOptions::threads == Threads::manual). ----
+  // The polling loop's side of the wake-up protocol (Engine::prepare_wait, finish_wait; see
+  // wakeup.hpp): false, with no plan left published, when work already waits.
+  bool prepare_wait(std::optional<Nanos> until) noexcept;
+  void finish_wait() noexcept;
+  int wakeup_fd() const noexcept { return wake_.fd(); }
+  // The calling thread becomes the shard's owner (Engine::own_shard): it holds the shard as a poll
+  // does, from now until disown() (release_shard(), or its own stop()), its exit, or its first
+  // poll() after stop() began. Throws std::logic_error if another thread polls or owns it, this
+  // thread owns another shard, or the engine is stopping.
+  void own();
+  void disown() noexcept;  // by the owner
+  // Whether the calling thread owns this shard and is outside a pass of it: its wheel is this
+  // thread's to change directly, as a callback's schedules change it.
+  bool owned_here_outside_pass() const noexcept;  // (inline, below)
+  // Whether the calling thread is this shard's: a callback of its pass (a worker, or a thread in
+  // poll()), or its owner (Engine::own_shard). What the calls below require.
+  bool is_own_thread() const noexcept;  // (inline, below)
+  // Whether a for_each_pending() walk is under way (on the shard's thread): changes to the wheel
+  // are posted then, as from another thread, so that the walk's lists stay as they are.
+  bool walking() const noexcept { return walking_; }
+
+  // ---- The shard's own thread (is_own_thread()), or the worker applying a record. ----
+  // Moves the timer whose node holds pending generation `pending_gen` to deadline_ns (the engine's
+  // clock): rounded up to the tick and placed as a schedule would place it, or, for a hand-off not
+  // taken in yet, its deadline rewritten before its adoption. False, with nothing touched, if the
+  // node no longer holds that generation (fired, running, cancelled, reused). O(1).
+  bool move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadline_ns) noexcept;
+  // Whether a Timer::reschedule() of this shard's timer is this thread's to make at once: the
+  // shard's own thread, outside a walk of it (whose lists must stay as they are: posted then, as
+  // from another thread).
+  bool moves_here() const noexcept { return is_own_thread() && !walking_; }
+  // Timer::reschedule() where moves_here(): refused, with the posted moves left to the next pass,
+  // for a timer no longer pending (a periodic one running included); else the moves posted before
+  // it applied first, so that this one, the last, wins, and moved at once, so the answer is exact.
+  // A relative deadline counts from loop_now(), as the owner's schedule does.
+  Moved reschedule_here(Node* node, std::uint32_t pending_gen, Nanos when, bool relative) noexcept {
+    // Acquire: as Timer::is_pending(), pairs with the compare-and-swap that moved the word on.
+    if (node->gen.load(std::memory_order_acquire) != pending_gen) return Moved(Moved::Outcome::refused);
+    const Nanos deadline = relative ? saturating_add(loop_now_, when) : when;
+    (void)drain_moves();
+    return Moved(move_here(node, pending_gen, move_deadline_ns(deadline)) ? Moved::Outcome::moved
+                                                                          : Moved::Outcome::refused);
+  }
+  // Cancels every pending timer of the shard (posted cancels retired and hand-offs taken in first),
+  // destroying their callables; returns how many it cancelled. Each is won by compare-and-swap, so
+  // a cancel racing it on another thread wins or loses as against Timer::cancel(). O(pending).
+  std::size_t clear_here() noexcept;
+  // Calls visit(Timer, deadline) for every pending timer of the shard (posted cancels and moves
+  // applied and hand-offs taken in first); returns how many. May throw what visit throws.
+  template <class Visit>
+  std::size_t walk_here(Visit&& visit);
+
+  // Fills the reserve on the calling thread, binds nothing. Throws std::bad_alloc, with nothing
+  // changed, if the reserve's queue token cannot be had.
+  void start_manual();
+  // One pass at `now` on the calling thread, at most `limit` callbacks; returns how many ran.
+  // Throws std::logic_error if another thread is polling this shard; 0 once stop() began.
+  std::size_t poll(Nanos now, std::size_t limit);
+  // The wheel's next deadline, or now if hand-offs are waiting. The polling thread only.
+  std::optional<Nanos> next_deadline(Nanos now) const noexcept;
+  // The shard's own thread (a callback on it, or its owner): a node for a timer it schedules here,
+  // and the linking of it, with its callable stored, at `deadline` (the engine's clock): its
+  // generation and deadline set, straight into the wheel, no queue. link_own() returns the
+  // generation.
+  Node* own_node() noexcept {
+    const std::uint32_t before = wheel_.pool().touched();
+    Node* const node = wheel_.acquire_node();
+    stamp_since(before);
+    return node;
+  }
+  std::uint32_t link_own(Node* node, Nanos deadline) noexcept {
+    const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
+    // Relaxed: other threads get the node through the Timer this schedule returns, which the
+    // caller passes on with its own ordering.
+    node->gen.store(gen, std::memory_order_relaxed);
+    // Release, after the generation: as EngineCore::commit() writes it (see there).
+    store_due(node, ticks_.due(deadline), std::memory_order_release);
+    wheel_.link_new(node);
+    // Release: pairs with direct_scheduled()'s acquire. Only this thread writes it.
+    direct_.store(direct_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    return gen;
+  }
+  // A cancel won by the owner outside a pass (owned_here_outside_pass()): counted, its callable
+  // destroyed, unlinked and recycled at once or with the next batch (ShardWheel::cancel_own()); a
+  // hand-off not taken in yet is left to adopt(), which recycles it.
+  void retire_own(Node* node) noexcept;
+  // What the shard's own thread counts a relative deadline from: its loop's time, the later of the
+  // last pass's `now` and the clock read when the polling loop last finished a wait
+  // (finish_wait()) or took ownership (own()), as an event loop caches its time once per
+  // iteration. The shard's own thread only.
+  Nanos loop_now() const noexcept { return loop_now_; }
+
+  // ---- After join() (the stopping thread, which now owns the shard). ----
+  // Waits until every task handed to the executor has run: those the worker handed over, and
+  // those other threads did (execute_claimed), counted by `claimed_elsewhere()`, read again on each
+  // round. Their threads may still schedule and cancel, so the caller must hold no lock they take.
+  void wait_for_tasks(const std::function<std::uint64_t()>& claimed_elsewhere) const noexcept;
+  // Retires posted cancels, takes back what the executor returned, and adopts what is still in
+  // the hand-off queue: every timer that neither ran nor was cancelled is then in the wheel. Then
+  // serves a clear posted before stop() began that no pass served: those timers are cancelled,
+  // not handed back.
+  void drain_stopped() noexcept {
+    drain_cancels();
+    drain_moves();
+    drain_returned();
+    while (transfer(~std::size_t{0}) != 0) {
+    }
+    (void)serve_clears();
+    publish_stats();
+  }
+  // Timers in the wheel (a periodic one counts once): at least as many as hand_back() finds.
+  std::size_t wheel_pending() const noexcept { return wheel_.pending_count(); }
+  // After drain_stopped(): calls fn(Timer) for each timer still pending in the wheel (a periodic
+  // one between its runs). Runs under the engine's lifecycle lock: a cancel from fn is posted, not
+  // retired (see EngineCore::on_cancel), so the walk's lists stay as they are.
+  template <class Fn>
+  void hand_back(Fn&& fn) {
+    wheel_.for_each_pending_node(
+        [&](Node* node) { fn(Timer(this, node, node->gen.load(std::memory_order_relaxed))); });
+  }
+  std::size_t drain_cancels() noexcept;  // records taken; also the engine's destructor, after stop()
+  std::size_t drain_moves() noexcept;    // records taken (applied or found stale)
+  void drain_returned() noexcept;
+  // The engine's teardown: destroys the callables of the timers still linked that come from `pool`
+  // (ShardWheel::destroy_callables_from()); own_pool() is the wheel's.
+  void destroy_callables_from(const NodePool& pool) noexcept { wheel_.destroy_callables_from(pool); }
+  const NodePool& own_pool() const noexcept { return wheel_.pool(); }
+  // A cancel that comes after stop() (the caller holds the engine's lifecycle mutex).
+  void retire_now(Node* node, std::uint32_t cancelled_gen) noexcept {
+    wheel_.retire(node, cancelled_gen);
+    publish_stats();
+  }
+
+ private:
+  void run(void* headroom);
+  void make_reserve_token();  // throws std::bad_alloc
+  void prepare() noexcept;
+  void describe_binding() noexcept;
+  void reserve_memory() noexcept;  // EngineOptions::reserve_per_shard, on the thread that prepares
+  std::size_t pass(Nanos now, std::size_t limit) noexcept;
+  std::size_t transfer(std::size_t cap) noexcept;
+  // Adopts every hand-off waiting, not capped: each producer's sub-queue once, as far as it holds
+  // when the sweep reaches it. Every hand-off whose enqueue happened before the call is taken, and
+  // producers that keep scheduling cannot hold the caller (as a loop until the queue is found
+  // empty could). Returns how many.
+  std::size_t take_in_all() noexcept;
+  // Serves the clears posted since the last one served (post_clear()): clear_here(), then the
+  // requests marked served. Returns whether there was one. The shard's thread (a pass, or the
+  // stopping thread in drain_stopped()).
+  bool serve_clears() noexcept;
+  void refill() noexcept;
+  // ShardWheel::take_free_nodes, and the locators (see directory.hpp) of the nodes handed out fresh.
+  std::size_t take_wheel_nodes(std::span<Node*> out) noexcept;
+  // Gives the nodes the wheel's pool handed out fresh since it had handed out `before` their
+  // locators (a fresh node comes only once the free list is empty).
+  void stamp_since(std::uint32_t before) noexcept {
+    if (const std::uint32_t after = wheel_.pool().touched(); after != before) [[unlikely]] {
+      host_.directory().stamp(wheel_.pool(), pool_map_, before, after);
+    }
+  }
+  // Drains posted cancels and moves and takes every waiting hand-off in: what clear_here() and
+  // walk_here() do first, so that they see every pending timer as it is now.
+  void settle() noexcept {
+    drain_cancels();
+    drain_moves();
+    (void)take_in_all();
+  }
+  bool admit_limited() noexcept;  // admit() with max_pending_per_shard set
+  // Points t_own_lane where t_current_shard and t_owned_shard now say: the pass's shard first.
+  static void aim_lane() noexcept;
+  // The wheel's policy (ShardPolicy) asks these, on the thread in the pass.
+  friend struct ShardPolicy;
+  // Hands a claimed node to the executor (true), or leaves it to run in the pass (false: none).
+  bool dispatch(Node* node) noexcept;
+  // When an inline fixed-delay run ended: the engine's clock now.
+  Nanos run_end() const noexcept { return std::max(host_.now(), Nanos(0)); }
+  void callback_threw() noexcept;          // inside a catch block, any thread
+  void top_up(std::size_t want) noexcept;  // moves up to `want` free nodes into the reserve
+  void wait();
+  void sleep_until(std::optional<Nanos> deadline);
+  // The engine's clock: CLOCK_MONOTONIC, or EngineOptions::clock through the host.
+  Nanos clock_now() const noexcept { return own_clock_ ? host_.now() : monotonic_now(); }
+  static std::uint64_t plan_of(const std::optional<Nanos>& until) noexcept;  // a plan for Wakeup
+  // After posting work due at tick `due_tick`: signals the sleeper iff that tick ends before its
+  // plan. Any thread.
+  void wake_for(std::uint64_t due_tick) noexcept;
+  bool nothing_waits() const noexcept;  // no hand-off, no returned node, no stop: a sleep may begin
+  void publish_stats() noexcept;
+
+  ShardHost& host_;
+  const std::size_t index_;
+  const WaitStrategy wait_strategy_;
+  const std::size_t transfer_cap_;
+  const std::size_t max_pending_;
+  const std::size_t reserve_;  // EngineOptions::reserve_per_shard
+  const bool lock_memory_;
+  const Nanos hybrid_spin_;
+  const bool pin_;
+  const bool manual_;
+  const bool own_clock_;  // EngineOptions::clock is set: passes read it (host_.now())
+  void (*const on_pass_)(void*, const PassReport&) noexcept;  // EngineOptions::on_pass
+  void* const on_pass_context_;
+  const unsigned cpu_;
+  const TickDivider ticks_;   // the engine's tick, for the next-run ticks run_task() computes
+  Executor* const executor_;  // null: callbacks run inline; else owned by the engine's options
+  // executor_ takes tasks from any thread (Executor::any_thread), and no max_pending_per_shard,
+  // whose places only the worker's claims give back: other threads may claim due timers.
+  const bool any_thread_executor_;
+
+  // The arena the wheel's node memory comes from (see detail/memory.hpp); declared before the
+  // wheel so that it outlives the wheel's pool.
+  struct Arena {
+    const unsigned id = create_arena();
+    Arena() = default;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    ~Arena() { destroy_arena(id); }
+  } arena_;
+
+  // Worker only (and the stopping thread after join).
+  ShardWheel wheel_;
+  std::thread thread_;
+  std::optional<Nanos> planned_ns_;  // the deadline the last wait aimed at, for the tick lag
+  bool cap_hit_ = false;
+  std::size_t reserve_target_;       // free nodes refill() aims at; grows with bursts (see there)
+  bool walking_ = false;             // inside walk_here() (the shard's thread)
+  std::uint64_t clears_served_ = 0;  // the value of clears_posted_ the last clear served
+  bool in_poll_pass_ = false;        // inside poll()'s pass (the polling thread; see poll())
+  Nanos loop_now_{0};                // see loop_now()
+  OwnLane lane_;                     // see open_lane(); t_own_lane points here on the shard's thread
+  NodeDirectory::PoolMap pool_map_;  // the wheel pool's locators (see directory.hpp)
+
+  // Written by the worker, read by any thread (stats(), admit()): relaxed counters, each a
+  // snapshot; nothing is ordered by them.
+  alignas(kCacheLine) std::atomic<std::uint64_t> scheduled_{0};
+  std::atomic<std::uint64_t> fired_{0};
+  std::atomic<std::uint64_t> cancelled_{0};
+  std::atomic<std::uint64_t> rearmed_{0};
+  std::atomic<std::uint64_t> skipped_{0};
+  std::atomic<std::uint64_t> rescheduled_{0};
+  // Counted as each happens, not at the end of a pass: one-shot timers claimed to run (the wheel
+  // stores it, release, before the callback starts) and timers a callback scheduled on its own
+  // shard (release, after the link). See claimed() and direct_scheduled().
+  std::atomic<std::uint64_t> claimed_{0};
+  std::atomic<std::uint64_t> direct_{0};
+  std::atomic<std::uint64_t> cleared_{0};      // timers clear_here() cancelled; release, as direct_
+  std::atomic<std::uint64_t> own_cancels_{0};  // cancels retire_own() took; release, as direct_
+  std::atomic<std::uint64_t> clears_{0};       // clear_here() calls: clear() and served requests
+  std::atomic<std::uint64_t> dispatched_{0};   // tasks handed to the executor
+  std::atomic<std::uint64_t> passes_{0};
+  std::atomic<std::uint64_t> wakeups_{0};
+  std::atomic<std::uint64_t> cap_hits_{0};
+  std::atomic<std::uint64_t> callback_errors_{0};
+  std::atomic<std::int64_t> max_lag_ns_{0};
+  std::atomic<int> bound_cpu_{-1};
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> warmed_{false};  // the worker has made its first allocation (start_worker())
+  // How the worker is bound, as text formatted in place: a worker must not allocate before it runs.
+  // Written by the worker before ready_ (release), read after it (acquire).
+  std::array<char, 160> binding_{};
+
+  // Written by producers (admission, rejections) and, with max_pending_per_shard, by cancellers
+  // (freed_: cancels won); its own line so it does not bounce the above.
+  alignas(kCacheLine) std::atomic<std::uint64_t> admitted_{0};
+  std::atomic<std::uint64_t> freed_{0};
+  std::atomic<std::uint64_t> rejected_{0};
+  std::atomic<std::uint64_t> orphan_cancels_{0};
+
+  // Written by executor threads: tasks run and returned. Release (each increment comes after the
+  // task's node is on returned_), so wait_for_tasks(), reading it with acquire, then finds every
+  // returned node in the queue.
+  alignas(kCacheLine) std::atomic<std::uint64_t> completed_{0};
+
+  // The wake-up protocol with producers: the worker's futex, or the polling loop's eventfd or
+  // callback (wakeup.hpp). Its plan and signal words are on lines of their own.
+  Wakeup wake_;
+  alignas(kCacheLine) std::atomic<bool> stopping_{false};
+  // Clear requests posted (post_clear(); release increment), compared by each pass (acquire) with
+  // clears_served_: one load a pass. A line apart from the counters above: written rarely, by other
+  // threads, and read by every pass.
+  alignas(kCacheLine) std::atomic<std::uint64_t> clears_posted_{0};
+  // Caller-driven mode: set while a poll runs, or while a thread owns the shard, so that two threads
+  // never drive one wheel and stop() can wait for a poll (or an owner) to end (see poll() and
+  // request_stop() for the pairing).
+  std::atomic<bool> polling_{false};
+
+  moodycamel::ConcurrentQueue<Node*> transfers_;
+  moodycamel::ConcurrentQueue<CancelRecord> cancels_;
+  moodycamel::ConcurrentQueue<Node*> free_nodes_;
+  moodycamel::ConcurrentQueue<Node*> returned_;  // nodes back from the executor
+  MoveQueue moves_;  // Timer::reschedule() from other threads, in the order asked (move_queue.hpp)
+
+  // Worker only: its token for free_nodes_, whose only producer it is. Made by prepare(); declared
+  // after the queues so that it is destroyed before them.
+  std::optional<moodycamel::ProducerToken> reserve_token_;
+};
+
+template <class Visit>
+std::size_t Shard::walk_here(Visit&& visit) {
+  settle();
+  const ShardWheel::ScopedFlag walking(walking_);  // cleared however the walk is left (visit may throw)
+  std::size_t visited = 0;
+  const auto tick = static_cast<Nanos::rep>(ticks_.tick());
+  wheel_.for_each_pending_node([&](Node* node) {
+    // Relaxed: this thread links and unlinks; a racing cancel (another thread's CAS) may make the
+    // timer end right after, which the Timer handed over answers for itself.
+    const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
+    if ((gen & 3) != kPending) return;
+    ++visited;
+    visit(Timer(this, node, gen), Nanos(static_cast<Nanos::rep>(node->due) * tick));
+  });
+  return visited;
+}
+
+// The shard whose pass the calling thread is in (its worker, or a thread inside its poll()), and
+// the shard the calling thread owns (Engine::own_shard), or nullptr: what the schedule, cancel and
+// reschedule paths ask first. Plain thread-locals, constant-initialised, so each is one load, no
+// call. Written by the shard's code only (shard.cpp).
+inline thread_local Shard* t_current_shard = nullptr;
+inline thread_local Shard* t_owned_shard = nullptr;
+inline Shard* current_shard() noexcept { return t_current_shard; }
+inline Shard* owned_shard() noexcept { return t_owned_shard; }
+// The engine whose task the calling thread is running (inside Task::run), or nullptr.
+const ShardHost* current_task_engine() noexcept;
+
+inline bool Shard::owned_here_outside_pass() const noexcept {
+  return t_owned_shard == this && t_current_shard != this && !walking_;
+}
+inline bool Shard::is_own_thread() const noexcept { return t_current_shard == this || t_owned_shard == this; }
+
+}  // namespace tickwheel::detail
