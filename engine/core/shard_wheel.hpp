@@ -92,7 +92,7 @@ class ShardWheel final : public WheelCore<ShardPolicy> {
   }
   // The rest of a cancel the shard's owner won outside a pass (its compare-and-swap made the node
   // cancelled): as Wheel::cancel() after its mark, the callable destroyed and the unlink done at
-  // once or queued with the standalone wheel's batch (I5), which every walk, pass and
+  // once or queued with the standalone wheel's batch (I10), which every walk, pass and
   // next_deadline() flushes first. Precondition: the node is linked, outside a pass.
   void cancel_own(Node* node) noexcept { (void)cancel_marked(node); }
   // Unlinks and recycles a node another thread cancelled, if it is still that lifetime and still
@@ -121,13 +121,13 @@ class ShardWheel final : public WheelCore<ShardPolicy> {
   // changes within the unit it is linked in while the wheel is caught up; otherwise it is
   // unlinked and linked where a schedule would put it (a periodic timer as its re-arm would, so
   // that it never runs twice in one pass), then the wheel catches up if that emptied what a pass
-  // cut short had left waiting. Nothing is queued (the shard's wheel queues no unlinks, I6). A
+  // cut short had left waiting. Nothing is queued (the shard's wheel queues no unlinks, I11). A
   // node not linked yet (a hand-off not taken in) only takes the new tick. Precondition: the
   // node holds a pending timer of this shard.
   void move(Node* node, std::uint64_t due) noexcept;
   // move() for the shard's owner outside a pass, as Wheel::reschedule() makes it: in place where
   // it can be; else, with the wheel caught up, queued with the standalone wheel's batch (flagged
-  // kMovingBit in its due until every walk, pass and next_deadline() flushes the queue first, I6),
+  // kMovingBit in its due until every walk, pass and next_deadline() flushes the queue first, I11),
   // so that the neighbours' misses overlap with the owner's next calls; else at once.
   void move_own(Node* node, std::uint64_t due) noexcept;
   // The bit a due carries while its node waits in the move queue (move_own()): a reader on another

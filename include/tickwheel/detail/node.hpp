@@ -79,8 +79,8 @@ struct alignas(kCacheLine) Node {
   // too (4k+4 -> 4k+5), so no state can hand a node out with a generation still in use. A TimerId
   // holds the pending value, so it matches only while its timer is pending (or, as pending + 3,
   // while its periodic timer runs), and 0 (a fresh node, a failed id) never matches a pending
-  // value (an Engine's fresh nodes hold a multiple of 4 of their engine's own, see
-  // engine/directory.hpp); a stale id could match again only after 2^30 lifetimes of one node. (Running in
+  // value (an Engine's fresh nodes hold a multiple of 4 of their engine's own, stamped by its node
+  // directory); a stale id could match again only after 2^30 lifetimes of one node. (Running in
   // the last lifetime, k = 2^30 - 1, wraps to 0: harmless, as ids compare with the same wrap.) Memory order:
   // see each use (a standalone Wheel uses relaxed throughout, one thread touches it; the Engine's
   // cross-thread uses name their pairings).
@@ -97,7 +97,7 @@ static_assert(sizeof(Node) == kCacheLine, "a pending timer must cost exactly one
 // executor's thread giving a fixed-delay run back), so those writes are atomic and the reader uses
 // load_due(). Reads by the holding thread stay plain: it is the only writer then, and two reads do
 // not race. The standalone Wheel has one thread and writes `due` plainly, or through store_due()
-// with std::memory_order_relaxed in the code it shares with the Engine (engine/wheel_impl.hpp):
+// with std::memory_order_relaxed in the code it shares with the Engine:
 // a relaxed 8-byte store is a plain mov on x86-64, so it costs the Wheel nothing.
 //
 // The Engine's writes are release (a plain mov on x86-64 too): the reader's acquire fence after its

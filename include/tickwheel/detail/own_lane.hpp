@@ -27,7 +27,7 @@ struct OwnLane {
 
 // The lane of the shard whose wheel the calling thread may change directly: the shard whose pass
 // it is in (a callback), else the one it owns (Engine::own_shard); null otherwise. Constant-
-// initialised, so one load; written only by the shard's code (engine/shard.cpp).
+// initialised, so one load; written only by the shard's code.
 inline thread_local OwnLane* t_own_lane = nullptr;
 
 }  // namespace tickwheel::detail
