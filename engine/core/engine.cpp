@@ -97,7 +97,7 @@ bool Timer::cancel() noexcept {
       // The shard's owner, outside a pass of it: retired here and now (EngineCore::on_cancel's
       // first case, without the call through the host).
       if (expected == gen_ && shard_->owned_here_outside_pass()) {
-        shard_->retire_own(node_);
+        shard_->retire_owner_cancel(node_);
         return true;
       }
       // From running, there is nothing to unlink: the re-arm, refused, recycles the node.
@@ -134,7 +134,7 @@ Moved Timer::reschedule_after(Nanos delay) noexcept { return move_to(delay, /*re
 Moved Timer::move_to(Nanos when, bool relative) noexcept {
   if (shard_ == nullptr) return Moved(Moved::Outcome::refused);
   // The shard's own thread moves it itself, without the call through the host.
-  if (shard_->moves_here()) return shard_->reschedule_here(node_, gen_, when, relative);
+  if (shard_->can_move_at_once()) return shard_->reschedule_here(node_, gen_, when, relative);
   return shard_->host().reschedule(*shard_, node_, gen_, when, relative);
 }
 

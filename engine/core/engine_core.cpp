@@ -1,5 +1,6 @@
 // engine/core/engine_core.cpp — EngineCore: validation, construction, the schedule path (acquire and
-// commit), a won cancel's path, lazy start, stop and its hand-back, polling, stats.
+// commit), a won cancel's path, lazy start, stop and its hand-back, stats. The caller-driven
+// loop's calls are in engine_loop.cpp.
 #include "core/engine_core.hpp"
 
 #include <algorithm>
@@ -159,14 +160,14 @@ Reservation EngineCore::acquire(std::size_t index) noexcept {
   // exists only once the engine started: own_shard() and a pass both come after start().)
   if (own != nullptr && (index == Engine::kAnyShard || index == own->index())) [[likely]] {
     if (stopped_.load(std::memory_order_relaxed)) [[unlikely]] {  // relaxed: only the flag's value
-      own->count_rejected();
+      own->admission().count_rejected();
       return {.status = Status::stopped};
     }
-    if (!own->admit()) return {.status = Status::max_pending_reached};
+    if (!own->admission().admit()) return {.status = Status::max_pending_reached};
     Node* const node = own->own_node();
     if (node == nullptr) [[unlikely]] {
-      own->unadmit();
-      own->count_rejected();
+      own->admission().unadmit();
+      own->admission().count_rejected();
       return {.status = Status::out_of_memory};
     }
     return {.node = node, .shard = own, .producer = nullptr};
@@ -184,14 +185,14 @@ Reservation EngineCore::acquire(std::size_t index) noexcept {
   if (index == Engine::kAnyShard) index = producers_.home(*state);
   Shard& shard = *shards_[index];
   if (stopped_.load(std::memory_order_relaxed)) {
-    shard.count_rejected();
+    shard.admission().count_rejected();
     return {.status = Status::stopped};  // (one racing stop() is caught in commit())
   }
-  if (!shard.admit()) return {.status = Status::max_pending_reached};
+  if (!shard.admission().admit()) return {.status = Status::max_pending_reached};
   Node* const node = take_node(*state, shard);
   if (node == nullptr) {
-    shard.unadmit();
-    shard.count_rejected();
+    shard.admission().unadmit();
+    shard.admission().count_rejected();
     return {.status = Status::out_of_memory};
   }
   return {.node = node, .shard = &shard, .producer = state};
@@ -224,7 +225,7 @@ Timer EngineCore::commit(Node* node, Shard* shard, ProducerState* producer, Nano
       Nanos(static_cast<Nanos::rep>(due * ticks_.tick())) <= now() && claim_due(node, *shard, mine, gen)) {
     return {shard, node, gen};
   }
-  if (!shard->hand_over(*mine.transfer, node, due)) return fail(r, Status::out_of_memory);
+  if (!shard->inbox().hand_over(*mine.transfer, node, due)) return fail(r, Status::out_of_memory);
   ProducerState::posted_to(*shard, mine);
   // hand_over() ended with a seq_cst fence after the enqueue, and stop() has one between its store
   // of stopped_ and its drain of the queues (Dekker): so if this load sees false, stop()'s drain
@@ -281,7 +282,8 @@ Timer EngineCore::settle_late(const Reservation& r, std::uint32_t gen) noexcept 
   std::lock_guard lock(lifecycle_mutex_);
   if (!joined_) return {r.shard, r.node, gen};
   Node* back = nullptr;
-  if (!r.shard->transfers().try_dequeue_from_producer(*r.producer->shards[r.shard->index()].transfer, back)) {
+  if (!r.shard->inbox().transfers().try_dequeue_from_producer(*r.producer->shards[r.shard->index()].transfer,
+                                                              back)) {
     return {r.shard, r.node, gen};
   }
   assert(back == r.node);
@@ -298,24 +300,24 @@ Timer EngineCore::fail(const Reservation& r, Status why) noexcept {
   } else {
     mine.overflow.release(r.node);
   }
-  r.shard->unadmit();
-  r.shard->count_rejected();
+  r.shard->admission().unadmit();
+  r.shard->admission().count_rejected();
   return Timer(why);
 }
 
 void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen, bool linked) noexcept {
   if (linked && shard.owned_here_outside_pass()) {
-    shard.retire_own(node);  // the owner's wheel: counted and unlinked now, no queue
+    shard.retire_owner_cancel(node);  // the owner's wheel: counted and unlinked now, no queue
     return;
   }
-  shard.free_place();
+  shard.admission().free_place();
   ProducerState* state = producers_.mine();
   if (state != nullptr) {
     std::atomic<std::uint64_t>& cancels = state->shards[shard.index()].cancels;
     // Release: pairs with stats()' acquire load (see there).
     cancels.store(cancels.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   } else {
-    shard.count_orphan_cancel();
+    shard.admission().count_orphan_cancel();
   }
   if (!linked) return;  // a periodic run cancelled: its re-arm, refused, recycles the node
   // From a callback of this engine's own pass the worker is still alive, and stop() (holding the
@@ -328,13 +330,13 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
     // (A handle stop() returned reaches this thread after stop() did, so it sees stopped_.)
     std::lock_guard lock(lifecycle_mutex_);
     if (joined_) {
-      shard.retire_now(node, cancelled_gen);
+      shard.retire_after_stop(node, cancelled_gen);
       return;
     }
   }
   if (state != nullptr) {
     ProducerState::PerShard& mine = state->shards[shard.index()];
-    shard.post_cancel(*mine.cancel, node, cancelled_gen);
+    shard.inbox().post_cancel(*mine.cancel, node, cancelled_gen);
     ProducerState::posted_to(shard, mine);
   }
   // With no state (out of memory on this thread's first use) the record is not posted; the node
@@ -344,7 +346,7 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
 Moved EngineCore::reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
                              bool relative) noexcept {
   constexpr Moved kRefused(Moved::Outcome::refused);
-  assert(!shard.moves_here());  // Timer::reschedule took that case to Shard::reschedule_here()
+  assert(!shard.can_move_at_once());  // Timer::reschedule took that case to Shard::reschedule_here()
   // Acquire: as Timer::is_pending(), pairs with the compare-and-swap that moved the word on (a claim,
   // a cancel). Only the pending value moves: a periodic timer running its callback is refused, as
   // by Wheel::reschedule().
@@ -425,7 +427,7 @@ bool EngineCore::post_clear(std::size_t index) {
   }
   bool post = false;
   if (!may_post_clear(post)) return false;
-  if (post) shards_[index]->post_clear();
+  if (post) shards_[index]->inbox().post_clear();
   return true;
 }
 
@@ -433,7 +435,7 @@ bool EngineCore::post_clear_all() noexcept {
   bool post = false;
   if (!may_post_clear(post)) return false;
   if (post) {
-    for (auto& shard : shards_) shard->post_clear();
+    for (auto& shard : shards_) shard->inbox().post_clear();
   }
   return true;
 }
@@ -537,33 +539,6 @@ std::size_t EngineCore::hand_back(const HandBack& back) {
   return handed;
 }
 
-Shard& EngineCore::polled_shard(std::size_t index, const char* call) const {
-  if (opts_.threads != Threads::manual) {
-    throw std::logic_error(std::string("tickwheel::Engine::") + call +
-                           ": the engine has worker threads; this is for EngineOptions::threads = "
-                           "Threads::manual");
-  }
-  if (index >= shards_.size()) {
-    throw std::out_of_range(std::string("tickwheel::Engine::") + call + ": shard " + std::to_string(index) +
-                            " of " + std::to_string(shards_.size()));
-  }
-  return *shards_[index];
-}
-
-std::size_t EngineCore::poll(std::size_t index, Nanos now, std::size_t limit) {
-  Shard& shard = polled_shard(index);
-  if (!started_.load(std::memory_order_acquire) && !stopped_.load(std::memory_order_relaxed)) start();
-  return shard.poll(now, limit);
-}
-
-std::optional<Nanos> EngineCore::next_deadline(std::size_t index) const {
-  const Shard& shard = polled_shard(index, "next_deadline");
-  // Once stop() has begun nothing runs here any more, so a loop that sleeps until the answer is
-  // told there is nothing to wait for. Relaxed: only the flag's own value is used.
-  if (stopped_.load(std::memory_order_relaxed)) return std::nullopt;
-  return shard.next_deadline(now());
-}
-
 std::uint64_t EngineCore::pending(const Shard& shard) const {
   // Scheduled less ended, each counted where it happens: schedules by their producers (before the
   // hand-off) or by the worker (direct), claims by the worker (or by a producer: claim_due()),
@@ -572,7 +547,8 @@ std::uint64_t EngineCore::pending(const Shard& shard) const {
   // read too, and the difference is never negative. Ends counted while this reads are missed: a
   // snapshot, exact when still.
   const std::size_t i = shard.index();
-  std::uint64_t ended = shard.claimed() + shard.orphan_cancels() + shard.cleared() + shard.own_cancels();
+  std::uint64_t ended =
+      shard.claimed() + shard.admission().orphan_cancels() + shard.cleared() + shard.own_cancels();
   producers_.for_each([&](const ProducerState& p) {
     ended += p.shards[i].cancels.load(std::memory_order_acquire) +
              p.shards[i].dispatched.load(std::memory_order_acquire);
@@ -581,47 +557,6 @@ std::uint64_t EngineCore::pending(const Shard& shard) const {
   producers_.for_each(
       [&](const ProducerState& p) { started += p.shards[i].scheduled.load(std::memory_order_relaxed); });
   return started - std::min(started, ended);
-}
-
-int EngineCore::wakeup_fd(std::size_t index) const {
-  const Shard& shard = polled_shard(index, "wakeup_fd");
-  if (opts_.wake_loop) {
-    throw std::logic_error(
-        "tickwheel::Engine::wakeup_fd: EngineOptions::wake_loop is set, so producers call it instead of "
-        "writing an eventfd; there is none");
-  }
-  return shard.wakeup_fd();
-}
-
-bool EngineCore::prepare_wait(std::size_t index, std::optional<Nanos> until) {
-  Shard& shard = polled_shard(index, "prepare_wait");
-  if (stopped_.load(std::memory_order_relaxed)) return false;  // nothing to wait for: poll, let go
-  return shard.prepare_wait(until);
-}
-
-void EngineCore::finish_wait(std::size_t index) { polled_shard(index, "finish_wait").finish_wait(); }
-
-void EngineCore::own_shard(std::size_t index) {
-  Shard& shard = polled_shard(index, "own_shard");
-  if (Shard* other = owned_shard(); other != nullptr && other != &shard && &other->host() == this) {
-    throw std::logic_error("tickwheel::Engine::own_shard: this thread owns shard " +
-                           std::to_string(other->index()) + " already; a thread owns one shard at a time");
-  }
-  if (!started_.load(std::memory_order_acquire) && !stopped_.load(std::memory_order_relaxed)) start();
-  shard.own();
-}
-
-void EngineCore::release_shard(std::size_t index) {
-  Shard& shard = polled_shard(index, "release_shard");
-  if (owned_shard() != &shard) {
-    throw std::logic_error("tickwheel::Engine::release_shard: shard " + std::to_string(index) +
-                           " is not owned by this thread");
-  }
-  shard.disown();
-}
-
-void EngineCore::clock_moved() noexcept {
-  for (auto& shard : shards_) shard->clock_moved();
 }
 
 EngineStats EngineCore::stats() const {

@@ -1,7 +1,7 @@
 // engine/core/engine_core.hpp — what an Engine is made of: its options, the topology, the shards, the
 // registry of producer threads, and the lifecycle (lazy start, stop). The schedule path, in order:
 // Engine::submit (engine.hpp) -> EngineCore::acquire (a shard, admission, a node) -> the callable
-// stored in the node -> EngineCore::commit (the deadline's tick, the generation) -> Shard::hand_over
+// stored in the node -> EngineCore::commit (the deadline's tick, the generation) -> ShardInbox::hand_over
 // (the queue, the wake-up; shard.cpp) -> the shard's next pass -> ShardWheel::adopt (shard_wheel.cpp).
 #pragma once
 
@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "platform/clock.hpp"
 #include "core/directory.hpp"
 #include "core/producer.hpp"
 #include "core/shard.hpp"
 #include "core/shard_host.hpp"
-#include "tickwheel/engine.hpp"
+#include "platform/clock.hpp"
 #include "platform/topology.hpp"
+#include "tickwheel/engine.hpp"
 
 namespace tickwheel::detail {
 
@@ -71,7 +71,7 @@ class EngineCore final : public ShardHost {
   static std::optional<Nanos> deadline(const Timer& timer) noexcept;
   Timer timer_from_raw(std::uint64_t raw) const noexcept;
   std::size_t clear(std::size_t index);
-  // Engine::post_clear / post_clear_all: a request to the shard (Shard::post_clear), or none.
+  // Engine::post_clear / post_clear_all: a request to the shard (ShardInbox::post_clear), or none.
   bool post_clear(std::size_t index);
   bool post_clear_all() noexcept;
   std::size_t for_each_pending(std::size_t index, void* context,

@@ -43,7 +43,7 @@ struct ProducerState {
   static constexpr std::size_t kCache = 64;         // nodes per shard taken from its reserve at a time
   static constexpr std::size_t kPrefetchAhead = 4;  // schedules between a node's prefetch and its use
   // Hand-offs and cancels a thread posts to a shard between two nudges of its worker (see
-  // Shard::nudge): what bounds the backlog a sleeping worker can leave in its queues.
+  // Wakeup::nudge): what bounds the backlog a sleeping worker can leave in its queues.
   static constexpr std::uint32_t kNudgeEvery = 4096;
   static constexpr std::size_t kNoHome = ~std::size_t{0};
 
@@ -80,7 +80,7 @@ struct ProducerState {
   static void posted_to(Shard& shard, PerShard& mine) noexcept {
     if (++mine.posted == kNudgeEvery) [[unlikely]] {
       mine.posted = 0;
-      shard.nudge();
+      shard.inbox().wake().nudge();
     }
   }
 
@@ -174,7 +174,7 @@ inline Node* take_node(ProducerState& state, Shard& shard) noexcept {
   constexpr std::size_t kAhead = ProducerState::kPrefetchAhead;
   ProducerState::PerShard& mine = state.shards[shard.index()];
   if (mine.cached == 0) {
-    mine.cached = shard.take_nodes(mine.cache.data(), mine.cache.size());
+    mine.cached = shard.inbox().take_nodes(mine.cache.data(), mine.cache.size());
     for (std::size_t i = 1; i < kAhead && i < mine.cached; ++i) {  // the first is taken now
       prefetch_to_write(mine.cache[mine.cached - 1 - i], state.prefetchw);
     }

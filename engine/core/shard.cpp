@@ -1,46 +1,20 @@
-// engine/core/shard.cpp — the worker loop, the wake protocol, transfers, cancels and the node reserve.
+// engine/core/shard.cpp — a shard's pass and what it takes in (cancels, moves, returned nodes,
+// clears, hand-offs), its reserve of free nodes, the executor's side of a task, and the calls its
+// own thread makes into its wheel. The worker thread is in shard_worker.cpp, the caller-driven
+// side (polls, waits, ownership) in shard_driver.cpp.
 #include "core/shard.hpp"
-
-#include <linux/futex.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <bit>
-#include <cerrno>
-#include <cstdio>
-#include <ctime>
 #include <limits>
-#include <memory>
-#include <new>
-#include <stdexcept>
+#include <span>
 
-#include "platform/clock.hpp"
 #include "tickwheel/detail/arith.hpp"
-#include "platform/topology.hpp"
 
 namespace tickwheel::detail {
 namespace {
 
 thread_local const ShardHost* t_task_engine = nullptr;
-// Lets go of the shard the calling thread owns (t_owned_shard) when the thread exits: an owner that
-// ends without release_shard() must not leave stop() waiting for it forever. Armed by Shard::own(),
-// whose use of it registers the destructor.
-struct ReleaseAtExit {
-  bool armed = false;
-  ReleaseAtExit() = default;
-  ReleaseAtExit(const ReleaseAtExit&) = delete;
-  ReleaseAtExit& operator=(const ReleaseAtExit&) = delete;
-  ReleaseAtExit(ReleaseAtExit&&) = delete;
-  ReleaseAtExit& operator=(ReleaseAtExit&&) = delete;
-  ~ReleaseAtExit() {
-    if (armed && t_owned_shard != nullptr) t_owned_shard->disown();
-  }
-};
-thread_local ReleaseAtExit t_release_at_exit;
 
 // The reserve of free nodes a shard keeps for other threads' schedules: refilled to its target
 // whenever a pass finds it below half of it. The target starts at 1 Ki nodes (64 KiB of node
@@ -51,36 +25,21 @@ thread_local ReleaseAtExit t_release_at_exit;
 // overflow memory anew.
 constexpr std::size_t kReserveStart = std::size_t{1} << 10;
 constexpr std::size_t kReserveMax = std::size_t{1} << 20;
-// Nodes, hand-offs or cancel records moved per queue call, through a buffer on the stack that is
-// left uninitialised: the dequeue fills what is read, and zeroing 8 or 16 KiB would tax every pass.
-constexpr std::size_t kBulk = 1024;
-// Address space a new worker's first allocation may need for the allocator's per-thread state.
-// jemalloc, when it is the process's allocator, crashes instead of failing if a thread's first
-// allocation finds no address space left (measured: a worker started with under 2 MiB to spare
-// above its stack took SIGSEGV inside mallocx). So start_worker() maps this much, inaccessible and
-// uncommitted, before it creates the thread, and the thread unmaps it just before that first
-// allocation: a start without the room fails cleanly, on the creating thread.
-constexpr std::size_t kAllocatorHeadroom = std::size_t{4} << 20;
 
-inline void cpu_relax() noexcept { __builtin_ia32_pause(); }
-
-}  // namespace
-
-const ShardHost* current_task_engine() noexcept { return t_task_engine; }
-
-namespace {
 Wakeup::Kind wakeup_kind(const EngineOptions& opts) noexcept {
   if (opts.threads == Threads::workers) return Wakeup::Kind::futex;
   return opts.wake_loop ? Wakeup::Kind::callback : Wakeup::Kind::eventfd;
 }
+
 }  // namespace
+
+const ShardHost* current_task_engine() noexcept { return t_task_engine; }
 
 Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptions& opts, Nanos start)
     : host_(host),
       index_(index),
       wait_strategy_(opts.wait),
       transfer_cap_(opts.transfer_cap),
-      max_pending_(opts.max_pending_per_shard),
       reserve_(opts.reserve_per_shard),
       lock_memory_(opts.lock_memory),
       hybrid_spin_(opts.hybrid_spin),
@@ -93,11 +52,13 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
       ticks_(static_cast<std::uint64_t>(opts.tick.count())),
       executor_(dynamic_cast<InlineExecutor*>(opts.executor.get()) != nullptr ? nullptr
                                                                               : opts.executor.get()),
-      any_thread_executor_(executor_ != nullptr && executor_->any_thread() && max_pending_ == 0),
+      any_thread_executor_(executor_ != nullptr && executor_->any_thread() &&
+                           opts.max_pending_per_shard == 0),
       wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0},
-             ShardPolicy{.claims = &claimed_, .shard = this}, arena_.id),
+             ShardPolicy{.claims = &counters_.claimed, .shard = this}, arena_.id),
       reserve_target_(kReserveStart),
-      wake_(wakeup_kind(opts), index, &opts.wake_loop) {
+      admission_(opts.max_pending_per_shard, counters_.claimed),
+      inbox_(wakeup_kind(opts), index, &opts.wake_loop, static_cast<std::uint64_t>(opts.tick.count())) {
   pool_map_.shard = static_cast<std::uint32_t>(index);
   lane_.shard = this;
   lane_.index = index;
@@ -109,33 +70,12 @@ void Shard::aim_lane() noexcept {
   t_own_lane = own != nullptr ? &own->lane_ : nullptr;
 }
 
-// ---- Any thread ----
-
-bool Shard::hand_over(moodycamel::ProducerToken& token, Node* node, std::uint64_t due_tick) noexcept {
-  // The enqueue publishes the node (release; the worker's dequeue acquires it). It allocates only
-  // when the producer's block list must grow, which stops once it covers the peak backlog; if
-  // that allocation fails nothing was handed over and the caller fails the schedule.
-  if (!transfers_.enqueue(token, node)) return false;
-  // The caller's load of stopped_ relies on the fence in here too (EngineCore::commit): one fence
-  // per hand-off serves both pairings.
-  wake_for(due_tick);
-  return true;
-}
-
-void Shard::wake_for(std::uint64_t due_tick) noexcept {
-  // A timer fires once its tick has ended, and a worker's plan is such an end (the wheel's
-  // next_deadline()): a timer due within the tick the sleeper wakes for anyway, a due-now answer
-  // among them, needs no signal. (A loop's plan may be any time: it then wakes by itself no later
-  // than the timer's end, and its pass takes the node in.)
-  wake_.wake_if_before(due_tick * ticks_.tick());
-}
-
 bool Shard::dispatch(Node* node) noexcept {
   if (executor_ == nullptr) return false;
   // Relaxed: only the thread in the pass writes it (the worker, or the thread polling a
   // caller-driven shard: polls never overlap, and polling_ orders one after another), and stop()
   // reads it after joining the worker or waiting out the poll.
-  dispatched_.store(dispatched_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  bump(counters_.dispatched);
   executor_->execute(Task(this, node));
   return true;
 }
@@ -169,315 +109,72 @@ void Shard::run_task(Node* node, moodycamel::ProducerToken* returned_token) noex
       next_tick = std::min(node->due + ticks_.floor(Meta::period(meta)), ticks_.max_tick());
     }
   }
-  // An enqueue fails only when the queue cannot allocate; a node must not be lost, so try again
-  // (without this thread's token, then with it) until memory is found.
-  while (!(returned_token != nullptr ? returned_.enqueue(*returned_token, node) : returned_.enqueue(node))) {
-    returned_token = nullptr;
-    std::this_thread::yield();
-  }
-  if (meta != 0) wake_for(next_tick);
-  completed_.fetch_add(1, std::memory_order_release);  // see completed_
+  inbox_.give_back(node, returned_token);
+  if (meta != 0) inbox_.wake_for(next_tick);
+  counters_.completed.fetch_add(1, std::memory_order_release);  // see ShardCounters::completed
 }
 
 void Shard::callback_threw() noexcept {
-  callback_errors_.fetch_add(1, std::memory_order_relaxed);
+  counters_.callback_errors.fetch_add(1, std::memory_order_relaxed);
   host_.report_callback_error(std::current_exception());
 }
 
 void Shard::wait_for_tasks(const std::function<std::uint64_t()>& claimed_elsewhere) const noexcept {
   // Acquire: pairs with run_task()'s release increment, so the returned nodes are all visible.
-  while (completed_.load(std::memory_order_acquire) !=
-         dispatched_.load(std::memory_order_relaxed) + claimed_elsewhere()) {
+  while (counters_.completed.load(std::memory_order_acquire) !=
+         counters_.dispatched.load(std::memory_order_relaxed) + claimed_elsewhere()) {
     executor_->run_while_stopping();  // tasks only this thread would run (see Executor)
     std::this_thread::yield();
   }
 }
 
 void Shard::drain_returned() noexcept {
-  std::array<Node*, kBulk> nodes;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
-  std::size_t n = 0;
-  while ((n = returned_.try_dequeue_bulk(nodes.data(), kBulk)) != 0) {
-    for (std::size_t i = 0; i < n; ++i) {
-      Node* node = nodes[i];
-      if (callable_meta(node) == 0) {
-        wheel_.release_node(node);  // a one-shot run destroyed its callable
-      } else {
-        wheel_.rearm_returned(node);
-      }
+  inbox_.drain_returned([this](Node* node) {
+    if (callable_meta(node) == 0) {
+      wheel_.release_node(node);  // a one-shot run destroyed its callable
+    } else {
+      wheel_.rearm_returned(node);
     }
-  }
-}
-
-void Shard::post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept {
-  // Does not wake the worker (but for the caller's nudge, once per kNudgeEvery posts): most
-  // timers are cancelled, and the node is harmless until the next pass (if its time comes
-  // first, the worker's claim fails and it recycles the node then, which is also what happens
-  // if this enqueue cannot allocate).
-  cancels_.enqueue(token, CancelRecord{node, cancelled_gen});
-}
-
-bool Shard::post_move(MoveRecordCache& records, Node* node, std::uint32_t pending_gen,
-                      std::uint64_t deadline_ns) noexcept {
-  MoveRecord* const record = records.take();
-  if (record == nullptr) return false;
-  record->node = node;
-  record->gen = pending_gen;
-  record->deadline_ns = deadline_ns;
-  // The post publishes the record (release; the drain's load acquires it), and with it what this
-  // thread saw of the node: the hand-off's deadline among it, which move_here() may rewrite.
-  moves_.post(record);
-  // A timer moved earlier than the sleeper's plan must not wait for it: the producers' protocol
-  // (a seq_cst fence, then the plan), as for a hand-off; the post's exchange comes before the
-  // fence, so either the poster sees the plan or the sleeper sees moves_.waiting().
-  wake_for(ticks_.due(Nanos(static_cast<Nanos::rep>(deadline_ns))));
-  return true;
-}
-
-void Shard::post_clear() noexcept {
-  // Release: pairs with serve_clears()'s acquire load, so the pass that sees this request also sees
-  // every hand-off enqueued before it (their producers' enqueues happened before this call).
-  clears_posted_.fetch_add(1, std::memory_order_release);
-  // Then the producers' protocol: the sleeper's nothing_waits() reads the counter after its fence.
-  wake_.wake_if_sleeping();
-}
-
-void Shard::nudge() noexcept { wake_.nudge(); }
-
-std::size_t Shard::take_nodes(Node** out, std::size_t n) noexcept {
-  return free_nodes_.try_dequeue_bulk(out, n);
-}
-
-bool Shard::admit_limited() noexcept {
-  // Holding a place = admitted - (claimed + cancels won). The ends are read first, with acquire:
-  // each pairs with the release that counted it, after the timer's own admission, so this
-  // fetch_add then comes after that admission too and the difference never counts an end without
-  // its start. Ends counted meanwhile are missed: an overestimate, so the limit is never exceeded.
-  const std::uint64_t ended =
-      claimed_.load(std::memory_order_acquire) + freed_.load(std::memory_order_acquire);
-  const std::uint64_t before = admitted_.fetch_add(1, std::memory_order_relaxed);
-  if (before - std::min(before, ended) < max_pending_) return true;
-  admitted_.fetch_sub(1, std::memory_order_relaxed);
-  count_rejected();
-  return false;
+  });
 }
 
 ShardStats Shard::stats(std::uint64_t claimed_elsewhere) const {
   ShardStats s;
-  s.scheduled = scheduled_.load(std::memory_order_relaxed) + claimed_elsewhere;
-  s.fired = fired_.load(std::memory_order_relaxed) + claimed_elsewhere;
-  s.fired_at_schedule = claimed_elsewhere;
-  s.cancelled = cancelled_.load(std::memory_order_relaxed);
-  s.rearmed = rearmed_.load(std::memory_order_relaxed);
-  s.skipped = skipped_.load(std::memory_order_relaxed);
-  s.rescheduled = rescheduled_.load(std::memory_order_relaxed);
-  s.clears = clears_.load(std::memory_order_relaxed);
-  s.cleared = cleared_.load(std::memory_order_relaxed);
-  s.rejected = rejected_.load(std::memory_order_relaxed);
-  s.queue_depth = transfers_.size_approx();
-  s.transfer_cap_hits = cap_hits_.load(std::memory_order_relaxed);
-  s.passes = passes_.load(std::memory_order_relaxed);
-  s.wakeups = wakeups_.load(std::memory_order_relaxed);
-  s.callback_errors = callback_errors_.load(std::memory_order_relaxed);
-  const std::uint64_t completed = completed_.load(std::memory_order_relaxed);
-  const std::uint64_t dispatched = dispatched_.load(std::memory_order_relaxed) + claimed_elsewhere;
-  s.executing = dispatched - std::min(dispatched, completed);  // two snapshots: never negative
-  s.max_tick_lag_ns = max_lag_ns_.load(std::memory_order_relaxed);
+  counters_.read(s, claimed_elsewhere);
+  s.rejected = admission_.rejected();
+  s.queue_depth = inbox_.queue_depth();
   s.bound_cpu = bound_cpu_.load(std::memory_order_relaxed);
   if (ready()) s.binding = binding_.data();  // acquire in ready() pairs with the worker's release
   return s;
 }
 
-// ---- The worker thread ----
-
-void Shard::start_worker() {
-  if (thread_.joinable()) return;  // started by an earlier start() that failed on a later shard
-  make_reserve_token();
-  void* const headroom =
-      ::mmap(nullptr, kAllocatorHeadroom, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (headroom == MAP_FAILED) throw std::bad_alloc();
-  try {
-    thread_ = std::thread([this, headroom] { run(headroom); });
-  } catch (...) {
-    ::munmap(headroom, kAllocatorHeadroom);
-    throw;
-  }
-  // Until the thread has made its first allocation in the room given back, this thread maps
-  // nothing (the next worker's stack would take that room: measured, a crash in one start of
-  // ~100 under a tight limit).
-  while (!warmed_.load(std::memory_order_acquire)) std::this_thread::yield();
-}
-
-void Shard::make_reserve_token() {
-  if (reserve_token_) return;
-  reserve_token_.emplace(free_nodes_);
-  // moodycamel leaves a token invalid, rather than throwing, when it cannot allocate its producer.
-  if (!reserve_token_->valid()) {
-    reserve_token_.reset();
-    throw std::bad_alloc();
-  }
-}
-
-void Shard::request_stop() noexcept {
-  // seq_cst, and seq_cst on polling_ here and in poll(): a poll that takes polling_ then reads
-  // stopping_, so either it sees stopping_ and runs nothing, or this loop sees it polling and
-  // waits for it to end. (For a worker, any order would do: it reads stopping_ each pass.)
-  stopping_.store(true, std::memory_order_seq_cst);
-  wake_.signal();  // a worker, or an owner's loop asleep in its wait: its next poll() lets go
-  if (manual_) {
-    // A poll, or an owner on another thread until its next poll() or its own stop() (which lets
-    // the shard go before it waits for the lifecycle mutex that this thread holds).
-    while (polling_.load(std::memory_order_seq_cst)) std::this_thread::yield();
-  }
-}
-
-void Shard::join() {
-  if (thread_.joinable()) thread_.join();
-}
-
-void Shard::retire_own(Node* node) noexcept {
-  free_place();
+void Shard::retire_owner_cancel(Node* node) noexcept {
+  admission_.free_place();
   // Release: pairs with own_cancels()'s acquire, as a producer's cancel count. Only the shard's
   // thread (its owner, one at a time) writes it.
-  own_cancels_.store(own_cancels_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  bump(counters_.own_cancels, 1, std::memory_order_release);
   // A hand-off not taken in yet (scheduled from another thread, or before this thread owned the
   // shard) is not linked: adopt() finds it cancelled and recycles it, as for any cancel in transit.
   if (node->pprev == nullptr) return;
   wheel_.cancel_own(node);
 }
 
-void Shard::describe_binding() noexcept {
-  if (!pin_) {
-    (void)std::snprintf(binding_.data(), binding_.size(), "not pinned (pin_workers = false)");
-    return;
-  }
-  const int error = host_.topology().bind_thread(cpu_);
-  if (error == 0) {
-    (void)std::snprintf(binding_.data(), binding_.size(), "bound to PU %u", cpu_);
-    bound_cpu_.store(static_cast<int>(cpu_), std::memory_order_relaxed);
-    return;
-  }
-  std::array<char, 128> why{};
-  Topology::describe_bind_error(error, cpu_, why);
-  (void)std::snprintf(binding_.data(), binding_.size(), "not bound: %s", why.data());
-  try {
-    host_.note_once(ShardHost::Notice::binding_refused,
-                    "tickwheel: shard " + std::to_string(index_) + " runs unpinned: " + why.data());
-  } catch (...) {
-    // No memory for the notice (or the log threw): stats().binding still says why.
-  }
-}
-
-void Shard::run(void* headroom) {
-  ::munmap(headroom, kAllocatorHeadroom);
-  {
-    // The allocator's per-thread state, set up now, in the room just given back (see
-    // kAllocatorHeadroom). Nothrow: if even this fails, the allocations that follow fail cleanly.
-    const std::unique_ptr<char> first(new (std::nothrow) char);
-  }
-  warmed_.store(true, std::memory_order_release);  // see start_worker()
-  t_current_shard = this;
-  aim_lane();
-  describe_binding();
-  // The kernel's timer slack (50 us by default) would make every timed wake that much late.
-  ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-  prepare();  // first touch of the node memory happens here, on the pinned worker
-
-  while (!stopping_.load(std::memory_order_acquire)) {
-    pass(clock_now(), std::numeric_limits<std::size_t>::max());
-    if (!cap_hit_) wait();
-  }
-  t_current_shard = nullptr;
-  aim_lane();
-}
-
-void Shard::prepare() noexcept {
-  if (reserve_ != 0) reserve_memory();
-  top_up(reserve_target_);
-  ready_.store(true, std::memory_order_release);
-}
-
-// The timers asked for plus the hand-out reserve that prepare() fills from the same pool next.
-void Shard::reserve_memory() noexcept {
-  const std::uint64_t nodes = std::uint64_t{reserve_} + reserve_target_;
-  const int err = wheel_.reserve(nodes, lock_memory_);
-  if (err == 0) return;
-  try {
-    host_.note_once(ShardHost::Notice::reserve_refused, "tickwheel: shard " + std::to_string(index_) + ": " +
-                                                            wheel_.describe_refusal(nodes, err));
-  } catch (...) {  // NOLINT(bugprone-empty-catch): no memory for the line, or the log hook threw
-  }
-}
-
-void Shard::start_manual() {
-  make_reserve_token();
-  (void)std::snprintf(binding_.data(), binding_.size(), "caller-driven (no worker thread)");
-  prepare();
-}
-
-std::size_t Shard::poll(Nanos now, std::size_t limit) {
-  const bool owner = t_owned_shard == this;  // holds polling_ already, from own() until it lets go
-  // walking_ and in_poll_pass_ are read only by the shard's owner: a walk from a callback is inside
-  // a poll, caught by the first test; the owner's poll from a callback of another shard polled
-  // inside this one's pass (t_current_shard is that other shard) by the second; any other
-  // thread's poll is refused by polling_, which the owner or the outer poll holds.
-  if (t_current_shard == this || (owner && (walking_ || in_poll_pass_)) ||
-      (!owner && polling_.exchange(true, std::memory_order_seq_cst))) {
-    throw std::logic_error("tickwheel::Engine::poll: shard " + std::to_string(index_) +
-                           " is being polled by another thread, owned by one, or polled from one of its own "
-                           "callbacks or from a for_each_pending() visitor; each shard must have one polling "
-                           "thread at a time");
-  }
-  std::size_t ran = 0;
-  if (!stopping_.load(std::memory_order_seq_cst)) {  // see request_stop()
-    // Callbacks run on this thread: a schedule on this shard from one goes straight into the wheel,
-    // and stop() from one is refused, as on a worker. (A callback may poll another engine.)
-    Shard* const outer = t_current_shard;
-    t_current_shard = this;
-    aim_lane();
-    in_poll_pass_ = true;
-    ran = pass(now, limit);  // noexcept: the flags are restored
-    in_poll_pass_ = false;
-    t_current_shard = outer;
-    aim_lane();
-    planned_ns_ = wheel_.next_deadline();  // the tick lag of the next poll is measured against it
-  }
-  if (!owner) {
-    // Release: the next poll, from whichever thread, sees this one's wheel.
-    polling_.store(false, std::memory_order_release);
-  } else if (stopping_.load(std::memory_order_seq_cst)) {
-    disown();  // stop() waits for the owner to let go (it woke the owner's loop to get here)
-  }
-  return ran;
-}
-
-std::optional<Nanos> Shard::next_deadline(Nanos now) const noexcept {
-  // Relaxed: a hint, as the sizes; the poll that follows drains with acquire.
-  if (transfers_.size_approx() != 0 || returned_.size_approx() != 0 || moves_.waiting() ||
-      clears_posted_.load(std::memory_order_relaxed) != clears_served_) {
-    return now;
-  }
-  return wheel_.next_deadline();
-}
-
 std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
   loop_now_ = std::max(loop_now_, now);
   // A load and a store, not an increment: this thread is the only writer (as every counter here).
-  passes_.store(passes_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  bump(counters_.passes);
   const std::optional<Nanos> planned = planned_ns_;
   const std::uint64_t moves_before = on_pass_ != nullptr ? wheel_.stats().moved : 0;
-  if (planned_ns_ && now > *planned_ns_) {
-    const std::int64_t lag = (now - *planned_ns_).count();
-    if (lag > max_lag_ns_.load(std::memory_order_relaxed)) max_lag_ns_.store(lag, std::memory_order_relaxed);
-  }
+  if (planned_ns_ && now > *planned_ns_) counters_.note_lag((now - *planned_ns_).count());
   // Netty's order: cancels first (their nodes must not be transferred into the wheel as live
   // timers only to be unlinked again), then at most transfer_cap hand-offs, then what is due.
   const std::size_t cancels = drain_cancels();
   (void)drain_moves();  // before anything runs, as the cancels
   drain_returned();
   (void)serve_clears();  // after the periodic timers back from the executor are linked again
-  const std::size_t moved = transfer(transfer_cap_);
-  cap_hit_ = moved == transfer_cap_ && transfers_.size_approx() != 0;
-  if (cap_hit_) cap_hits_.fetch_add(1, std::memory_order_relaxed);
+  const std::size_t moved = inbox_.take_handoffs(transfer_cap_, [this](Node* node) { wheel_.adopt(node); });
+  cap_hit_ = moved == transfer_cap_ && inbox_.queue_depth() != 0;
+  if (cap_hit_) bump(counters_.cap_hits);
   const std::uint64_t fired_before = wheel_.stats().fired;
   auto ran = [&] { return static_cast<std::size_t>(wheel_.stats().fired - fired_before); };
   for (;;) {
@@ -489,7 +186,7 @@ std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
       callback_threw();
     }
   }
-  refill();
+  refill_reserve();
   publish_stats();
   if (on_pass_ != nullptr) [[unlikely]] {
     const PassReport report{.shard = index_,
@@ -506,187 +203,30 @@ std::size_t Shard::pass(Nanos now, std::size_t limit) noexcept {
 }
 
 std::size_t Shard::drain_cancels() noexcept {
-  std::array<CancelRecord, kBulk> records;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
-  std::size_t n = 0;
-  std::size_t taken = 0;
-  while ((n = cancels_.try_dequeue_bulk(records.data(), kBulk)) != 0) {
-    for (std::size_t i = 0; i < n; ++i) wheel_.retire(records[i].node, records[i].gen);
-    taken += n;
-  }
-  return taken;
+  return inbox_.drain_cancels([this](const CancelRecord& r) { wheel_.retire(r.node, r.gen); });
 }
 
 std::size_t Shard::drain_moves() noexcept {
-  // Most passes find no move: one load of the queue's tail, shared with its producers.
-  if (!moves_.waiting()) return 0;
   // A stale record (the timer fired, ran, was cancelled or its node reused) is dropped.
-  return moves_.drain([this](const MoveRecord& r) { (void)move_here(r.node, r.gen, r.deadline_ns); });
-}
-
-std::size_t Shard::take_in_all() noexcept {
-  // An output iterator that adopts each node the queue hands it, so that one bulk dequeue can take
-  // any number of nodes without a buffer. moodycamel's bulk dequeue without a consumer token walks
-  // the producers' sub-queues once, in list order, taking from each what it holds then.
-  class AdoptInto {
-   public:
-    explicit AdoptInto(ShardWheel& wheel) noexcept : wheel_(&wheel) {}
-    AdoptInto& operator*() noexcept { return *this; }
-    AdoptInto& operator++() noexcept { return *this; }
-    AdoptInto operator++(int) noexcept { return *this; }  // NOLINT(cert-dcl21-cpp): the queue's idiom
-    AdoptInto& operator=(Node* node) noexcept {
-      wheel_->adopt(node);
-      return *this;
-    }
-
-   private:
-    ShardWheel* wheel_;
-  };
-  return transfers_.try_dequeue_bulk(AdoptInto(wheel_), std::numeric_limits<std::size_t>::max());
+  return inbox_.drain_moves([this](const MoveRecord& r) { (void)move_here(r.node, r.gen, r.deadline_ns); });
 }
 
 bool Shard::serve_clears() noexcept {
-  // Acquire: pairs with post_clear()'s release increment (see there). Relaxed would read the same
-  // value; the acquire is what makes the hand-offs before the request visible to the sweep.
-  const std::uint64_t posted = clears_posted_.load(std::memory_order_acquire);
-  if (posted == clears_served_) [[likely]] {
+  if (!inbox_.clear_requested()) [[likely]] {
     return false;
   }
-  clears_served_ = posted;
   (void)clear_here();
   return true;
 }
 
-std::size_t Shard::transfer(std::size_t cap) noexcept {
-  std::array<Node*, kBulk> nodes;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
-  std::size_t moved = 0;
-  while (moved < cap) {
-    const std::size_t n = transfers_.try_dequeue_bulk(nodes.data(), std::min(kBulk, cap - moved));
-    if (n == 0) break;
-    for (std::size_t i = 0; i < n; ++i) wheel_.adopt(nodes[i]);
-    moved += n;
-  }
-  return moved;
-}
-
-void Shard::refill() noexcept {
-  const std::size_t have = free_nodes_.size_approx();
+void Shard::refill_reserve() noexcept {
+  const std::size_t have = inbox_.reserve_size();
   if (have == 0 && reserve_target_ < kReserveMax) reserve_target_ *= 2;  // emptied since last pass
-  if (have < reserve_target_ / 2) top_up(reserve_target_ - have);
-}
-
-void Shard::top_up(std::size_t want) noexcept {
-  std::array<Node*, kBulk> nodes;  // NOLINT(cppcoreguidelines-pro-type-member-init): see kBulk
-  while (want != 0) {
-    const std::size_t n = take_wheel_nodes(std::span(nodes).first(std::min(kBulk, want)));
-    if (n == 0) break;
-    if (!free_nodes_.enqueue_bulk(*reserve_token_, nodes.data(), n)) {
-      for (std::size_t i = 0; i < n; ++i) wheel_.release_node(nodes[i]);  // the queue could not grow
-      break;
-    }
-    want -= n;
+  if (have < reserve_target_ / 2) {
+    inbox_.fill_reserve(
+        reserve_target_ - have, [this](std::span<Node*> out) { return take_wheel_nodes(out); },
+        [this](Node* node) { wheel_.release_node(node); });
   }
-}
-
-void Shard::publish_stats() noexcept {
-  const WheelStats w = wheel_.stats();
-  scheduled_.store(w.scheduled, std::memory_order_relaxed);
-  fired_.store(w.fired, std::memory_order_relaxed);
-  cancelled_.store(w.cancelled, std::memory_order_relaxed);
-  rearmed_.store(w.rearmed, std::memory_order_relaxed);
-  skipped_.store(w.skipped, std::memory_order_relaxed);
-  rescheduled_.store(w.rescheduled, std::memory_order_relaxed);
-}
-
-void Shard::wait() {
-  switch (wait_strategy_) {
-    case WaitStrategy::spin:
-      planned_ns_ = wheel_.next_deadline();  // the next pass's tick lag is measured against it
-      cpu_relax();
-      return;
-    case WaitStrategy::hybrid: {
-      // The spin is real time; what is due is the engine's clock's.
-      const Nanos spin_end = saturating_add(monotonic_now(), hybrid_spin_);  // any spin is valid
-      const std::optional<Nanos> next = wheel_.next_deadline();
-      planned_ns_ = next;  // as for spin; sleep_until() sets it again if the spin runs out
-      for (;;) {
-        if ((next && clock_now() >= *next) || !nothing_waits()) {
-          return;
-        }
-        if (monotonic_now() >= spin_end) break;
-        cpu_relax();
-      }
-      sleep_until(next);
-      return;
-    }
-    case WaitStrategy::sleep: sleep_until(wheel_.next_deadline()); return;
-  }
-}
-
-void Shard::sleep_until(std::optional<Nanos> deadline) {
-  planned_ns_ = deadline;
-  if (deadline && *deadline <= clock_now()) return;
-  const std::uint32_t seq = wake_.prepare(plan_of(deadline));
-  // The deadline again, after prepare(): a clock_moved() whose signal that load did not see comes
-  // after it, so makes the futex wait return at once; one it did see moved the clock before, so
-  // this read sees the deadline reached. (With CLOCK_MONOTONIC this only skips a needless wait.)
-  if (nothing_waits() && !(deadline && *deadline <= clock_now())) {
-    // The futex times out on CLOCK_MONOTONIC: with a clock of the user's the worker sleeps until
-    // woken, by a producer, or by Engine::clock_moved() from whoever moves that clock.
-    wake_.wait(seq, own_clock_ ? std::nullopt : deadline);
-    wakeups_.fetch_add(1, std::memory_order_relaxed);
-  }
-  wake_.finish();
-}
-
-std::uint64_t Shard::plan_of(const std::optional<Nanos>& until) noexcept {
-  return until ? static_cast<std::uint64_t>(std::max<Nanos::rep>(until->count(), 0)) : Wakeup::kUntilWoken;
-}
-
-bool Shard::nothing_waits() const noexcept {
-  // Nodes back from the executor count as work too: a periodic one is not in the wheel's plan
-  // until it is re-armed.
-  // Moves too: one earlier than the plan must be applied before the sleep (post_move() exchanges
-  // the queue's tail before its fence, so either this load sees it or the poster sees the plan and
-  // signals); one in flight, not linked yet, keeps the worker from sleeping until it is.
-  // Relaxed: after prepare()'s fence; the drains acquire.
-  // Clear requests too, by the same protocol (post_clear() bumps the counter before its fence).
-  return transfers_.size_approx() == 0 && returned_.size_approx() == 0 && !moves_.waiting() &&
-         clears_posted_.load(std::memory_order_relaxed) == clears_served_ &&
-         !stopping_.load(std::memory_order_acquire);
-}
-
-bool Shard::prepare_wait(std::optional<Nanos> until) noexcept {
-  (void)wake_.prepare(plan_of(until));
-  if (nothing_waits()) return true;
-  wake_.finish();
-  return false;
-}
-
-void Shard::finish_wait() noexcept {
-  wake_.finish();
-  wakeups_.store(wakeups_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // see pass()
-  loop_now_ = std::max(loop_now_, clock_now());  // the loop's time after its wait (see loop_now())
-}
-
-void Shard::own() {
-  if (t_owned_shard == this) return;
-  if (t_owned_shard != nullptr) {
-    throw std::logic_error("tickwheel::Engine::own_shard: this thread owns shard " +
-                           std::to_string(t_owned_shard->index_) +
-                           " already; a thread owns one shard at a time");
-  }
-  if (polling_.exchange(true, std::memory_order_seq_cst)) {  // as poll() takes it
-    throw std::logic_error("tickwheel::Engine::own_shard: shard " + std::to_string(index_) +
-                           " is owned or being polled by another thread");
-  }
-  if (stopping_.load(std::memory_order_seq_cst)) {
-    polling_.store(false, std::memory_order_release);
-    throw std::logic_error("tickwheel::Engine::own_shard: the engine is stopped");
-  }
-  t_owned_shard = this;
-  aim_lane();
-  t_release_at_exit.armed = true;
-  loop_now_ = std::max(loop_now_, clock_now());
 }
 
 std::size_t Shard::take_wheel_nodes(std::span<Node*> out) noexcept {
@@ -740,20 +280,13 @@ std::optional<Nanos> Shard::deadline_of(Node* node, std::uint32_t pending_gen) c
 std::size_t Shard::clear_here() noexcept {
   settle();
   const std::size_t cleared = wheel_.cancel_all();
-  free_place(cleared);
+  admission_.free_place(cleared);
   // Release: pairs with cleared()'s acquire, as direct_ does. Only this thread writes it.
-  cleared_.store(cleared_.load(std::memory_order_relaxed) + cleared, std::memory_order_release);
+  bump(counters_.cleared, cleared, std::memory_order_release);
   // Relaxed: a count for stats(), ordering nothing. Only this thread writes it.
-  clears_.store(clears_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  bump(counters_.clears);
   publish_stats();
   return cleared;
-}
-
-void Shard::disown() noexcept {
-  t_owned_shard = nullptr;
-  aim_lane();
-  // Release: whoever polls or stops next sees everything this owner did to the wheel.
-  polling_.store(false, std::memory_order_release);
 }
 
 }  // namespace tickwheel::detail

@@ -1,36 +1,38 @@
-// engine/core/shard.hpp — one shard of the Engine: a Wheel, the worker thread that owns it, and the
-// lock-free queues through which other threads hand it timers, cancels and take free nodes.
+// engine/core/shard.hpp — one shard of the Engine: a wheel and the thread that owns it (its worker,
+// or the caller-driven loop that polls or owns it). What other threads send it goes through its
+// inbox (shard_inbox.hpp), its places through its admission (admission.hpp), and what it counts
+// through its counters (shard_counters.hpp). This class is the shard's own thread's: the pass and
+// what it takes in (shard.cpp), the worker thread (shard_worker.cpp), the caller-driven loop and
+// ownership (shard_driver.cpp), and the calls the shard's thread makes straight into its wheel.
 //
 // Data flow of a timer scheduled from another thread:
-//   producer: node from its cache (refilled in bulk from free_nodes_, or from its own overflow
-//             pool when the reserve is empty) -> callable stored -> transfers_.enqueue (its token)
-//   worker:   each pass drains cancels_, moves at most transfer_cap nodes from transfers_ into the
-//             wheel (ShardWheel::adopt), advances the wheel to now (callbacks run, claiming each node
-//             by compare-and-swap), tops free_nodes_ back up from the wheel's pool, then waits.
+//   producer: node from its cache (refilled in bulk from the inbox's reserve, or from its own
+//             overflow pool when the reserve is empty) -> callable stored -> ShardInbox::hand_over
+//   worker:   each pass drains cancels, moves at most transfer_cap hand-offs into the wheel
+//             (ShardWheel::adopt), advances the wheel to now (callbacks run, claiming each node by
+//             compare-and-swap), tops the reserve back up from the wheel's pool, then waits.
 //   cancel:   any thread wins the compare-and-swap on the node's generation, then posts
-//             {node, cancelled generation} on cancels_; the worker unlinks and recycles the node
-//             if it is still that lifetime and still linked (else whoever met it first did). A
-//             periodic timer caught running is cancelled by a second compare-and-swap (running ->
-//             cancelled) with no record: its node is not linked, and the re-arm, refused, recycles it.
+//             {node, cancelled generation}; the worker unlinks and recycles the node if it is still
+//             that lifetime and still linked (else whoever met it first did). A periodic timer
+//             caught running is cancelled by a second compare-and-swap (running -> cancelled) with
+//             no record: its node is not linked, and the re-arm, refused, recycles it.
 //   executor: the worker claims a due node as usual and hands it over as a Task; the executor's
-//             thread runs it (run_task) and posts the node on returned_; the worker's next pass
-//             recycles it (one-shot) or re-arms it (periodic), waking for a periodic node whose
-//             next run is before its planned wake-up, as for a hand-off.
-//   clear:    any thread bumps clears_posted_ and wakes a sleeper whatever its plan; the shard's
-//             thread, at the start of its next pass (after the cancels, moves and returned nodes,
-//             before anything runs), finds it above clears_served_, takes in every hand-off waiting
-//             (not capped by transfer_cap) and cancels every timer in the wheel (clear_here()).
+//             thread runs it (run_task) and gives the node back; the worker's next pass recycles it
+//             (one-shot) or re-arms it (periodic), waking for a periodic node whose next run is
+//             before its planned wake-up, as for a hand-off.
+//   clear:    any thread posts a request and wakes a sleeper whatever its plan; the shard's thread,
+//             at the start of its next pass (after the cancels, moves and returned nodes, before
+//             anything runs), takes in every hand-off waiting (not capped by transfer_cap) and
+//             cancels every timer in the wheel (clear_here()).
 //   reschedule: a thread other than the shard's checks that the timer is pending (one load) and posts
-//             {node, pending generation, new deadline} on moves_ (one order for every producer, so the
-//             last call to return wins), waking the worker iff the new deadline is before its planned
-//             wake-up; the worker, draining moves_ right after cancels_ in its pass, before anything
+//             {node, pending generation, new deadline} (one order for every producer, so the last
+//             call to return wins), waking the worker iff the new deadline is before its planned
+//             wake-up; the worker, draining moves right after cancels in its pass, before anything
 //             runs, moves the node if it still holds that generation (a hand-off not yet taken in gets
 //             its deadline rewritten). The shard's own thread applies the posted moves, then moves it
 //             at once (move_here).
-// Only the worker ever links, unlinks or recycles a node, so the wheel stays single-threaded.
+// Only the shard's thread ever links, unlinks or recycles a node, so the wheel stays single-threaded.
 #pragma once
-
-#include <concurrentqueue/concurrentqueue.h>
 
 #include <array>
 #include <atomic>
@@ -42,24 +44,26 @@
 #include <string>
 #include <thread>
 
-#include "platform/clock.hpp"
+#include "core/admission.hpp"
 #include "core/directory.hpp"
 #include "core/move_queue.hpp"
+#include "core/shard_counters.hpp"
 #include "core/shard_host.hpp"
+#include "core/shard_inbox.hpp"
 #include "core/shard_wheel.hpp"
+#include "platform/clock.hpp"
 #include "tickwheel/detail/arith.hpp"
 #include "tickwheel/detail/memory.hpp"
 #include "tickwheel/engine.hpp"
-#include "core/wakeup.hpp"
 
 namespace tickwheel::detail {
 
 class ShardHost;
 
-struct CancelRecord {
-  Node* node;
-  std::uint32_t gen;  // the node's generation after the winning cancel (state kCancelled)
-};
+// The plan a sleeper publishes (Wakeup::prepare) for a wait until `until`, or until woken.
+inline std::uint64_t wake_plan(const std::optional<Nanos>& until) noexcept {
+  return until ? static_cast<std::uint64_t>(std::max<Nanos::rep>(until->count(), 0)) : Wakeup::kUntilWoken;
+}
 
 class Shard {
  public:
@@ -76,74 +80,42 @@ class Shard {
   // stop(). Any thread.
   void open_lane(const void* engine) noexcept {
     lane_.engine = engine;
-    lane_.open.store(max_pending_ == 0, std::memory_order_relaxed);
+    lane_.open.store(!admission_.limited(), std::memory_order_relaxed);
   }
   void shut_lane() noexcept { lane_.open.store(false, std::memory_order_relaxed); }
 
   // ---- Any thread. ----
-  // Hands a prepared node, due at tick `due_tick` (its `due`), to the worker; wakes it iff that
-  // tick ends before the worker's planned wake-up (see wake_for()). False, with nothing handed
-  // over, if the queue could not allocate room.
-  [[nodiscard]] bool hand_over(moodycamel::ProducerToken& token, Node* node, std::uint64_t due_tick) noexcept;
-  void post_cancel(moodycamel::ProducerToken& token, Node* node, std::uint32_t cancelled_gen) noexcept;
+  // What other threads send the shard, and its wake-ups (shard_inbox.hpp).
+  ShardInbox& inbox() noexcept { return inbox_; }
+  const ShardInbox& inbox() const noexcept { return inbox_; }
+  // Admission for max_pending_per_shard (admission.hpp).
+  Admission& admission() noexcept { return admission_; }
+  const Admission& admission() const noexcept { return admission_; }
   // Whether a timer due at tick `due_tick` should skip the worker (EngineCore::commit): an executor
   // that takes tasks from any thread, and a worker that sleeps past the tick's end, so that a
   // hand-off would wake it. A hint (see Wakeup::sleeps_past); the caller still checks the clock.
   bool skips_worker(std::uint64_t due_tick) const noexcept {
-    return any_thread_executor_ && wake_.sleeps_past(due_tick * ticks_.tick());
+    return any_thread_executor_ && inbox_.wake().sleeps_past(due_tick * ticks_.tick());
   }
   // Hands a one-shot node, claimed by the calling thread (not the worker) and counted in its
   // producer's `dispatched`, straight to the executor. Precondition: skips_worker() was true.
   void execute_claimed(Node* node) noexcept { executor_->execute(Task(this, node)); }
   // Asks the shard's thread to move a timer that was pending with generation `pending_gen` to
-  // deadline_ns (a record from `records` on moves_, applied at the start of the next pass, right
-  // after the cancel records, in the order posted); wakes the sleeper iff that is before its planned
+  // deadline_ns (a record from `records`, applied at the start of the next pass, right after the
+  // cancel records, in the order posted); wakes the sleeper iff that is before its planned
   // wake-up. False, with nothing posted, if no record could be had (no memory).
   [[nodiscard]] bool post_move(MoveRecordCache& records, Node* node, std::uint32_t pending_gen,
-                               std::uint64_t deadline_ns) noexcept;
+                               std::uint64_t deadline_ns) noexcept {
+    return inbox_.post_move(records, node, pending_gen, deadline_ns,
+                            ticks_.due(Nanos(static_cast<Nanos::rep>(deadline_ns))));
+  }
   // The deadline of a timer whose node holds pending generation `pending_gen`, rounded up to the
   // tick as the wheel runs it; nullopt if the node holds another value (see there), at either of
   // the two loads of the generation that bracket the read of `due`. O(1), three loads.
   std::optional<Nanos> deadline_of(Node* node, std::uint32_t pending_gen) const noexcept;
-  // Asks the shard's thread to clear the shard (Engine::post_clear): a request its next pass serves
-  // before it runs anything (serve_clears()); wakes the sleeper, whatever its plan, by the
-  // producers' protocol (a seq_cst fence, then the plan), so a pass comes soon. Requests posted
-  // before one pass looks are served together, by one clear.
-  void post_clear() noexcept;
-  // Wakes the sleeper whatever its plan (Engine::clock_moved(): an engine on a clock of the user's,
-  // whose workers sleep until woken).
-  void clock_moved() noexcept { wake_.signal(); }
-  // Wakes the worker if it sleeps, whatever its plan: a producer calls it once per
-  // ProducerState::kNudgeEvery items it posted, so that a worker asleep until a far deadline does
-  // not let cancelled timers (and their callables) pile up in its queues without bound.
-  void nudge() noexcept;
   // Runs a node the worker handed to the executor, on the calling thread, and gives it back (see
-  // Task::run). `returned_token` is the calling thread's producer token for returned(), or null.
+  // Task::run). `returned_token` is the calling thread's producer token for the returned queue, or null.
   void run_task(Node* node, moodycamel::ProducerToken* returned_token) noexcept;
-  moodycamel::ConcurrentQueue<Node*>& returned() noexcept { return returned_; }
-  // Up to n free nodes from the reserve the worker keeps; 0 if it is empty right now.
-  std::size_t take_nodes(Node** out, std::size_t n) noexcept;
-  moodycamel::ConcurrentQueue<Node*>& transfers() noexcept { return transfers_; }
-  moodycamel::ConcurrentQueue<CancelRecord>& cancels() noexcept { return cancels_; }
-  // Admission for max_pending_per_shard: false (and counted as rejected) if the shard is full.
-  // A timer holds its place from its admission until it is claimed to run (a one-shot), its
-  // cancel wins, or its schedule fails (unadmit); so the limit is never exceeded, and reached
-  // early only by the schedules other threads have admitted and not yet finished or failed.
-  bool admit() noexcept { return max_pending_ == 0 || admit_limited(); }
-  void unadmit() noexcept {
-    if (max_pending_ != 0) admitted_.fetch_sub(1, std::memory_order_relaxed);
-  }
-  // A cancel won on one of this shard's timers (n of them, by clear_here()): its place is free at
-  // once. Any thread.
-  void free_place(std::uint64_t n = 1) noexcept {
-    // Release: pairs with admit()'s acquire load, as claimed_ does.
-    if (max_pending_ != 0) freed_.fetch_add(n, std::memory_order_release);
-  }
-  void count_rejected() noexcept { rejected_.fetch_add(1, std::memory_order_relaxed); }
-  // A cancel won by a thread that has no producer state to count it in (out of memory on its
-  // first use). Release/acquire: as a producer's own cancel count (see EngineCore::pending()).
-  void count_orphan_cancel() noexcept { orphan_cancels_.fetch_add(1, std::memory_order_release); }
-  std::uint64_t orphan_cancels() const noexcept { return orphan_cancels_.load(std::memory_order_acquire); }
   // The counters the worker keeps; `pending` is left for EngineCore::stats(), which sums the
   // producers' schedules and cancels with direct_scheduled() and claimed() (see there).
   // `claimed_elsewhere`: tasks other threads handed to the executor (execute_claimed), counted
@@ -152,12 +124,12 @@ class Shard {
   // Timers a callback on this shard's own pass scheduled straight into its wheel, and one-shot
   // timers claimed to run (or handed to the executor). Acquire: each pairs with the release store
   // that counted it, so a reader that sees a claim also sees the schedule that preceded it.
-  std::uint64_t direct_scheduled() const noexcept { return direct_.load(std::memory_order_acquire); }
-  std::uint64_t claimed() const noexcept { return claimed_.load(std::memory_order_acquire); }
+  std::uint64_t direct_scheduled() const noexcept { return counters_.direct.load(std::memory_order_acquire); }
+  std::uint64_t claimed() const noexcept { return counters_.claimed.load(std::memory_order_acquire); }
   // Timers clear_here() cancelled. Acquire: as claimed().
-  std::uint64_t cleared() const noexcept { return cleared_.load(std::memory_order_acquire); }
-  // Cancels the owner won and retired itself (retire_own()). Acquire: as claimed().
-  std::uint64_t own_cancels() const noexcept { return own_cancels_.load(std::memory_order_acquire); }
+  std::uint64_t cleared() const noexcept { return counters_.cleared.load(std::memory_order_acquire); }
+  // Cancels the owner won and retired itself (retire_owner_cancel()). Acquire: as claimed().
+  std::uint64_t own_cancels() const noexcept { return counters_.own_cancels.load(std::memory_order_acquire); }
 
   // ---- The worker thread. ----
   // Creates the worker thread unless it runs already; the thread binds, fills the reserve, then
@@ -177,7 +149,6 @@ class Shard {
   // wakeup.hpp): false, with no plan left published, when work already waits.
   bool prepare_wait(std::optional<Nanos> until) noexcept;
   void finish_wait() noexcept;
-  int wakeup_fd() const noexcept { return wake_.fd(); }
   // The calling thread becomes the shard's owner (Engine::own_shard): it holds the shard as a poll
   // does, from now until disown() (release_shard(), or its own stop()), its exit, or its first
   // poll() after stop() began. Throws std::logic_error if another thread polls or owns it, this
@@ -203,8 +174,8 @@ class Shard {
   // Whether a Timer::reschedule() of this shard's timer is this thread's to make at once: the
   // shard's own thread, outside a walk of it (whose lists must stay as they are: posted then, as
   // from another thread).
-  bool moves_here() const noexcept { return is_own_thread() && !walking_; }
-  // Timer::reschedule() where moves_here(): refused, with the posted moves left to the next pass,
+  bool can_move_at_once() const noexcept { return is_own_thread() && !walking_; }
+  // Timer::reschedule() where can_move_at_once(): refused, with the posted moves left to the next pass,
   // for a timer no longer pending (a periodic one running included); else the moves posted before
   // it applied first, so that this one, the last, wins, and moved at once, so the answer is exact.
   // A relative deadline counts from loop_now(), as the owner's schedule does.
@@ -252,13 +223,13 @@ class Shard {
     store_due(node, ticks_.due(deadline), std::memory_order_release);
     wheel_.link_new(node);
     // Release: pairs with direct_scheduled()'s acquire. Only this thread writes it.
-    direct_.store(direct_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    bump(counters_.direct, 1, std::memory_order_release);
     return gen;
   }
   // A cancel won by the owner outside a pass (owned_here_outside_pass()): counted, its callable
   // destroyed, unlinked and recycled at once or with the next batch (ShardWheel::cancel_own()); a
   // hand-off not taken in yet is left to adopt(), which recycles it.
-  void retire_own(Node* node) noexcept;
+  void retire_owner_cancel(Node* node) noexcept;
   // What the shard's own thread counts a relative deadline from: its loop's time, the later of the
   // last pass's `now` and the clock read when the polling loop last finished a wait
   // (finish_wait()) or took ownership (own()), as an event loop caches its time once per
@@ -278,7 +249,7 @@ class Shard {
     drain_cancels();
     drain_moves();
     drain_returned();
-    while (transfer(~std::size_t{0}) != 0) {
+    while (inbox_.take_handoffs(~std::size_t{0}, [this](Node* node) { wheel_.adopt(node); }) != 0) {
     }
     (void)serve_clears();
     publish_stats();
@@ -296,34 +267,38 @@ class Shard {
   std::size_t drain_cancels() noexcept;  // records taken; also the engine's destructor, after stop()
   std::size_t drain_moves() noexcept;    // records taken (applied or found stale)
   void drain_returned() noexcept;
+  void publish_stats() noexcept { counters_.publish(wheel_.stats()); }
   // The engine's teardown: destroys the callables of the timers still linked that come from `pool`
   // (ShardWheel::destroy_callables_from()); own_pool() is the wheel's.
   void destroy_callables_from(const NodePool& pool) noexcept { wheel_.destroy_callables_from(pool); }
   const NodePool& own_pool() const noexcept { return wheel_.pool(); }
   // A cancel that comes after stop() (the caller holds the engine's lifecycle mutex).
-  void retire_now(Node* node, std::uint32_t cancelled_gen) noexcept {
+  void retire_after_stop(Node* node, std::uint32_t cancelled_gen) noexcept {
     wheel_.retire(node, cancelled_gen);
     publish_stats();
   }
 
  private:
+  // The worker thread's loop and its wait (shard_worker.cpp).
   void run(void* headroom);
-  void make_reserve_token();  // throws std::bad_alloc
   void prepare() noexcept;
   void describe_binding() noexcept;
   void reserve_memory() noexcept;  // EngineOptions::reserve_per_shard, on the thread that prepares
+  void wait();
+  void sleep_until(std::optional<Nanos> deadline);
+  // No hand-off, no returned node, no move or clear, no stop: a sleep may begin.
+  bool nothing_waits() const noexcept {
+    return !inbox_.work_waiting() && !stopping_.load(std::memory_order_acquire);
+  }
+  // The pass and what it takes in (shard.cpp).
   std::size_t pass(Nanos now, std::size_t limit) noexcept;
-  std::size_t transfer(std::size_t cap) noexcept;
-  // Adopts every hand-off waiting, not capped: each producer's sub-queue once, as far as it holds
-  // when the sweep reaches it. Every hand-off whose enqueue happened before the call is taken, and
-  // producers that keep scheduling cannot hold the caller (as a loop until the queue is found
-  // empty could). Returns how many.
-  std::size_t take_in_all() noexcept;
-  // Serves the clears posted since the last one served (post_clear()): clear_here(), then the
-  // requests marked served. Returns whether there was one. The shard's thread (a pass, or the
-  // stopping thread in drain_stopped()).
+  // Serves the clears posted since the last one served (ShardInbox::post_clear()): clear_here().
+  // Returns whether there was one. The shard's thread (a pass, or the stopping thread in
+  // drain_stopped()).
   bool serve_clears() noexcept;
-  void refill() noexcept;
+  // Keeps the reserve of free nodes other threads take from at its target, which starts small and
+  // doubles (up to a bound) each time a pass finds the reserve emptied.
+  void refill_reserve() noexcept;
   // ShardWheel::take_free_nodes, and the locators (see directory.hpp) of the nodes handed out fresh.
   std::size_t take_wheel_nodes(std::span<Node*> out) noexcept;
   // Gives the nodes the wheel's pool handed out fresh since it had handed out `before` their
@@ -338,9 +313,8 @@ class Shard {
   void settle() noexcept {
     drain_cancels();
     drain_moves();
-    (void)take_in_all();
+    (void)inbox_.take_all_handoffs([this](Node* node) { wheel_.adopt(node); });
   }
-  bool admit_limited() noexcept;  // admit() with max_pending_per_shard set
   // Points t_own_lane where t_current_shard and t_owned_shard now say: the pass's shard first.
   static void aim_lane() noexcept;
   // The wheel's policy (ShardPolicy) asks these, on the thread in the pass.
@@ -349,24 +323,14 @@ class Shard {
   bool dispatch(Node* node) noexcept;
   // When an inline fixed-delay run ended: the engine's clock now.
   Nanos run_end() const noexcept { return std::max(host_.now(), Nanos(0)); }
-  void callback_threw() noexcept;          // inside a catch block, any thread
-  void top_up(std::size_t want) noexcept;  // moves up to `want` free nodes into the reserve
-  void wait();
-  void sleep_until(std::optional<Nanos> deadline);
+  void callback_threw() noexcept;  // inside a catch block, any thread
   // The engine's clock: CLOCK_MONOTONIC, or EngineOptions::clock through the host.
   Nanos clock_now() const noexcept { return own_clock_ ? host_.now() : monotonic_now(); }
-  static std::uint64_t plan_of(const std::optional<Nanos>& until) noexcept;  // a plan for Wakeup
-  // After posting work due at tick `due_tick`: signals the sleeper iff that tick ends before its
-  // plan. Any thread.
-  void wake_for(std::uint64_t due_tick) noexcept;
-  bool nothing_waits() const noexcept;  // no hand-off, no returned node, no stop: a sleep may begin
-  void publish_stats() noexcept;
 
   ShardHost& host_;
   const std::size_t index_;
   const WaitStrategy wait_strategy_;
   const std::size_t transfer_cap_;
-  const std::size_t max_pending_;
   const std::size_t reserve_;  // EngineOptions::reserve_per_shard
   const bool lock_memory_;
   const Nanos hybrid_spin_;
@@ -392,41 +356,22 @@ class Shard {
     ~Arena() { destroy_arena(id); }
   } arena_;
 
+  // Written by the shard's thread, read by any (see shard_counters.hpp); before the wheel, whose
+  // policy holds the claims counter's address.
+  ShardCounters counters_;
   // Worker only (and the stopping thread after join).
   ShardWheel wheel_;
   std::thread thread_;
   std::optional<Nanos> planned_ns_;  // the deadline the last wait aimed at, for the tick lag
   bool cap_hit_ = false;
-  std::size_t reserve_target_;       // free nodes refill() aims at; grows with bursts (see there)
+  std::size_t reserve_target_;       // free nodes refill_reserve() aims at
   bool walking_ = false;             // inside walk_here() (the shard's thread)
-  std::uint64_t clears_served_ = 0;  // the value of clears_posted_ the last clear served
   bool in_poll_pass_ = false;        // inside poll()'s pass (the polling thread; see poll())
   Nanos loop_now_{0};                // see loop_now()
   OwnLane lane_;                     // see open_lane(); t_own_lane points here on the shard's thread
   NodeDirectory::PoolMap pool_map_;  // the wheel pool's locators (see directory.hpp)
 
-  // Written by the worker, read by any thread (stats(), admit()): relaxed counters, each a
-  // snapshot; nothing is ordered by them.
-  alignas(kCacheLine) std::atomic<std::uint64_t> scheduled_{0};
-  std::atomic<std::uint64_t> fired_{0};
-  std::atomic<std::uint64_t> cancelled_{0};
-  std::atomic<std::uint64_t> rearmed_{0};
-  std::atomic<std::uint64_t> skipped_{0};
-  std::atomic<std::uint64_t> rescheduled_{0};
-  // Counted as each happens, not at the end of a pass: one-shot timers claimed to run (the wheel
-  // stores it, release, before the callback starts) and timers a callback scheduled on its own
-  // shard (release, after the link). See claimed() and direct_scheduled().
-  std::atomic<std::uint64_t> claimed_{0};
-  std::atomic<std::uint64_t> direct_{0};
-  std::atomic<std::uint64_t> cleared_{0};      // timers clear_here() cancelled; release, as direct_
-  std::atomic<std::uint64_t> own_cancels_{0};  // cancels retire_own() took; release, as direct_
-  std::atomic<std::uint64_t> clears_{0};       // clear_here() calls: clear() and served requests
-  std::atomic<std::uint64_t> dispatched_{0};   // tasks handed to the executor
-  std::atomic<std::uint64_t> passes_{0};
-  std::atomic<std::uint64_t> wakeups_{0};
-  std::atomic<std::uint64_t> cap_hits_{0};
-  std::atomic<std::uint64_t> callback_errors_{0};
-  std::atomic<std::int64_t> max_lag_ns_{0};
+  // Written by the worker before ready_, read by any thread after it.
   std::atomic<int> bound_cpu_{-1};
   std::atomic<bool> ready_{false};
   std::atomic<bool> warmed_{false};  // the worker has made its first allocation (start_worker())
@@ -434,40 +379,13 @@ class Shard {
   // Written by the worker before ready_ (release), read after it (acquire).
   std::array<char, 160> binding_{};
 
-  // Written by producers (admission, rejections) and, with max_pending_per_shard, by cancellers
-  // (freed_: cancels won); its own line so it does not bounce the above.
-  alignas(kCacheLine) std::atomic<std::uint64_t> admitted_{0};
-  std::atomic<std::uint64_t> freed_{0};
-  std::atomic<std::uint64_t> rejected_{0};
-  std::atomic<std::uint64_t> orphan_cancels_{0};
-
-  // Written by executor threads: tasks run and returned. Release (each increment comes after the
-  // task's node is on returned_), so wait_for_tasks(), reading it with acquire, then finds every
-  // returned node in the queue.
-  alignas(kCacheLine) std::atomic<std::uint64_t> completed_{0};
-
-  // The wake-up protocol with producers: the worker's futex, or the polling loop's eventfd or
-  // callback (wakeup.hpp). Its plan and signal words are on lines of their own.
-  Wakeup wake_;
+  Admission admission_;  // any thread; its counters on a line of their own
   alignas(kCacheLine) std::atomic<bool> stopping_{false};
-  // Clear requests posted (post_clear(); release increment), compared by each pass (acquire) with
-  // clears_served_: one load a pass. A line apart from the counters above: written rarely, by other
-  // threads, and read by every pass.
-  alignas(kCacheLine) std::atomic<std::uint64_t> clears_posted_{0};
   // Caller-driven mode: set while a poll runs, or while a thread owns the shard, so that two threads
   // never drive one wheel and stop() can wait for a poll (or an owner) to end (see poll() and
   // request_stop() for the pairing).
   std::atomic<bool> polling_{false};
-
-  moodycamel::ConcurrentQueue<Node*> transfers_;
-  moodycamel::ConcurrentQueue<CancelRecord> cancels_;
-  moodycamel::ConcurrentQueue<Node*> free_nodes_;
-  moodycamel::ConcurrentQueue<Node*> returned_;  // nodes back from the executor
-  MoveQueue moves_;  // Timer::reschedule() from other threads, in the order asked (move_queue.hpp)
-
-  // Worker only: its token for free_nodes_, whose only producer it is. Made by prepare(); declared
-  // after the queues so that it is destroyed before them.
-  std::optional<moodycamel::ProducerToken> reserve_token_;
+  ShardInbox inbox_;
 };
 
 template <class Visit>

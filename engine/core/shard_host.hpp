@@ -52,7 +52,7 @@ class ShardHost {
   // The engine's node directory (directory.hpp): a shard stamps the nodes its pool hands out fresh.
   virtual NodeDirectory& directory() noexcept = 0;
   // Timer::reschedule*() of the timer whose node holds `pending_gen` on `shard`, from a thread the
-  // move must be posted from (not Shard::moves_here()): see EngineCore. `when` is a deadline on
+  // move must be posted from (not Shard::can_move_at_once()): see EngineCore. `when` is a deadline on
   // the engine's clock, or with `relative` a delay from it.
   virtual Moved reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
                            bool relative) noexcept = 0;

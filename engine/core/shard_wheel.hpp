@@ -46,7 +46,7 @@ struct ShardPolicy {
     }
     if (state == kFired) {
       // Release, before the callback starts: the shard's admission and pending count read it from
-      // other threads with acquire (Shard::admit, EngineCore::pending). Only this thread writes it.
+      // other threads with acquire (Admission::admit, EngineCore::pending). Only this thread writes it.
       claims->store(claims->load(std::memory_order_relaxed) + 1, std::memory_order_release);
     }
     return true;
