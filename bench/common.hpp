@@ -1,17 +1,29 @@
-// bench/common.hpp — what every benchmark binary shares: the workload's delay range and its
-// random numbers (the same sequence on every platform, so runs are comparable across machines).
+// bench/common.hpp — what every benchmark binary shares: the workload (delay range, tick, seed) and
+// its random numbers (the same sequence on every platform, so runs are comparable across machines),
+// how a table of scenarios names each scenario once for every queue it runs on, and the JSON
+// context tools/bench_table.py reads the cases from.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace tickwheel_bench {
 
 using Nanos = std::chrono::nanoseconds;
 
-// Deadlines are uniform over [now + kMinDelay, now + kMaxDelay]: the workload.
+// Deadlines are uniform over [now + kMinDelay, now + kMaxDelay]: the workload of W1..W4
+// (docs/benchmarks.md).
 constexpr Nanos kMinDelay = std::chrono::milliseconds(1);
 constexpr Nanos kMaxDelay = std::chrono::seconds(60);
+constexpr Nanos kTick = std::chrono::milliseconds(1);
+constexpr std::uint64_t kSeed = 0x7469636b77686565;  // "tickwhee"
 
 // splitmix64: small, fast, and the same sequence everywhere.
 class Rng {
@@ -37,5 +49,41 @@ class Rng {
  private:
   std::uint64_t state_;
 };
+
+template <class T>
+void shuffle(std::vector<T>& v, Rng& rng) {  // Fisher-Yates, the same permutation on every platform
+  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
+}
+
+// A scenario is a function template over the queue it runs on, and Google Benchmark registers a
+// plain function per queue. A table row names the scenario once, as a captureless lambda
+// []<class Q>(On<Q>, benchmark::State&) that calls it for queue Q; run_on<Scenario, Q> is the
+// function registered for queue Q (a function template itself cannot be passed as an argument).
+template <class Q>
+struct On {};
+
+template <class Scenario, class Q>
+void run_on(benchmark::State& state) {
+  Scenario{}(On<Q>{}, state);
+}
+
+// The JSON context tools/bench_table.py reads a binary's cases from: adds `name` to `cases` (a
+// comma-separated list, published as "cases" once every case is in) and its one-line description
+// as "case:<name>".
+inline void add_case(std::string& cases, std::string_view name, std::string_view description) {
+  if (!cases.empty()) cases += ',';
+  cases += name;
+  benchmark::AddCustomContext("case:" + std::string(name), std::string(description));
+}
+
+// The build a binary's figures come from: the compiler, and whether assertions were on.
+inline void add_build_context() {
+  benchmark::AddCustomContext("compiler", __VERSION__);
+#ifdef NDEBUG
+  benchmark::AddCustomContext("tickwheel_build", "NDEBUG (assertions off)");
+#else
+  benchmark::AddCustomContext("tickwheel_build", "assertions ON: not a release build");
+#endif
+}
 
 }  // namespace tickwheel_bench

@@ -110,21 +110,26 @@
 #include "tickwheel/wheel.hpp"
 
 namespace tickwheel_bench {
-void register_mix();  // mix_bench.cpp: the owner/other-thread mixes
+void register_mix(std::string& cases);  // mix_bench.cpp: the owner/other-thread mixes
 }  // namespace tickwheel_bench
 
 namespace {
 
 using Nanos = std::chrono::nanoseconds;
 using Clock = std::chrono::steady_clock;
+using tickwheel_bench::add_build_context;
+using tickwheel_bench::add_case;
 using tickwheel_bench::HeapTimerQueue;
 using tickwheel_bench::kMaxDelay;
 using tickwheel_bench::kMinDelay;
+using tickwheel_bench::kSeed;
+using tickwheel_bench::kTick;
+using tickwheel_bench::On;
 using tickwheel_bench::Rng;
+using tickwheel_bench::run_on;
+using tickwheel_bench::shuffle;
 
-constexpr Nanos kTick = std::chrono::milliseconds(1);
 constexpr std::size_t kBlock = 4096;                           // schedules between two cancel bursts
-constexpr std::uint64_t kSeed = 0x7469636b77686565;            // "tickwhee", as in wheel_bench.cpp
 constexpr std::int64_t kOpsPerThread = std::int64_t{1} << 20;  // iterations per producer
 constexpr auto kSettleTimeout = std::chrono::seconds(10);
 static_assert((kBlock & (kBlock - 1)) == 0 && kOpsPerThread % kBlock == 0);
@@ -139,11 +144,6 @@ struct Config {
   std::vector<unsigned> producers{1, 2};  // producer thread counts
 };
 Config g_config;
-
-template <class T>
-void shuffle(std::vector<T>& v, Rng& rng) {  // Fisher-Yates, the same permutation everywhere
-  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
-}
 
 Nanos now_ns() noexcept { return Clock::now().time_since_epoch(); }
 
@@ -917,23 +917,6 @@ void BM_HandoffPeriodic(benchmark::State& state) {
   h.finish(failed, won, timers.size());
 }
 
-template <class Q>
-struct Schedule {
-  static void run(benchmark::State& s) { BM_Schedule<Q>(s); }
-};
-template <class Q>
-struct Cancel {
-  static void run(benchmark::State& s) { BM_Cancel<Q>(s); }
-};
-template <class Q>
-struct Throughput {
-  static void run(benchmark::State& s) { BM_Throughput<Q, Placement::apart>(s); }
-};
-template <class Q>
-struct ThroughputTogether {
-  static void run(benchmark::State& s) { BM_Throughput<Q, Placement::together>(s); }
-};
-
 struct Case {
   std::string_view name;
   std::string_view description;
@@ -941,27 +924,31 @@ struct Case {
   void (*heap)(benchmark::State&);
 };
 
-template <template <class> class Fn>
-constexpr Case make_case(std::string_view name, std::string_view description) {
-  return Case{name, description, &Fn<EngineQueue>::run, &Fn<HeapQueue>::run};
+template <class Scenario>
+constexpr Case make_case(std::string_view name, std::string_view description, Scenario) {
+  return Case{name, description, &run_on<Scenario, EngineQueue>, &run_on<Scenario, HeapQueue>};
 }
 
 // The one table of scenarios: registration, names and the descriptions all come from it.
 const Case kCases[] = {
-    make_case<Schedule>("schedule",
-                        "producer-side cost of one cross-thread schedule_after onto N pending "
-                        "(cancelled in paused blocks of 4096)"),
-    make_case<Cancel>("cancel",
-                      "producer-side cost of one cancel of a pending timer the thread scheduled, "
-                      "random order from its share of N"),
-    make_case<Throughput>("throughput",
-                          "schedule+cancel pairs (cancel the producer's oldest timer, schedule a "
-                          "new one) with N pending, until the workers have absorbed them; one "
-                          "iteration is one pair; each shard's worker on another CPU than its "
-                          "producer"),
-    make_case<ThroughputTogether>("throughput_together",
-                                  "as throughput, each shard's worker (lane's consumer) pinned "
-                                  "to its producer's CPU: the per-core deployment"),
+    make_case("schedule",
+              "producer-side cost of one cross-thread schedule_after onto N pending "
+              "(cancelled in paused blocks of 4096)",
+              []<class Q>(On<Q>, benchmark::State& s) { BM_Schedule<Q>(s); }),
+    make_case("cancel",
+              "producer-side cost of one cancel of a pending timer the thread scheduled, "
+              "random order from its share of N",
+              []<class Q>(On<Q>, benchmark::State& s) { BM_Cancel<Q>(s); }),
+    make_case("throughput",
+              "schedule+cancel pairs (cancel the producer's oldest timer, schedule a "
+              "new one) with N pending, until the workers have absorbed them; one "
+              "iteration is one pair; each shard's worker on another CPU than its "
+              "producer",
+              []<class Q>(On<Q>, benchmark::State& s) { BM_Throughput<Q, Placement::apart>(s); }),
+    make_case("throughput_together",
+              "as throughput, each shard's worker (lane's consumer) pinned "
+              "to its producer's CPU: the per-core deployment",
+              []<class Q>(On<Q>, benchmark::State& s) { BM_Throughput<Q, Placement::together>(s); }),
 };
 
 // ---- owned: a shard's owner calling straight into its wheel, beside a standalone Wheel ----
@@ -1016,10 +1003,7 @@ void BM_Owned(benchmark::State& state) {
   std::vector<typename Q::Handle> block(kBlock);
   std::vector<std::size_t> order(population);
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  const auto reshuffle = [&] {
-    for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
-  };
-  reshuffle();
+  shuffle(order, rng);
   std::size_t k = 0;
   std::uint64_t refused = 0;
   for (auto _ : state) {
@@ -1038,7 +1022,7 @@ void BM_Owned(benchmark::State& state) {
         if (++k == population / 2) {
           state.PauseTiming();
           for (std::size_t j = 0; j < k; ++j) pending[order[j]] = q.schedule(rng.delay());
-          reshuffle();
+          shuffle(order, rng);
           k = 0;
           state.ResumeTiming();
         }
@@ -1128,69 +1112,8 @@ const ExecutorCase kExecutorCases[] = {
      &BM_HandoffPeriodic<Run::inline_path>, &BM_HandoffPeriodic<Run::pool>},
 };
 
-void register_all() {
-  std::string names;
-  for (const Case& c : kCases) {
-    if (!names.empty()) names += ',';
-    names += c.name;
-    for (const auto& [queue, fn] :
-         {std::pair{EngineQueue::kName, c.engine}, std::pair{HeapQueue::kName, c.heap}}) {
-      for (const unsigned shards : g_config.shards) {
-        auto* b = benchmark::RegisterBenchmark((std::string(c.name) + "/" + std::string(queue)).c_str(), fn);
-        b->Arg(shards)->Iterations(kOpsPerThread)->UseRealTime()->Unit(benchmark::kNanosecond);
-        for (const unsigned t : g_config.producers) b->Threads(static_cast<int>(t));
-      }
-    }
-    benchmark::AddCustomContext("case:" + std::string(c.name), std::string(c.description));
-  }
-  for (const ExecutorCase& c : kExecutorCases) {
-    names += ',';
-    names += c.name;
-    for (const auto& [run, fn] : {std::pair{Run::inline_path, c.inline_path}, std::pair{Run::pool, c.pool}}) {
-      const std::string name = std::string(c.name) + "/" + std::string(name_of(run));
-      for (const std::int64_t due : kDueCounts) {
-        benchmark::RegisterBenchmark(name.c_str(), fn)
-            ->Arg(due)
-            ->Iterations(std::max<std::int64_t>(1, kFiresPerCase / due))
-            ->UseRealTime()
-            ->Unit(benchmark::kNanosecond);
-      }
-    }
-    benchmark::AddCustomContext("case:" + std::string(c.name), std::string(c.description));
-  }
-  names += ",move";
-  for (const MoveOp op : {MoveOp::reschedule, MoveOp::cancel_schedule}) {
-    const char* name = op == MoveOp::reschedule ? "move/reschedule" : "move/cancel_schedule";
-    for (const std::int64_t n : kMovePopulations) {
-      benchmark::RegisterBenchmark(name, &BM_Move)
-          ->Args({static_cast<std::int64_t>(op), n})
-          ->Iterations(kOpsPerThread)
-          ->UseRealTime()
-          ->Unit(benchmark::kNanosecond);
-    }
-  }
-  benchmark::AddCustomContext(
-      "case:move",
-      "producer-side cost of moving one pending timer to a new random delay from a thread other "
-      "than its shard's, one shard with worker threads, N pending (second arg); first arg 0: "
-      "Timer::reschedule_after, 1: cancel + schedule_after (a new handle)");
-  names += ",mix";
-  tickwheel_bench::register_mix();
-  names += ",owned";
-  for (const auto& [queue, fn] : {std::pair{OwnedWheel::kName, &BM_Owned<OwnedWheel>},
-                                  std::pair{OwnedEngine::kName, &BM_Owned<OwnedEngine>}}) {
-    auto* b = benchmark::RegisterBenchmark(("owned/" + std::string(queue)).c_str(), fn);
-    for (const OwnedOp op : {OwnedOp::schedule, OwnedOp::cancel, OwnedOp::reschedule}) {
-      for (const std::int64_t n : kOwnedPopulations) b->Args({static_cast<std::int64_t>(op), n});
-    }
-    b->Iterations(kOpsPerThread)->Unit(benchmark::kNanosecond);
-  }
-  benchmark::AddCustomContext(
-      "case:owned",
-      "first arg 0: schedule_after, 1: cancel, 2: reschedule_after, from the thread that owns a "
-      "caller-driven shard (straight into its wheel), beside the same calls on a standalone Wheel; "
-      "second arg: timers pending");
-  benchmark::AddCustomContext("cases", names);
+// What every case ran with: the queues, the workload, the CPUs, how time is counted, the build.
+void add_run_context() {
   benchmark::AddCustomContext("queues",
                               std::string(EngineQueue::kName) + "," + std::string(HeapQueue::kName));
   benchmark::AddCustomContext("arg", "shards");
@@ -1215,12 +1138,64 @@ void register_all() {
   benchmark::AddCustomContext("time",
                               "real time; per iteration = the threads' average wall time "
                               "/ the iterations of all threads (aggregate)");
-  benchmark::AddCustomContext("compiler", __VERSION__);
-#ifdef NDEBUG
-  benchmark::AddCustomContext("tickwheel_build", "NDEBUG (assertions off)");
-#else
-  benchmark::AddCustomContext("tickwheel_build", "assertions ON: not a release build");
-#endif
+  add_build_context();
+}
+
+void register_all() {
+  std::string names;
+  for (const Case& c : kCases) {
+    add_case(names, c.name, c.description);
+    for (const auto& [queue, fn] :
+         {std::pair{EngineQueue::kName, c.engine}, std::pair{HeapQueue::kName, c.heap}}) {
+      for (const unsigned shards : g_config.shards) {
+        auto* b = benchmark::RegisterBenchmark((std::string(c.name) + "/" + std::string(queue)).c_str(), fn);
+        b->Arg(shards)->Iterations(kOpsPerThread)->UseRealTime()->Unit(benchmark::kNanosecond);
+        for (const unsigned t : g_config.producers) b->Threads(static_cast<int>(t));
+      }
+    }
+  }
+  for (const ExecutorCase& c : kExecutorCases) {
+    add_case(names, c.name, c.description);
+    for (const auto& [run, fn] : {std::pair{Run::inline_path, c.inline_path}, std::pair{Run::pool, c.pool}}) {
+      const std::string name = std::string(c.name) + "/" + std::string(name_of(run));
+      for (const std::int64_t due : kDueCounts) {
+        benchmark::RegisterBenchmark(name.c_str(), fn)
+            ->Arg(due)
+            ->Iterations(std::max<std::int64_t>(1, kFiresPerCase / due))
+            ->UseRealTime()
+            ->Unit(benchmark::kNanosecond);
+      }
+    }
+  }
+  add_case(names, "move",
+           "producer-side cost of moving one pending timer to a new random delay from a thread other "
+           "than its shard's, one shard with worker threads, N pending (second arg); first arg 0: "
+           "Timer::reschedule_after, 1: cancel + schedule_after (a new handle)");
+  for (const MoveOp op : {MoveOp::reschedule, MoveOp::cancel_schedule}) {
+    const char* name = op == MoveOp::reschedule ? "move/reschedule" : "move/cancel_schedule";
+    for (const std::int64_t n : kMovePopulations) {
+      benchmark::RegisterBenchmark(name, &BM_Move)
+          ->Args({static_cast<std::int64_t>(op), n})
+          ->Iterations(kOpsPerThread)
+          ->UseRealTime()
+          ->Unit(benchmark::kNanosecond);
+    }
+  }
+  tickwheel_bench::register_mix(names);
+  add_case(names, "owned",
+           "first arg 0: schedule_after, 1: cancel, 2: reschedule_after, from the thread that owns a "
+           "caller-driven shard (straight into its wheel), beside the same calls on a standalone Wheel; "
+           "second arg: timers pending");
+  for (const auto& [queue, fn] : {std::pair{OwnedWheel::kName, &BM_Owned<OwnedWheel>},
+                                  std::pair{OwnedEngine::kName, &BM_Owned<OwnedEngine>}}) {
+    auto* b = benchmark::RegisterBenchmark(("owned/" + std::string(queue)).c_str(), fn);
+    for (const OwnedOp op : {OwnedOp::schedule, OwnedOp::cancel, OwnedOp::reschedule}) {
+      for (const std::int64_t n : kOwnedPopulations) b->Args({static_cast<std::int64_t>(op), n});
+    }
+    b->Iterations(kOpsPerThread)->Unit(benchmark::kNanosecond);
+  }
+  benchmark::AddCustomContext("cases", names);
+  add_run_context();
 }
 
 // "1,2,4" -> {1, 2, 4}, each in [lo, hi]; false (with a message) on anything else.

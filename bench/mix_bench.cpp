@@ -13,9 +13,8 @@
 // Deadlines are 10 s to 70 s out, so nothing fires while a round lasts; each side keeps
 // kPendingPerSide timers pending, scheduled before the timing starts. Time per round: from the
 // threads' start (a barrier) until all have finished, the owners' last polls included
-// (UseManualTime); items_per_second is pairs per second over all shards. On this project's
-// 2-core VM the 2-shard case runs 4 threads on 2 CPUs; the curve to 16 shards needs a larger
-// machine.
+// (UseManualTime); items_per_second is pairs per second over all shards. S shards run 2S threads,
+// so a machine with fewer than 2S CPUs time-shares them, and the curve to 16 shards needs 32.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -179,7 +178,7 @@ void BM_Mix(benchmark::State& state) {
 
 }  // namespace
 
-void register_mix() {
+void register_mix(std::string& cases) {
   for (const auto& [name, fn] :
        {std::pair{EngineMix::kName, &BM_Mix<EngineMix>}, std::pair{HeapMix::kName, &BM_Mix<HeapMix>}}) {
     auto* b = benchmark::RegisterBenchmark((std::string("mix/") + name).c_str(), fn);
@@ -188,12 +187,11 @@ void register_mix() {
     }
     b->Iterations(3)->UseManualTime()->Unit(benchmark::kNanosecond);
   }
-  benchmark::AddCustomContext(
-      "case:mix",
-      "cancel+schedule pairs on each shard, first arg the percent made by the shard's owner "
-      "(caller-driven, own_shard), the rest by another thread; second arg shards, each with its "
-      "owner and its other thread; the heap: a mutex-guarded heap lane per shard under the same "
-      "mix; time per round of pairs, items_per_second pairs per second over all shards");
+  add_case(cases, "mix",
+           "cancel+schedule pairs on each shard, first arg the percent made by the shard's owner "
+           "(caller-driven, own_shard), the rest by another thread; second arg shards, each with its "
+           "owner and its other thread; the heap: a mutex-guarded heap lane per shard under the same "
+           "mix; time per round of pairs, items_per_second pairs per second over all shards");
 }
 
 }  // namespace tickwheel_bench

@@ -21,9 +21,6 @@
 
 namespace tickwheel_bench {
 
-constexpr Nanos kTick = std::chrono::milliseconds(1);
-constexpr std::uint64_t kSeed = 0x7469636b77686565;  // "tickwhee"
-
 // The callback every timer carries: 8 bytes, a side effect the optimiser must keep.
 struct Bump {
   std::uint64_t* counter;
@@ -119,11 +116,6 @@ std::vector<IdOf<Q>> populate(Q& q, std::size_t n, Rng& rng, Nanos base, std::ui
   std::vector<IdOf<Q>> ids(n);
   for (auto& id : ids) id = q.schedule_at(base + rng.delay(), Bump{counter});
   return ids;
-}
-
-template <class T>
-void shuffle(std::vector<T>& v, Rng& rng) {  // Fisher-Yates, the same permutation on every platform
-  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
 }
 
 }  // namespace tickwheel_bench

@@ -1,10 +1,10 @@
 // bench/reference_wheel.hpp — the second baseline: the plain hierarchical timing wheel a user writes
-// in an afternoon, so that the wheel is measured in the same run against the kind of wheel issue 14
-// set as its bar, not only against a heap.
+// in an afternoon, so that the wheel is measured in the same run against the kind of wheel it must
+// beat, not only against a heap.
 //
-// The design is the one the issue measured as ratas: 8 levels of 256 slots, one intrusive doubly
-// linked list per slot, new timers at the head, a cancel that unlinks at once, an advance that
-// walks one tick at a time and moves a level's slot down whole when its unit starts. Nothing else:
+// The design is ratas's (jsnell/ratas): 8 levels of 256 slots, one intrusive doubly linked list per
+// slot, new timers at the head, a cancel that unlinks at once, an advance that walks one tick at a
+// time and moves a level's slot down whole when its unit starts. Nothing else:
 // no bitmaps, no sub-lists, no pacing of the cascade, no batching, no prefetch, and no generation:
 // a handle is the timer's node itself, as a caller-owned event is in ratas, so a cancel is an
 // unlink with no lookup and no check. The price is ratas's contract: a handle whose timer fired or

@@ -14,8 +14,8 @@
 // One run, for each N in {10k, 1M} and each of the wheel, the wheel with a reserve of N, the heap
 // and the heap with a reserve of N (interleaved, so a slow spell of the machine falls on all four;
 // then the platform row, below):
-//   schedule (fresh)   N schedules into a queue just built: the W1, memory faults included
-//                      unless reserved;
+//   schedule (fresh)   N schedules into a queue just built: W1 (docs/benchmarks.md), memory
+//                      faults included unless reserved;
 //   schedule (steady)  65,536 schedules with N to N + 1,024 pending, in blocks of 1,024 cancelled
 //                      untimed, after one such block untimed (so the pool has grown to its peak);
 //   cancel             a random half of the N, in random order (the rest stay for the next phase);

@@ -1,5 +1,5 @@
-// bench/wheel_api_bench.cpp — reschedule in place (issue 17) against cancel + schedule, on the
-// wheel and on the heap baseline (heap_baseline.hpp), in the tickwheel-bench binary. The cases
+// bench/wheel_api_bench.cpp — reschedule in place (Wheel::reschedule) against cancel + schedule, on
+// the wheel and on the heap baseline (heap_baseline.hpp), in the tickwheel-bench binary. The cases
 // register themselves when the binary starts; main() is wheel_bench.cpp's.
 //
 // Cases, each at 10k, 1M and 10M pending, named <case>/<queue>/<pending> as in wheel_bench.cpp, so
@@ -44,10 +44,10 @@
 namespace {
 
 using tickwheel_bench::HeapTimerQueue;
+using tickwheel_bench::kTick;
 using tickwheel_bench::Nanos;
 using tickwheel_bench::Rng;
 
-constexpr Nanos kTick = std::chrono::milliseconds(1);
 constexpr std::size_t kBlock = 4096;
 constexpr std::uint64_t kSeed = 0x72657363686564;  // "resched"
 constexpr Nanos kNearMin = std::chrono::milliseconds(1);

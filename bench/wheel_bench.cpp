@@ -26,8 +26,8 @@
 // cancelled, every cancel's result is summed and checked, and every callback increments a counter that is
 // checked, so no queue work can be dropped; a mismatch fails the benchmark (SkipWithError) rather
 // than report a figure for work that did not happen. benchmark::DoNotOptimize is not applied to
-// stored ids: with GCC 12 and Google Benchmark 1.7.1 its read-write "+m,r" form on a vector
-// element lost the stored id (every later cancel failed), so it is used on rvalues only.
+// stored ids: its read-write "+m,r" form on a vector element can lose the stored id (GCC 12 with
+// Google Benchmark 1.7.1: every later cancel fails), so it is used on rvalues only.
 //
 // Extra flags, read before Google Benchmark's own: --tickwheel_cpu=K pins the process to CPU K;
 // --tickwheel_thp=off turns transparent huge pages off for the process (prctl PR_SET_THP_DISABLE),
@@ -62,6 +62,8 @@
 namespace {
 
 using Nanos = std::chrono::nanoseconds;
+using tickwheel_bench::add_build_context;
+using tickwheel_bench::add_case;
 using tickwheel_bench::Bump;
 using tickwheel_bench::HeapTimerQueue;
 using tickwheel_bench::IdOf;
@@ -69,11 +71,13 @@ using tickwheel_bench::kMaxDelay;
 using tickwheel_bench::kMinDelay;
 using tickwheel_bench::kSeed;
 using tickwheel_bench::kTick;
+using tickwheel_bench::On;
 using tickwheel_bench::PeriodicRun;
 using tickwheel_bench::populate;
 using tickwheel_bench::Queue;
 using tickwheel_bench::ReferenceWheel;
 using tickwheel_bench::Rng;
+using tickwheel_bench::run_on;
 using tickwheel_bench::shuffle;
 
 constexpr std::size_t kBlock = 4096;  // timed operations between two pauses
@@ -82,8 +86,8 @@ constexpr std::array<std::int64_t, 5> kSizes = {1'000, 10'000, 100'000, 1'000'00
 constexpr std::array<std::int64_t, 3> kPeriodicSizes = {10'000, 1'000'000, 10'000'000};
 // The prefetched cases: a prefetch has nothing to hide while the timers fit in cache, so from 10k.
 constexpr std::array<std::int64_t, 4> kPrefetchSizes = {10'000, 100'000, 1'000'000, 10'000'000};
-// How many calls ahead the prefetched cases prefetch: 8 hid as much as 16 or 32 in a throwaway
-// driver (cancel and churn at 1M), and leaves the line less time to be evicted.
+// How many calls ahead the prefetched cases prefetch: far enough for the line to arrive before its
+// call, and no farther, so that it has little time to be evicted again.
 constexpr std::size_t kPrefetchAhead = 8;
 
 std::size_t pending_of(benchmark::State& state) { return static_cast<std::size_t>(state.range(0)); }
@@ -99,49 +103,65 @@ void report(benchmark::State& state, double bytes_per_timer, double per_iter) {
 }
 
 template <class Q>
-double bytes_per_timer(const Q& q) {
+double bytes_per_pending(const Q& q) {
   return static_cast<double>(Queue<Q>::bytes(q)) / static_cast<double>(q.pending_count());
 }
+
+// What the steady-state cases start from, untimed: a queue holding N pending timers whose callbacks
+// count into `fired`, their ids, the queue's bytes per timer at N, and the generator that drew their
+// deadlines, which draws the case's own after them.
+template <class Q>
+struct Population {
+  Population(benchmark::State& state, std::uint64_t* fired)
+      : n(pending_of(state)),
+        queue(Queue<Q>::make()),
+        rng(kSeed ^ n),
+        ids(populate(*queue, n, rng, Nanos{0}, fired)),
+        bytes_per_timer(bytes_per_pending(*queue)) {}
+  std::size_t n;
+  std::unique_ptr<Q> queue;
+  Rng rng;
+  std::vector<IdOf<Q>> ids;
+  double bytes_per_timer;
+};
 
 // schedule: one schedule into a queue already holding N pending timers. After every 4096 timed
 // schedules the new timers are cancelled while timing is paused, so the population stays in
 // [N, N + 4096].
 template <class Q>
 void BM_Schedule(benchmark::State& state) {
-  const std::size_t n = pending_of(state);
-  auto q = Queue<Q>::make();
   std::uint64_t fired = 0;
-  Rng rng(kSeed ^ n);
-  const auto ids = populate(*q, n, rng, Nanos{0}, &fired);
-  const double bpt = bytes_per_timer(*q);
+  Population<Q> pop(state, &fired);
+  Q& q = *pop.queue;
   std::vector<IdOf<Q>> block(kBlock);
   std::vector<Nanos> deadlines(kBlock);
-  for (auto& d : deadlines) d = rng.delay();
+  for (auto& d : deadlines) d = pop.rng.delay();
   std::size_t i = 0;
   std::size_t cancelled = 0;
   for (auto _ : state) {
-    block[i] = q->schedule_at(deadlines[i], Bump{&fired});
+    block[i] = q.schedule_at(deadlines[i], Bump{&fired});
     if (++i == kBlock) {
       state.PauseTiming();
-      for (const auto& id : block) cancelled += q->cancel(id);
-      for (auto& d : deadlines) d = rng.delay();
+      for (const auto& id : block) cancelled += q.cancel(id);
+      for (auto& d : deadlines) d = pop.rng.delay();
       i = 0;
       state.ResumeTiming();
     }
   }
   const auto blocks = static_cast<std::size_t>(state.iterations()) / kBlock;
-  if (cancelled != blocks * kBlock || q->pending_count() != n + i) {
+  if (cancelled != blocks * kBlock || q.pending_count() != pop.n + i) {
     state.SkipWithError("schedule: a timer went missing (cancel of a fresh timer failed)");
   }
-  report<Q>(state, bpt, 1);
+  report<Q>(state, pop.bytes_per_timer, 1);
 }
 
-// fresh: schedule N timers into a fresh queue (the W1); one iteration is the N schedules,
-// from the queue's construction to the last one. Everything that first fills a queue is in the time:
-// mapping and faulting in its memory (CPU time counts the kernel's share), the heap's array copies as
-// it doubles. kReserve: the queue is built with a reserve of N first (WheelOptions::reserve, or
-// HeapTimerQueue::reserve), untimed, as a process does at start-up, so the schedules find their
-// memory mapped and touched. The deadlines are drawn, and the previous queue destroyed, untimed.
+// fresh: schedule N timers into a fresh queue (W1 in docs/benchmarks.md); one iteration is the N
+// schedules, from the queue's construction to the last one. Everything that first fills a queue is
+// in the time: mapping and faulting in its memory (CPU time counts the kernel's share), the heap's
+// array copies as it doubles. kReserve: the queue is built with a reserve of N first
+// (WheelOptions::reserve, or HeapTimerQueue::reserve), untimed, as a process does at start-up, so
+// the schedules find their memory mapped and touched. The deadlines are drawn, and the previous
+// queue destroyed, untimed.
 template <class Q, bool kReserve>
 void BM_Fresh(benchmark::State& state) {
   const std::size_t n = pending_of(state);
@@ -161,7 +181,7 @@ void BM_Fresh(benchmark::State& state) {
     for (std::size_t i = 0; i < n; ++i) ids[i] = q->schedule_at(deadlines[i], Bump{&fired});
     state.PauseTiming();
     for (const auto& id : ids) scheduled += id ? 1 : 0;
-    bpt = bytes_per_timer(*q);
+    bpt = bytes_per_pending(*q);
     state.ResumeTiming();
   }
   if (scheduled != static_cast<std::size_t>(state.iterations()) * n || q->pending_count() != n) {
@@ -177,27 +197,24 @@ void BM_Fresh(benchmark::State& state) {
 // batch of known timers does.
 template <class Q, std::size_t kAhead>
 void BM_Cancel(benchmark::State& state) {
-  const std::size_t n = pending_of(state);
-  auto q = Queue<Q>::make();
   std::uint64_t fired = 0;
-  Rng rng(kSeed ^ n);
-  auto ids = populate(*q, n, rng, Nanos{0}, &fired);
-  const double bpt = bytes_per_timer(*q);
-  shuffle(ids, rng);
-  const std::size_t half = std::max<std::size_t>(n / 2, 1);
+  Population<Q> pop(state, &fired);
+  Q& q = *pop.queue;
+  shuffle(pop.ids, pop.rng);
+  const std::size_t half = std::max<std::size_t>(pop.n / 2, 1);
   std::size_t k = 0;
   std::size_t cancelled = 0;
   for (auto _ : state) {
     if constexpr (kAhead != 0) {
-      if (k + kAhead < half) q->prefetch(ids[k + kAhead]);
+      if (k + kAhead < half) q.prefetch(pop.ids[k + kAhead]);
     }
-    cancelled += q->cancel(ids[k]);
+    cancelled += q.cancel(pop.ids[k]);
     if (++k == half) {
       state.PauseTiming();
       for (std::size_t j = 0; j < k; ++j) {
-        ids[j] = q->schedule_at(rng.delay(), Bump{&fired});
+        pop.ids[j] = q.schedule_at(pop.rng.delay(), Bump{&fired});
       }
-      shuffle(ids, rng);
+      shuffle(pop.ids, pop.rng);
       k = 0;
       state.ResumeTiming();
     }
@@ -205,7 +222,7 @@ void BM_Cancel(benchmark::State& state) {
   if (cancelled != static_cast<std::size_t>(state.iterations())) {
     state.SkipWithError("cancel: a cancel of a pending timer returned false");
   }
-  report<Q>(state, bpt, 1);
+  report<Q>(state, pop.bytes_per_timer, 1);
 }
 
 // churn: with N pending, cancel a random pending timer and schedule a new one in its place (the
@@ -217,30 +234,27 @@ void BM_Cancel(benchmark::State& state) {
 // preceded by the queue's prefetch() of the victim kAhead pairs later.
 template <class Q, std::size_t kAhead>
 void BM_Churn(benchmark::State& state) {
-  const std::size_t n = pending_of(state);
-  auto q = Queue<Q>::make();
   std::uint64_t fired = 0;
-  Rng rng(kSeed ^ n);
-  auto ids = populate(*q, n, rng, Nanos{0}, &fired);
-  const double bpt = bytes_per_timer(*q);
-  std::vector<std::uint32_t> order(n);  // victims are taken from a shuffled order, block by block
-  for (std::size_t j = 0; j < n; ++j) order[j] = static_cast<std::uint32_t>(j);
-  shuffle(order, rng);
-  const std::size_t block_size = std::min(kBlock, n);
+  Population<Q> pop(state, &fired);
+  Q& q = *pop.queue;
+  std::vector<std::uint32_t> order(pop.n);  // victims are taken from a shuffled order, block by block
+  for (std::size_t j = 0; j < pop.n; ++j) order[j] = static_cast<std::uint32_t>(j);
+  shuffle(order, pop.rng);
+  const std::size_t block_size = std::min(kBlock, pop.n);
   std::size_t next = 0;  // the next unused entry of `order`
   std::vector<IdOf<Q>> victims(block_size);
   std::vector<IdOf<Q>> fresh(block_size);
   std::vector<Nanos> deadlines(block_size);
   const auto draw = [&] {
-    if (next + block_size > n) {
-      shuffle(order, rng);
+    if (next + block_size > pop.n) {
+      shuffle(order, pop.rng);
       next = 0;
     }
-    for (std::size_t j = 0; j < block_size; ++j) victims[j] = ids[order[next + j]];
-    for (auto& d : deadlines) d = rng.delay();
+    for (std::size_t j = 0; j < block_size; ++j) victims[j] = pop.ids[order[next + j]];
+    for (auto& d : deadlines) d = pop.rng.delay();
   };
   const auto scatter = [&](std::size_t count) {
-    for (std::size_t j = 0; j < count; ++j) ids[order[next + j]] = fresh[j];
+    for (std::size_t j = 0; j < count; ++j) pop.ids[order[next + j]] = fresh[j];
     next += block_size;
   };
   draw();
@@ -248,10 +262,10 @@ void BM_Churn(benchmark::State& state) {
   std::size_t cancelled = 0;
   for (auto _ : state) {
     if constexpr (kAhead != 0) {
-      if (i + kAhead < block_size) q->prefetch(victims[i + kAhead]);
+      if (i + kAhead < block_size) q.prefetch(victims[i + kAhead]);
     }
-    cancelled += q->cancel(victims[i]);
-    fresh[i] = q->schedule_at(deadlines[i], Bump{&fired});
+    cancelled += q.cancel(victims[i]);
+    fresh[i] = q.schedule_at(deadlines[i], Bump{&fired});
     if (++i == block_size) {
       state.PauseTiming();
       scatter(i);
@@ -260,40 +274,37 @@ void BM_Churn(benchmark::State& state) {
       state.ResumeTiming();
     }
   }
-  if (cancelled != static_cast<std::size_t>(state.iterations()) || q->pending_count() != n) {
+  if (cancelled != static_cast<std::size_t>(state.iterations()) || q.pending_count() != pop.n) {
     state.SkipWithError("churn: a cancel of a pending timer returned false");
   }
-  report<Q>(state, bpt, 1);
+  report<Q>(state, pop.bytes_per_timer, 1);
 }
 
 // hot_pair: with N pending, schedule a timer and cancel it right away (the request answered in
 // time). One iteration is the pair.
 template <class Q>
 void BM_HotPair(benchmark::State& state) {
-  const std::size_t n = pending_of(state);
-  auto q = Queue<Q>::make();
   std::uint64_t fired = 0;
-  Rng rng(kSeed ^ n);
-  const auto ids = populate(*q, n, rng, Nanos{0}, &fired);
-  const double bpt = bytes_per_timer(*q);
+  Population<Q> pop(state, &fired);
+  Q& q = *pop.queue;
   std::vector<Nanos> deadlines(kBlock);
-  for (auto& d : deadlines) d = rng.delay();
+  for (auto& d : deadlines) d = pop.rng.delay();
   std::size_t i = 0;
   std::size_t cancelled = 0;
   for (auto _ : state) {
-    const auto id = q->schedule_at(deadlines[i], Bump{&fired});
-    cancelled += q->cancel(id);
+    const auto id = q.schedule_at(deadlines[i], Bump{&fired});
+    cancelled += q.cancel(id);
     if (++i == kBlock) {
       state.PauseTiming();
-      for (auto& d : deadlines) d = rng.delay();
+      for (auto& d : deadlines) d = pop.rng.delay();
       i = 0;
       state.ResumeTiming();
     }
   }
-  if (cancelled != static_cast<std::size_t>(state.iterations()) || q->pending_count() != n) {
+  if (cancelled != static_cast<std::size_t>(state.iterations()) || q.pending_count() != pop.n) {
     state.SkipWithError("hot_pair: a cancel of a fresh timer returned false");
   }
-  report<Q>(state, bpt, 1);
+  report<Q>(state, pop.bytes_per_timer, 1);
 }
 
 // W3's stepping: kMaxDelay / kTick steps of one tick from `t`, which reach every deadline a timer
@@ -360,10 +371,10 @@ Nanos step_through_timed(Q& q, std::size_t n, Rng& rng, Nanos t, Lateness& laten
   return t;
 }
 
-// fire: the W3. N timers with deadlines uniform over [1 ms, 60 s], a random half cancelled
-// (untimed), then the clock stepped 1 ms at a time through 60 s, 60,000 advance() calls, which run
-// the other half; time per fired timer, the steps that run nothing included (at small N they are
-// most of it). The timed runs read no clock. One more run after them, untimed, times each
+// fire: W3 in docs/benchmarks.md. N timers with deadlines uniform over [1 ms, 60 s], a random half
+// cancelled (untimed), then the clock stepped 1 ms at a time through 60 s, 60,000 advance() calls,
+// which run the other half; time per fired timer, the steps that run nothing included (at small N
+// they are most of it). The timed runs read no clock. One more run after them, untimed, times each
 // advance() with steady_clock: worst_advance_us is the slowest call, p999_advance_us the 99.9th
 // percentile (the worst is exposed to preemption and interrupts; the percentile much less). That
 // run also checks that every timer left ran once, none early, none a tick or more late
@@ -439,7 +450,7 @@ void BM_Periodic(benchmark::State& state) {
     const auto [period, first] = draw_periodic(rng);
     id = Queue<Q>::every(run, &id, first, period);
   }
-  const double bpt = bytes_per_timer(*q);
+  const double bpt = bytes_per_pending(*q);
   std::uint32_t tick = 0;
   for (auto _ : state) {
     for (const std::uint32_t end = tick + kPeriodicSpan; tick != end;) q->advance(kTick * ++tick);
@@ -466,8 +477,8 @@ void BM_Periodic(benchmark::State& state) {
 }
 
 // Iterations are fixed per case and size so that a run's length is predictable and the costly
-// setup of a large population is done once per run, not once per Google Benchmark probe; they keep
-// the whole table (3 repetitions) within about ten minutes on a 2-core machine.
+// setup of a large population is done once per run, not once per Google Benchmark probe; they are
+// as few as keep the whole table (3 repetitions) short enough to run before every change.
 benchmark::IterationCount ops_iterations(std::int64_t) { return std::int64_t{1} << 21; }
 benchmark::IterationCount per_timer_iterations(std::int64_t n) {  // an iteration handles n timers
   return std::max<std::int64_t>(1, (std::int64_t{1} << 21) / n);
@@ -486,103 +497,74 @@ struct Case {
   std::span<const std::int64_t> sizes;
 };
 
-template <template <class> class Fn>
-constexpr Case make_case(std::string_view name, std::string_view description,
-                         benchmark::IterationCount (*iterations)(std::int64_t),
-                         std::span<const std::int64_t> sizes = kSizes) {
-  return Case{
-      name,       description, &Fn<tickwheel::Wheel>::run, &Fn<HeapTimerQueue>::run, &Fn<ReferenceWheel>::run,
-      iterations, sizes};
-}
-
 // A case the reference wheel does not run (it has no periodic timers).
-template <template <class> class Fn>
-constexpr Case make_case_without_ref(std::string_view name, std::string_view description,
+template <class Scenario>
+constexpr Case make_case_without_ref(std::string_view name, std::string_view description, Scenario,
                                      benchmark::IterationCount (*iterations)(std::int64_t),
                                      std::span<const std::int64_t> sizes) {
-  return Case{name,       description, &Fn<tickwheel::Wheel>::run, &Fn<HeapTimerQueue>::run, nullptr,
-              iterations, sizes};
+  return Case{name,
+              description,
+              &run_on<Scenario, tickwheel::Wheel>,
+              &run_on<Scenario, HeapTimerQueue>,
+              nullptr,
+              iterations,
+              sizes};
 }
 
-template <class Q>
-struct Fresh {
-  static void run(benchmark::State& s) { BM_Fresh<Q, false>(s); }
-};
-template <class Q>
-struct FreshReserved {
-  static void run(benchmark::State& s) { BM_Fresh<Q, true>(s); }
-};
-template <class Q>
-struct Schedule {
-  static void run(benchmark::State& s) { BM_Schedule<Q>(s); }
-};
-template <class Q>
-struct Cancel {
-  static void run(benchmark::State& s) { BM_Cancel<Q, 0>(s); }
-};
-template <class Q>
-struct CancelPrefetched {
-  static void run(benchmark::State& s) { BM_Cancel<Q, kPrefetchAhead>(s); }
-};
-template <class Q>
-struct Fire {
-  static void run(benchmark::State& s) { BM_Fire<Q>(s); }
-};
-template <class Q>
-struct Churn {
-  static void run(benchmark::State& s) { BM_Churn<Q, 0>(s); }
-};
-template <class Q>
-struct ChurnPrefetched {
-  static void run(benchmark::State& s) { BM_Churn<Q, kPrefetchAhead>(s); }
-};
-template <class Q>
-struct HotPair {
-  static void run(benchmark::State& s) { BM_HotPair<Q>(s); }
-};
-template <class Q>
-struct Periodic {
-  static void run(benchmark::State& s) { BM_Periodic<Q>(s); }
-};
+template <class Scenario>
+constexpr Case make_case(std::string_view name, std::string_view description, Scenario scenario,
+                         benchmark::IterationCount (*iterations)(std::int64_t),
+                         std::span<const std::int64_t> sizes = kSizes) {
+  Case c = make_case_without_ref(name, description, scenario, iterations, sizes);
+  c.ref = &run_on<Scenario, ReferenceWheel>;
+  return c;
+}
 
 // The one table of scenarios: registration, names and the descriptions in docs/benchmarks.md come from it.
 const std::array kCases = {
-    make_case<Fresh>(
+    make_case(
         "fresh", "schedule N timers into a fresh queue (W1): its memory mapped and faulted in as it fills",
-        per_timer_iterations),
-    make_case<FreshReserved>("fresh_reserved",
-                             "schedule N timers into a fresh queue built with a reserve of N (untimed)",
-                             per_timer_iterations),
-    make_case<Schedule>("schedule", "one schedule into a queue already holding N pending timers",
-                        ops_iterations),
-    make_case<Cancel>("cancel", "one cancel, in random order, from N pending (refilled when half are gone)",
-                      ops_iterations),
-    make_case<Fire>("fire",
-                    "N scheduled over [1 ms, 60 s], half cancelled, then 1 ms steps through 60 s (W3); "
-                    "cost per fired timer",
-                    fire_iterations),
-    make_case<Churn>("churn", "cancel a random pending timer and schedule a new one (idle-timeout reset)",
-                     ops_iterations),
-    make_case<HotPair>("hot_pair", "schedule a timer and cancel it at once (request answered in time)",
-                       ops_iterations),
-    make_case<CancelPrefetched>(
+        []<class Q>(On<Q>, benchmark::State& s) { BM_Fresh<Q, false>(s); }, per_timer_iterations),
+    make_case(
+        "fresh_reserved", "schedule N timers into a fresh queue built with a reserve of N (untimed)",
+        []<class Q>(On<Q>, benchmark::State& s) { BM_Fresh<Q, true>(s); }, per_timer_iterations),
+    make_case(
+        "schedule", "one schedule into a queue already holding N pending timers",
+        []<class Q>(On<Q>, benchmark::State& s) { BM_Schedule<Q>(s); }, ops_iterations),
+    make_case(
+        "cancel", "one cancel, in random order, from N pending (refilled when half are gone)",
+        []<class Q>(On<Q>, benchmark::State& s) { BM_Cancel<Q, 0>(s); }, ops_iterations),
+    make_case(
+        "fire",
+        "N scheduled over [1 ms, 60 s], half cancelled, then 1 ms steps through 60 s (W3); "
+        "cost per fired timer",
+        []<class Q>(On<Q>, benchmark::State& s) { BM_Fire<Q>(s); }, fire_iterations),
+    make_case(
+        "churn", "cancel a random pending timer and schedule a new one (idle-timeout reset)",
+        []<class Q>(On<Q>, benchmark::State& s) { BM_Churn<Q, 0>(s); }, ops_iterations),
+    make_case(
+        "hot_pair", "schedule a timer and cancel it at once (request answered in time)",
+        []<class Q>(On<Q>, benchmark::State& s) { BM_HotPair<Q>(s); }, ops_iterations),
+    make_case(
         "cancel_prefetched",
-        "cancel, with prefetch() of the timer 8 cancels ahead (a loop over known timers)", ops_iterations,
+        "cancel, with prefetch() of the timer 8 cancels ahead (a loop over known timers)",
+        []<class Q>(On<Q>, benchmark::State& s) { BM_Cancel<Q, kPrefetchAhead>(s); }, ops_iterations,
         kPrefetchSizes),
-    make_case<ChurnPrefetched>(
+    make_case(
         "churn_prefetched", "churn, with prefetch() of the victim 8 pairs ahead (a loop over known timers)",
-        ops_iterations, kPrefetchSizes),
-    make_case_without_ref<Periodic>("periodic",
-                                    "N periodic timers (periods: see workload) advanced in 1-tick steps; "
-                                    "cost per run (wheel: schedule_every; heap: each run schedules the next)",
-                                    per_timer_iterations, kPeriodicSizes),
+        []<class Q>(On<Q>, benchmark::State& s) { BM_Churn<Q, kPrefetchAhead>(s); }, ops_iterations,
+        kPrefetchSizes),
+    make_case_without_ref(
+        "periodic",
+        "N periodic timers (periods: see workload) advanced in 1-tick steps; "
+        "cost per run (wheel: schedule_every; heap: each run schedules the next)",
+        []<class Q>(On<Q>, benchmark::State& s) { BM_Periodic<Q>(s); }, per_timer_iterations, kPeriodicSizes),
 };
 
 void register_all() {
   std::string names;
   for (const Case& c : kCases) {
-    if (!names.empty()) names += ',';
-    names += c.name;
+    add_case(names, c.name, c.description);
     for (const auto& [queue, fn] :
          {std::pair{Queue<tickwheel::Wheel>::kName, c.wheel}, std::pair{Queue<HeapTimerQueue>::kName, c.heap},
           std::pair{Queue<ReferenceWheel>::kName, c.ref}}) {
@@ -594,7 +576,6 @@ void register_all() {
             ->Unit(benchmark::kNanosecond);
       }
     }
-    benchmark::AddCustomContext("case:" + std::string(c.name), std::string(c.description));
   }
   benchmark::AddCustomContext("cases", names);
   const auto text = [](auto v) { return std::to_string(v); };
@@ -603,12 +584,7 @@ void register_all() {
                       "] ns, tick " + text(kTick.count()) + " ns, seed " + text(kSeed) +
                       "; periodic: periods uniform over [" + text(kPeriodMin) + ", " + text(kPeriodMax) +
                       "] ticks, " + text(kPeriodicSpan) + " ticks per iteration");
-  benchmark::AddCustomContext("compiler", __VERSION__);
-#ifdef NDEBUG
-  benchmark::AddCustomContext("tickwheel_build", "NDEBUG (assertions off)");
-#else
-  benchmark::AddCustomContext("tickwheel_build", "assertions ON: not a release build");
-#endif
+  add_build_context();
 }
 
 // This binary's own flags, taken out of argv before Google Benchmark sees it.

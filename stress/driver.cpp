@@ -108,6 +108,7 @@ class Driver {
   void stop_load();
   void collect(Engine& engine);
   void collect_calls();
+  void add_moved_fires(const MoveCounters& m);
   void collect_recorders();
   void collect_probes_and_passes();
   void collect_periodic();
@@ -397,10 +398,7 @@ void Driver::collect_calls() {
     add_times(r_.reschedule, m.times);
     r_.rescheduled += m.moved.get();
     r_.reschedule_refused += m.refused.get();
-    r_.moved_fires += m.fires;
-    r_.moved_raced += m.raced;
-    r_.moved_early += m.early;
-    r_.refused_pending += m.refused_pending;
+    add_moved_fires(m);
   }
   auto add_cancels = [this](const CancelCounters& c) {
     add_times(r_.cancel, c.times);
@@ -415,6 +413,14 @@ void Driver::collect_calls() {
     add_cancels(c->cancels);
     r_.cancels_by_cancellers += c->cancels.times.calls.get();
   }
+}
+
+// The fires of moved timers that `m` judged, and its reschedules refused while pending.
+void Driver::add_moved_fires(const MoveCounters& m) {
+  r_.moved_fires += m.fires;
+  r_.moved_raced += m.raced;
+  r_.moved_early += m.early;
+  r_.refused_pending += m.refused_pending;
 }
 
 // What the threads that ran callbacks recorded, thread by thread.
@@ -547,9 +553,7 @@ void Driver::check_slots() {
       settle_moved_fire(slots_[s], o_.tick_ns, late);
     }
   }
-  r_.moved_fires += late.fires;
-  r_.moved_raced += late.raced;
-  r_.moved_early += late.early;
+  add_moved_fires(late);
   for (std::uint32_t s = 0; s < probes_.end; ++s) {
     Slot& slot = slots_[s];
     Timer& handle = slot.timer;

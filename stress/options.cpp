@@ -105,6 +105,10 @@ class Binder {
                              }});
     return opt;
   }
+  // A share of the timers (or of the delays): a fraction in [0, 1].
+  void share(const std::string& name, double Options::*member, const std::string& help) {
+    add(name, member, help)->check(CLI::Range(0.0, 1.0));
+  }
   // A duration option: a number with a unit (kUnits), the unit required, in [min, max] ns.
   void duration(const std::string& name, std::int64_t Options::*member, const std::string& help,
                 std::int64_t min = 0, std::int64_t max = kDay) {
@@ -289,16 +293,14 @@ void add_workload(Binder& bind, OptionRefs& refs) {
            "Most schedule calls per second over all producers; 0 = as fast as the slots come due "
            "(the fill is then a tight loop)")
       ->check(CLI::NonNegativeNumber);
-  bind.add("--cancel-share", &Options::cancel_share,
-           "Share of one-shot timers cancelled before they fire, each at a time uniform between its "
-           "schedule and its deadline")
-      ->check(CLI::Range(0.0, 1.0));
-  bind.add("--reschedule-share", &Options::reschedule_share,
-           "Share of one-shot timers that are idle timeouts: pushed back 1 to 3 times by "
-           "Timer::reschedule() (each time at a moment uniform before the deadline, to that moment plus "
-           "the timer's delay), then left to fire, each fire checked against the deadline it has; at "
-           "most 1 - --cancel-share")
-      ->check(CLI::Range(0.0, 1.0));
+  bind.share("--cancel-share", &Options::cancel_share,
+             "Share of one-shot timers cancelled before they fire, each at a time uniform between its "
+             "schedule and its deadline");
+  bind.share("--reschedule-share", &Options::reschedule_share,
+             "Share of one-shot timers that are idle timeouts: pushed back 1 to 3 times by "
+             "Timer::reschedule() (each time at a moment uniform before the deadline, to that moment plus "
+             "the timer's delay), then left to fire, each fire checked against the deadline it has; at "
+             "most 1 - --cancel-share");
   refs.cancellers =
       bind.add("--cancellers", &Options::cancellers,
                "Extra threads that cancel: each producer deals its cancels round robin between itself "
@@ -314,8 +316,7 @@ void add_workload(Binder& bind, OptionRefs& refs) {
   bind.duration("--delay-mean", &Options::delay_mean_ns, "fixed: the delay; exponential: the mean delay");
   bind.duration("--delay-short", &Options::delay_short_ns, "bimodal: the short delay (a request timeout)");
   bind.duration("--delay-long", &Options::delay_long_ns, "bimodal: the long delay (an idle timeout)");
-  bind.add("--short-share", &Options::short_share, "bimodal: share of delays that are short")
-      ->check(CLI::Range(0.0, 1.0));
+  bind.share("--short-share", &Options::short_share, "bimodal: share of delays that are short");
 }
 
 // Periodic and repeated timers, bursts, the seed.
@@ -332,11 +333,10 @@ void add_periodic(Binder& bind) {
               "The periodic timers' policy: catch_up, fire_once_now or skip (fixed rate, that Misfire), "
               "fixed_delay, or all (each of the four in turn)",
               "POLICY", kPolicies);
-  bind.add("--periodic-cancel", &Options::periodic_cancel,
-           "Share of periodic timers cancelled once, at a time uniform over the run, by a producer or a "
-           "canceller (not re-armed): after cancel() returned true no run may start but the one that "
-           "had begun")
-      ->check(CLI::Range(0.0, 1.0));
+  bind.share("--periodic-cancel", &Options::periodic_cancel,
+             "Share of periodic timers cancelled once, at a time uniform over the run, by a producer or a "
+             "canceller (not re-armed): after cancel() returned true no run may start but the one that "
+             "had begun");
   bind.duration("--misfire-every", &Options::misfire_every_ns,
                 "Every this often, on each callback thread, one fixed-rate periodic run spins past two "
                 "periods so that its misfire policy must act (stalls the shard: a check, not a "

@@ -1,7 +1,7 @@
-// stress/profiles.cpp — the profile table. Sizes are set for the project's 2-core machine: each
-// profile keeps the harness's own threads below saturation there, so what the report shows is the
-// engine's jitter under load rather than a harness that cannot keep up (raise --timers or
-// --schedule-rate on bigger machines; up to 10M and beyond is supported).
+// stress/profiles.cpp — the profile table. Sizes fit a 2-core machine: each profile keeps the
+// harness's own threads below saturation there, so what the report shows is the engine's jitter
+// under load rather than a harness that cannot keep up (raise --timers or --schedule-rate on bigger
+// machines; up to 10M and beyond is supported).
 #include "profiles.hpp"
 
 #include <array>
@@ -10,6 +10,13 @@
 
 namespace tickwheel::stress {
 namespace {
+
+// The one-shot population alone: no canceller threads, no periodic timers, no RepeatedTimers.
+void one_shots_only(Options& o) {
+  o.cancellers = 0;
+  o.periodic = 0;
+  o.repeated = 0;
+}
 
 constexpr std::array kProfiles{
     Profile{"default",
@@ -70,13 +77,11 @@ constexpr std::array kProfiles{
             "next to no load: 1 shard, 1k one-shots (1ms..1s), no periodic timers, no cancellers, no "
             "RepeatedTimers",
             [](Options& o) {
+              one_shots_only(o);
               o.shards = 1;
               o.producers = 1;
-              o.cancellers = 0;
               o.timers = 1'000;
               o.delay_max_ns = 1 * kSecond;
-              o.periodic = 0;
-              o.repeated = 0;
               o.duration_ns = 20 * kSecond;
             }},
     // The load other timers are measured with: 500k timers scheduled at once, due uniformly over one
@@ -85,15 +90,13 @@ constexpr std::array kProfiles{
             "500k one-shots scheduled at once, due uniform over 1..1000ms after a 2s lead, none re-armed, "
             "nothing else",
             [](Options& o) {
+              one_shots_only(o);
               o.timers = 500'000;
               o.delay_max_ns = 1 * kSecond;
               o.lead_ns = 2 * kSecond;
               o.rearm = false;
               o.cancel_share = 0;
               o.reschedule_share = 0;
-              o.cancellers = 0;
-              o.periodic = 0;
-              o.repeated = 0;
               o.duration_ns = 4 * kSecond;
             }},
     Profile{"manual",

@@ -41,8 +41,8 @@
 #include <thread>
 #include <vector>
 
-#include "tickwheel/engine.hpp"
 #include "platform/topology.hpp"
+#include "tickwheel/engine.hpp"
 
 namespace {
 

@@ -137,31 +137,19 @@ class Loop {
   std::thread thread_;
 };
 
-struct Deliver {
-  Server* server;
-  void operator()(const Ask& a) const;
-};
-
 class Server {
  public:
-  explicit Server(const Options& o) : opts(o), upstream(Deliver{this}) {}
-  void first_connection() {
-    if (!seen_connection.exchange(true)) {
-      std::lock_guard lock(mutex);
-      start_usage = usage_now();
-    }
-  }
+  explicit Server(const Options& o) : opts(o), upstream(this) {}
+  void deliver(const Ask& a);  // the upstream's answer (Upstream)
   const Options opts;
   std::vector<std::unique_ptr<Loop>> loops;
-  Upstream<Deliver> upstream;
-  std::atomic<bool> seen_connection{false};
-  std::mutex mutex;
-  Usage start_usage;  // guarded by mutex
+  Upstream<Server> upstream;
+  CpuSinceFirstConnection cpu;
 };
 
 // On the upstream's thread: the answer is post()ed to the loop that owns the request.
-void Deliver::operator()(const Ask& a) const {
-  Loop* loop = server->loops[a.loop].get();
+void Server::deliver(const Ask& a) {
+  Loop* loop = loops[a.loop].get();
   asio::post(loop->io(), [loop, slot = a.slot, gen = a.gen] { loop->on_answer(slot, gen); });
 }
 
@@ -190,7 +178,7 @@ void Loop::accept() {
       if (ec != asio::error::operation_aborted) accept();
       return;
     }
-    server_.first_connection();
+    server_.cpu.first_connection();
     socket.set_option(tcp::no_delay(true));
     const std::uint32_t slot = conns_.take(io_);
     Conn& c = *conns_.entries[slot].value;
@@ -421,16 +409,8 @@ int run(const Options& o) {
   r.mode = "asio";
   r.wait = "-";
   r.loops = o.loops;
-  for (const auto& loop : server.loops) {
-    r.counts += loop->counts;
-    r.lateness.merge(loop->lateness);
-    r.idle_lateness.merge(loop->idle_lateness);
-  }
-  {
-    std::lock_guard lock(server.mutex);
-    r.cpu_s = end.cpu_s - (server.seen_connection ? server.start_usage.cpu_s : 0.0);
-  }
-  r.max_rss_kb = end.max_rss_kb;
+  for (const auto& loop : server.loops) r.add_loop(loop->counts, loop->lateness, loop->idle_lateness);
+  r.set_usage(server.cpu, end);
   return finish(r, o.json);
 }
 
@@ -444,10 +424,5 @@ int main(int argc, char** argv) {
   gateway::add_server_options(app, o, "loop threads, each an io_context with its acceptor");
   CLI11_PARSE(app, argc, argv);
   gateway::block_stop_signals();
-  try {
-    return gateway::run(o);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tickwheel-gateway-asio: %s\n", e.what());
-    return 2;
-  }
+  return gateway::run_or_report("tickwheel-gateway-asio", [&] { return gateway::run(o); });
 }

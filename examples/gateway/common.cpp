@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <ctime>
 
 #include <cerrno>
@@ -57,6 +58,18 @@ Usage usage_now() {
     }
   }
   return u;
+}
+
+void CpuSinceFirstConnection::first_connection() {
+  if (!seen_.exchange(true)) {
+    std::lock_guard lock(mutex_);
+    start_ = usage_now();
+  }
+}
+
+double CpuSinceFirstConnection::cpu_s(const Usage& end) {
+  std::lock_guard lock(mutex_);
+  return end.cpu_s - (seen_ ? start_.cpu_s : 0.0);
 }
 
 Counts& Counts::operator+=(const Counts& o) {
@@ -117,6 +130,19 @@ std::uint64_t raise_fd_limit(std::uint64_t want) {
     (void)::getrlimit(RLIMIT_NOFILE, &rl);
   }
   return rl.rlim_cur;
+}
+
+void ServerReport::add_loop(const Counts& c, const Histogram& loop_lateness,
+                            const Histogram& loop_idle_lateness, const Histogram* loop_past_tick) {
+  counts += c;
+  lateness.merge(loop_lateness);
+  if (loop_past_tick != nullptr) past_tick.merge(*loop_past_tick);
+  idle_lateness.merge(loop_idle_lateness);
+}
+
+void ServerReport::set_usage(CpuSinceFirstConnection& cpu, const Usage& end) {
+  cpu_s = cpu.cpu_s(end);
+  max_rss_kb = end.max_rss_kb;
 }
 
 void write_report(std::ostream& out, const ServerReport& r) {
@@ -193,6 +219,15 @@ void wait_for_stop(double max_seconds) {
   timespec limit{};
   limit.tv_sec = static_cast<time_t>(max_seconds);
   while (::sigtimedwait(&set, nullptr, &limit) < 0 && errno == EINTR) {
+  }
+}
+
+int run_or_report(const char* program, const std::function<int()>& run) {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 2;
   }
 }
 

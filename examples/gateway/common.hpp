@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <condition_variable>
@@ -31,6 +32,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <ostream>
 #include <queue>
@@ -148,6 +150,21 @@ struct Usage {
 };
 Usage usage_now();
 
+// The process's CPU time from the first accepted connection on, so that a server's start-up is not
+// charged to the load. first_connection(): any loop thread, at each accept (the first one reads
+// the usage); cpu_s(): after the run.
+class CpuSinceFirstConnection {
+ public:
+  void first_connection();
+  // `end`'s CPU time less the first connection's (all of it if none came).
+  double cpu_s(const Usage& end);
+
+ private:
+  std::atomic<bool> seen_{false};
+  std::mutex mutex_;
+  Usage start_;  // guarded by mutex_
+};
+
 // ---- Timer correctness, checked on the thread that owns the timers ----
 
 // What a server counts. The three violations must stay 0: a callback that ran after cancel()
@@ -224,10 +241,10 @@ void count_stale(const typename Pool<T>::Entry& e, std::uint32_t gen, Counts& c)
 // A thread that answers each request after its service time, or never: a delay line. The loop
 // that forwards a request draws the service time (exponential, a configured mean) and whether it
 // is dropped, and hands the upstream the time to answer at; the upstream sleeps until the earliest
-// answer and delivers it through Deliver, on its own thread: a cross-thread hand-off back to the
-// loop that owns the request (tickwheel: a due-now timer on the loop's shard, which wakes the loop
-// if it sleeps; Asio: post() to the loop's io_context). A submit wakes the upstream only when its
-// answer is due before the upstream's planned wake-up.
+// answer and delivers it through its server's deliver(ask), on its own thread: a cross-thread
+// hand-off back to the loop that owns the request (tickwheel: a due-now timer on the loop's shard,
+// which wakes the loop if it sleeps; Asio: post() to the loop's io_context). A submit wakes the
+// upstream only when its answer is due before the upstream's planned wake-up.
 struct Ask {
   std::uint32_t loop = 0;
   std::uint32_t slot = 0;
@@ -253,10 +270,10 @@ class ServiceTime {
   std::mt19937_64 rng_;
 };
 
-template <class Deliver>
+template <class Server>
 class Upstream {
  public:
-  explicit Upstream(Deliver deliver) : deliver_(std::move(deliver)) {
+  explicit Upstream(Server* server) : server_(server) {
     thread_ = std::thread([this] { run(); });
   }
   ~Upstream() { stop(); }
@@ -294,7 +311,7 @@ class Upstream {
       }
       if (!due.empty()) {
         lock.unlock();
-        for (const Ask& a : due) deliver_(a);
+        for (const Ask& a : due) server_->deliver(a);
         due.clear();
         lock.lock();
         continue;
@@ -309,7 +326,7 @@ class Upstream {
     }
   }
 
-  Deliver deliver_;
+  Server* const server_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::priority_queue<Ask, std::vector<Ask>, std::greater<>> heap_;  // guarded by mutex_
@@ -347,6 +364,12 @@ struct ServerReport {
   std::uint64_t pending_at_stop = 0;
   std::uint64_t passes = 0;   // tickwheel: the engine's passes (polls, or worker passes)
   std::uint64_t wakeups = 0;  // tickwheel: returns from a blocking wait (the loops', or the workers')
+
+  // Adds one loop's counts and histograms (past_tick: tickwheel's loops only).
+  void add_loop(const Counts& c, const Histogram& loop_lateness, const Histogram& loop_idle_lateness,
+                const Histogram* loop_past_tick = nullptr);
+  // Sets cpu_s (from the first connection to `end`) and max_rss_kb.
+  void set_usage(CpuSinceFirstConnection& cpu, const Usage& end);
 };
 void write_report(std::ostream& out, const ServerReport& r);
 // Writes the report to `json` (standard output if empty) and returns the server's exit status: 0,
@@ -372,5 +395,8 @@ void add_server_options(CLI::App& app, ServerOptions& o, const std::string& loop
 void block_stop_signals();
 // Returns on SIGINT or SIGTERM, or after `max_seconds`.
 void wait_for_stop(double max_seconds);
+// How each of the three programs ends: run()'s exit status, or 2 with "program: what" on standard
+// error if it throws.
+int run_or_report(const char* program, const std::function<int()>& run);
 
 }  // namespace gateway

@@ -337,10 +337,5 @@ int main(int argc, char** argv) {
         o.connections, static_cast<unsigned long long>(want), static_cast<unsigned long long>(have));
     return 2;
   }
-  try {
-    return gateway::Load(o).run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tickwheel-gateway-load: %s\n", e.what());
-    return 2;
-  }
+  return gateway::run_or_report("tickwheel-gateway-load", [&] { return gateway::Load(o).run(); });
 }

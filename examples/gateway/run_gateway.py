@@ -20,7 +20,8 @@ order with the same seeds.
 Exit status: 0 iff every correctness count of every run is 0 (no timer fired after a winning cancel,
 twice or early; no reply missing, doubled, unknown or on the wrong connection; no connection closed
 early and every idle probe closed by its idle timeout) and every process exited cleanly. The
-issue's performance targets are printed beside the table, met or not; they do not set the status.
+performance targets (tickwheel against Asio: see targets()) are printed beside the table, met or
+not; they do not set the status.
 """
 import argparse
 import json
@@ -227,7 +228,7 @@ def table(configs, results):
 
 
 def targets(configs, results):
-    """The issue's targets, tickwheel beside Asio, per shape and tick."""
+    """The performance targets, tickwheel beside Asio, per shape and tick."""
     lines = []
     by = {(c["shape"], c["mode"], c["tick_us"]): results[c["slug"]]["median"] for c in configs}
     for c in configs:

@@ -146,14 +146,9 @@ class Loop {
   std::thread thread_;
 };
 
-struct Deliver {
-  Server* server;
-  void operator()(const Ask& a) const;
-};
-
 class Server {
  public:
-  explicit Server(const Options& o) : opts(o), engine(engine_options(o, tasks)), upstream(Deliver{this}) {}
+  explicit Server(const Options& o) : opts(o), engine(engine_options(o, tasks)), upstream(this) {}
 
   static tickwheel::EngineOptions engine_options(const Options& o,
                                                  std::shared_ptr<tickwheel::LoopExecutor>& tasks) {
@@ -170,30 +165,23 @@ class Server {
     return e;
   }
   bool manual() const { return opts.mode == "manual"; }
-  void first_connection() {
-    if (!seen_connection.exchange(true)) {
-      std::lock_guard lock(mutex);
-      start_usage = usage_now();
-    }
-  }
+  void deliver(const Ask& a);  // the upstream's answer (Upstream)
 
   const Options opts;
   std::shared_ptr<tickwheel::LoopExecutor> tasks;  // workers mode; before engine (see engine_options)
   tickwheel::Engine engine;
   std::vector<std::unique_ptr<Loop>> loops;
-  Upstream<Deliver> upstream;
-  std::atomic<bool> seen_connection{false};
-  std::mutex mutex;
-  Usage start_usage;  // guarded by mutex
+  Upstream<Server> upstream;
+  CpuSinceFirstConnection cpu;
 };
 
 // On the upstream's thread: the answer goes back to the loop as a timer due at once on its shard, a
 // cross-thread hand-off that wakes the loop if it sleeps (manual) or its shard's worker (workers).
 // Refused only once the engine is stopping: the answer is dropped, as a dead upstream's would be.
-void Deliver::operator()(const Ask& a) const {
-  (void)server->engine.schedule_at_on(
-      a.loop, Nanos(0),
-      [loop = server->loops[a.loop].get(), slot = a.slot, gen = a.gen] { loop->on_answer(slot, gen); });
+void Server::deliver(const Ask& a) {
+  (void)engine.schedule_at_on(a.loop, Nanos(0), [loop = loops[a.loop].get(), slot = a.slot, gen = a.gen] {
+    loop->on_answer(slot, gen);
+  });
 }
 
 Loop::Loop(Server& server, std::size_t index, int listen_fd)
@@ -297,7 +285,7 @@ void Loop::accept_all() {
       }
       return;
     }
-    server_.first_connection();
+    server_.cpu.first_connection();
     set_nodelay(fd);
     const std::uint32_t slot = conns_.take();
     auto& e = conns_[slot];
@@ -523,16 +511,9 @@ int run(const Options& o) {
   r.tick_ns = std::chrono::microseconds(o.tick_us) / Nanos(1);
   r.loops = o.loops;
   for (const auto& loop : server.loops) {
-    r.counts += loop->counts();
-    r.lateness.merge(loop->lateness());
-    r.past_tick.merge(loop->past_tick());
-    r.idle_lateness.merge(loop->idle_lateness());
+    r.add_loop(loop->counts(), loop->lateness(), loop->idle_lateness(), &loop->past_tick());
   }
-  {
-    std::lock_guard lock(server.mutex);
-    r.cpu_s = end.cpu_s - (server.seen_connection ? server.start_usage.cpu_s : 0.0);
-  }
-  r.max_rss_kb = end.max_rss_kb;
+  r.set_usage(server.cpu, end);
   r.pending_at_stop = pending;
   r.passes = stats.passes;
   r.wakeups = stats.wakeups;
@@ -556,10 +537,5 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   gateway::block_stop_signals();
-  try {
-    return gateway::run(o);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tickwheel-gateway: %s\n", e.what());
-    return 2;
-  }
+  return gateway::run_or_report("tickwheel-gateway", [&] { return gateway::run(o); });
 }
