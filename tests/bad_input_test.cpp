@@ -1,11 +1,11 @@
-// Tier 1 (bad input): one test per row of the table in docs/bad-input.md, each checking the defined
-// result of that input on the Wheel and on the Engine, as their headers state it: delays that are
-// zero, negative or overflowing and deadlines in the past; option values out of range (the
-// constructor throws std::invalid_argument naming the option and the value); shard counts of zero
-// and above the core count; empty callables and throwing ones; cancels, reschedules and queries of
-// handles that name no pending timer, and reschedules to past or overflowing deadlines; schedules
-// after stop() and beyond max_pending; stop(), advance(), poll() and clear() where they are
-// refused; a for_each_pending() visitor that changes the wheel; and time that goes back.
+// Bad input: one test per row of the table in docs/bad-input.md, each checking the defined result
+// of that input on the Wheel and on the Engine, as their headers state it: delays that are zero,
+// negative or overflowing and deadlines in the past; option values out of range (the constructor
+// throws std::invalid_argument naming the option and the value); shard counts of zero and above the
+// core count; empty callables and throwing ones; cancels, reschedules and queries of handles that
+// name no pending timer, and reschedules to past or overflowing deadlines; schedules after stop()
+// and beyond max_pending; stop(), advance(), poll() and clear() where they are refused; a
+// for_each_pending() visitor that changes the wheel; and time that goes back.
 //
 // Engine tests run caller-driven (Threads::manual, an injected clock) wherever the row allows, so
 // that what a pass runs is decided by the test alone; the rows about worker threads use them, on

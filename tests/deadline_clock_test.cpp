@@ -1,5 +1,5 @@
-// Tier 3 (engine, concurrency): the deadline clock (engine/platform/clock.hpp) is an upper bound of
-// CLOCK_MONOTONIC. A schedule_after() places its deadline from it, so a reading below the true
+// The Engine's deadline clock (engine/platform/clock.hpp), read by several threads: an upper bound
+// of CLOCK_MONOTONIC. A schedule_after() places its deadline from it, so a reading below the true
 // time would fire a timer early. Each thread reads the true clock, then the bound, and the bound
 // must never be the smaller, for anchors of every age the engine uses (ticks of 20 us, 1 ms, 1 s)
 // and while other threads read too. How far above it lies is a timing figure, not asserted here.

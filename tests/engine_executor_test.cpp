@@ -1,13 +1,13 @@
-// Tier 1 (engine, executors): fired callbacks handed to an Executor. Covers the thread pool (runs
-// off the worker, exactly once, counted as fired), a slow callback not holding up the tick (some
+// The Engine's executors: fired callbacks handed to an Executor. Covers the thread pool (runs off
+// the worker, exactly once, counted as fired), a slow callback not holding up the tick (some
 // callbacks block on a gate while thousands of others fire), exceptions caught on the pool and
 // passed to the error handler, a user's own executor (an event loop's queue, drained by its own
 // thread), stop() waiting for tasks already handed over and refusing to run inside one, periodic
-// timers on the pool (runs never overlap, fixed delay counts from the end of the run, a cancel
-// from inside stops them, stop() returns them pending), the caller-driven mode with an executor,
-// an explicit InlineExecutor treated as none, ThreadPoolExecutor's option checks, and a timer
-// already due from another thread handed to an any-thread executor by that thread (which timers
-// go that way, their counts, stop() waiting for them, and a race with stop()). No timing figure is
+// timers on the pool (runs never overlap, fixed delay counts from the end of the run, a cancel from
+// inside stops them, stop() returns them pending), the caller-driven mode with an executor, an
+// explicit InlineExecutor treated as none, ThreadPoolExecutor's option checks, and a timer already
+// due from another thread handed to an any-thread executor by that thread (which timers go that
+// way, their counts, stop() waiting for them, and a race with stop()). No timing figure is
 // asserted: waits are bounded, outcomes are orders and counts.
 #include <gtest/gtest.h>
 
@@ -238,10 +238,7 @@ TEST(EngineExecutor, StopWaitsForTasksAlreadyHandedOverAndIsRefusedInsideOne) {
 }
 
 TEST(EngineExecutor, PeriodicTimersOnThePoolNeverOverlapAndStopReturnsThemPending) {
-  auto exec = pool(3);
-  EngineOptions o = workers(1, exec);
-  o.tick = 100us;
-  Engine e(o);
+  Engine e(fine_tick_workers(1, pool(3)));
   struct Shared {
     std::atomic<int> in_run{0};
     std::atomic<int> overlaps{0};
@@ -274,10 +271,7 @@ TEST(EngineExecutor, PeriodicTimersOnThePoolNeverOverlapAndStopReturnsThemPendin
 }
 
 TEST(EngineExecutor, FixedDelayOnThePoolCountsFromTheEndOfEachRun) {
-  auto exec = pool(1);
-  EngineOptions o = workers(1, exec);
-  o.tick = 100us;
-  Engine e(o);
+  Engine e(fine_tick_workers(1, pool(1)));
   struct Spans {
     std::mutex m;
     std::vector<std::pair<Clock::time_point, Clock::time_point>> runs;

@@ -1,8 +1,9 @@
-// Tier 1 and 3 (engine, inside the user's event loop): what issue 16 asks of a caller-driven engine
-// embedded in a gateway's loop. A loop asleep until its next deadline is woken by a producer's
-// earlier hand-off (the shard's eventfd, or EngineOptions::wake_loop), and only then; a thread that
-// owns the shard it polls schedules and cancels straight into the wheel; fired work is routed back
-// to the loop that owns its shard (LoopExecutor), and stop() on that loop does not wait for itself.
+// A caller-driven Engine inside the user's event loop (a gateway's, for example). A loop asleep
+// until its next deadline is woken by a producer's earlier hand-off (the shard's eventfd, or
+// EngineOptions::wake_loop), and only then; a thread that owns the shard it polls schedules and
+// cancels straight into the wheel, counts its relative deadlines from the loop's time, and can ask
+// which shard it owns and whether the engine has stopped; fired work is routed back to the loop
+// that owns its shard (LoopExecutor), and stop() on that loop does not wait for itself.
 //
 // The protocol tests run on the injected clock and one thread, with wake_loop counting the
 // wake-ups, so what wakes and what does not is decided by the test alone. The epoll tests run a
@@ -28,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine_support.hpp"
 #include "manual_clock.hpp"
 #include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
@@ -152,13 +154,10 @@ TEST(EngineLoop, WakeupFdIsForCallerDrivenEnginesWithoutWakeLoop) {
   EXPECT_GE(plain.wakeup_fd(1), 0);
   EXPECT_NE(plain.wakeup_fd(0), plain.wakeup_fd(1));
   EXPECT_THROW((void)plain.wakeup_fd(2), std::out_of_range);
-  EngineOptions o;
-  o.shards = 1;
-  o.pin_workers = false;
-  Engine workers(o);
-  EXPECT_THROW((void)workers.wakeup_fd(0), std::logic_error);
-  EXPECT_THROW((void)workers.prepare_wait(0, std::nullopt), std::logic_error);
-  EXPECT_THROW(workers.own_shard(0), std::logic_error);
+  Engine threaded(workers(1));
+  EXPECT_THROW((void)threaded.wakeup_fd(0), std::logic_error);
+  EXPECT_THROW((void)threaded.prepare_wait(0, std::nullopt), std::logic_error);
+  EXPECT_THROW(threaded.own_shard(0), std::logic_error);
 }
 
 // ---- A real epoll loop ----
@@ -326,6 +325,73 @@ TEST(EngineLoop, AnOwnerSchedulesAndCancelsStraightIntoItsWheel) {
   EXPECT_TRUE(e.stop().empty());
 }
 
+// The owner cancels a timer still in transit (handed over by another thread, not taken in yet): it
+// is not linked, so the cancel leaves it for the shard's next pass, which recycles it unrun.
+TEST(EngineLoop, TheOwnersCancelOfAHandOffNotTakenInYet) {
+  Tally t(2);
+  OwnedEngine o;
+  Timer there;
+  std::thread([&] { there = o.engine.schedule_after_on(0, 1ms, Probe(&t, 0)); }).join();
+  Timer here = o.engine.schedule_after(1ms, Probe(&t, 1));
+  EXPECT_TRUE(there.cancel());
+  EXPECT_TRUE(here.cancel());
+  EXPECT_EQ(o.engine.stats().pending, 0u);
+  advance_clock(2ms);
+  EXPECT_EQ(o.engine.poll(0), 0u);
+  EXPECT_EQ(t.ran[0].load() + t.ran[1].load(), 0);
+  EXPECT_EQ(t.destroyed[0].load(), 1);
+  EXPECT_EQ(t.destroyed[1].load(), 1);
+  EXPECT_EQ(o.engine.stats().cancelled, 2u);
+}
+
+// The owner's relative deadlines count from the shard's loop time (no clock read): the clock when
+// it took ownership, then the `now` of each poll, or the clock when its loop returns from
+// finish_wait(); another thread's count from the clock.
+TEST(EngineLoop, TheOwnersRelativeDeadlinesCountFromTheLoopTime) {
+  Tally t(1);
+  OwnedEngine o;
+  advance_clock(5ms);  // no poll, no wait: the loop's time is still that of own_shard()
+  Timer a = o.engine.schedule_after(10ms, Probe(&t, 0));
+  EXPECT_EQ(a.deadline(), o.start + 10ms);
+  EXPECT_EQ(a.reschedule_after(20ms).outcome(), Moved::Outcome::moved);
+  EXPECT_EQ(a.deadline(), o.start + 20ms);
+  EXPECT_EQ(o.engine.poll(0), 0u);  // the loop's time: now start + 5ms
+  EXPECT_EQ(o.engine.schedule_after(10ms, [] {}).deadline(), o.start + 15ms);
+  advance_clock(3ms);
+  if (o.engine.prepare_wait(0, o.engine.next_deadline(0))) o.engine.finish_wait(0);  // start + 8ms
+  EXPECT_EQ(o.engine.schedule_after(10ms, [] {}).deadline(), o.start + 18ms);
+  EXPECT_EQ(o.engine.schedule_at(fake_now() + 1ms, [] {}).deadline(), o.start + 9ms) << "exact";
+  std::thread([&] {
+    advance_clock(1ms);
+    EXPECT_EQ(o.engine.schedule_after_on(0, 10ms, [] {}).deadline(), o.start + 19ms) << "the clock";
+  }).join();
+  EXPECT_EQ(o.engine.clear(0), 5u);
+}
+
+// A loop asks where it stands: which shard it owns, and whether the engine has stopped (which
+// next_deadline()'s nullopt does not tell from "nothing pending").
+TEST(EngineLoop, ALoopAsksWhichShardItOwnsAndWhetherTheEngineStopped) {
+  Engine engine(manual(2));
+  EXPECT_EQ(engine.owned_shard(), std::nullopt);
+  EXPECT_FALSE(engine.stopped());
+  engine.own_shard(1);
+  EXPECT_EQ(engine.owned_shard(), std::optional<std::size_t>(1));
+  Engine other(manual(1));
+  EXPECT_EQ(other.owned_shard(), std::nullopt) << "another engine's shard is not this one's";
+  engine.release_shard(1);
+  EXPECT_EQ(engine.owned_shard(), std::nullopt);
+  engine.own_shard(0);
+  EXPECT_EQ(engine.next_deadline(0), std::nullopt) << "nothing pending";
+  std::thread stopper([&] { (void)engine.stop(); });
+  while (!engine.stopped()) std::this_thread::yield();  // stop() waits for the owner's next poll
+  EXPECT_EQ(engine.next_deadline(0), std::nullopt) << "stopped: the same answer, told apart above";
+  EXPECT_EQ(engine.poll(0), 0u);  // ownership ends here, as engine.hpp says
+  stopper.join();
+  EXPECT_EQ(engine.owned_shard(), std::nullopt) << "ownership ended at the poll after stop()";
+  EXPECT_THROW(engine.release_shard(0), std::logic_error) << "which owned_shard() lets a loop avoid";
+  EXPECT_TRUE(engine.stopped());
+}
+
 // The owner's schedule takes a recycled node straight from its wheel's pool, inline; each case the
 // shortcut must not serve goes the checked way. A cancel first leaves a recycled node, so that the
 // shortcut would be open to each schedule below were it not for the case under test.
@@ -392,8 +458,8 @@ TEST(EngineLoop, OwnershipMisuseIsRefused) {
 }
 
 TEST(EngineLoop, TheOwnerMayStopTheEngineAndDestroyIt) {
-  // Found by the engine fuzz target: stop() on the owner's thread was refused as if from a
-  // callback, so an Engine destroyed there ended in std::terminate.
+  // stop() on the owner's thread is not a stop() from inside a callback: refused, it would make an
+  // Engine destroyed there end in std::terminate.
   {
     Engine e(manual(2));
     e.own_shard(0);
@@ -409,11 +475,12 @@ TEST(EngineLoop, TheOwnerMayStopTheEngineAndDestroyIt) {
   // f's destructor stops it on the thread that owns its shard: the test ends without terminate().
 }
 
-// Issue 29: two loops, each owning its shard. Loop 0's stop() waited, holding the engine's
-// lifecycle lock, for shard 1's owner to let go; loop 1 then called stop() instead of polling, and
-// waited for that lock while still owning shard 1: neither returned. Loop 1 learns that loop 0's
-// stop() has begun when its own schedule is refused (an owner's schedule and cancel go straight
-// into its wheel, which loop 0's stop() does not touch until loop 1 lets go).
+// Two loops, each owning its shard, both stop the engine. Loop 0's stop() waits, holding the
+// engine's lifecycle lock, for shard 1's owner to let go; loop 1 then calls stop() instead of
+// polling, so its stop() must not wait for that lock while it still owns shard 1, or neither
+// returns. Loop 1 learns that loop 0's stop() has begun when its own schedule is refused (an
+// owner's schedule and cancel go straight into its wheel, which loop 0's stop() does not touch
+// until loop 1 lets go).
 TEST(EngineLoop, TwoOwnersMayBothStopTheEngine) {
   struct State {
     Engine e{manual(2)};
@@ -469,8 +536,8 @@ TEST(EngineLoop, StopFromTheOwnersWalkOfItsShardIsRefused) {
 }
 
 TEST(EngineLoop, TheOwnersPollOfItsShardFromInsideThatShardsPassIsRefused) {
-  // Found by the engine fuzz target: the owner polls shard 0; a callback there polls shard 1; a
-  // callback there polls shard 0 again, which started a second pass inside the first.
+  // The owner polls shard 0; a callback there polls shard 1; a callback there polls shard 0 again,
+  // which would start a second pass inside the first.
   Engine e(manual(2));
   e.own_shard(0);
   int inner_refused = 0;
@@ -519,11 +586,7 @@ TEST(EngineLoop, ScheduleAtOnTakesAShard) {
 TEST(EngineLoop, ALoopExecutorRunsEachShardsCallbacksOnTheLoopThatOwnsIt) {
   constexpr int kPerShard = 200;
   auto tasks = std::make_shared<LoopExecutor>(2);
-  EngineOptions o;
-  o.shards = 2;
-  o.pin_workers = false;
-  o.executor = tasks;
-  Engine e(o);
+  Engine e(workers(2, tasks));
   struct Seen {
     std::array<std::atomic<int>, 2> ran{};
     std::atomic<int> wrong_thread{0};
@@ -570,11 +633,7 @@ TEST(EngineLoop, ALoopExecutorRunsEachShardsCallbacksOnTheLoopThatOwnsIt) {
 TEST(EngineLoop, StopOnTheLoopThatRunsTheTasksRunsThemInsteadOfWaitingForItself) {
   constexpr int kTimers = 100;
   auto tasks = std::make_shared<LoopExecutor>(1);
-  EngineOptions o;
-  o.shards = 1;
-  o.pin_workers = false;
-  o.executor = tasks;
-  Engine e(o);
+  Engine e(workers(1, tasks));
   std::atomic<int> ran{0}, elsewhere{0};
   std::vector<Timer> returned;
   std::thread loop([&] {
@@ -586,7 +645,7 @@ TEST(EngineLoop, StopOnTheLoopThatRunsTheTasksRunsThemInsteadOfWaitingForItself)
       }));
     }
     ASSERT_TRUE(eventually([&] { return tasks->queued(0) == static_cast<std::size_t>(kTimers); }));
-    returned = e.stop();  // before this change: waits forever for tasks only this thread runs
+    returned = e.stop();  // must not wait for the tasks only this thread runs
   });
   loop.join();
   EXPECT_EQ(ran.load(), kTimers);
@@ -594,10 +653,10 @@ TEST(EngineLoop, StopOnTheLoopThatRunsTheTasksRunsThemInsteadOfWaitingForItself)
   EXPECT_TRUE(returned.empty());
 }
 
-// Issue 29: two loops drain a two-lane LoopExecutor, each its own lane. Loop 0's stop() waits for
-// every task handed out, lane 1's included, which only loop 1 runs; loop 1's stop(), finding it
-// waiting, returned nothing at once, and loop 1 left with its task still queued: loop 0 waited
-// forever. Each lane holds a fired task as loop 0's stop() begins, and each shard a pending timer.
+// Two loops drain a two-lane LoopExecutor, each its own lane. Loop 0's stop() waits for every task
+// handed out, lane 1's included, which only loop 1 runs; so loop 1's stop(), finding it waiting,
+// must not return at once and leave its lane's task queued, or loop 0 waits for ever. Each lane
+// holds a fired task as loop 0's stop() begins, and each shard a pending timer.
 TEST(EngineLoop, TwoLoopsDrainingALoopExecutorMayBothStopTheEngine) {
   struct State {
     std::shared_ptr<LoopExecutor> tasks = std::make_shared<LoopExecutor>(2);
@@ -608,11 +667,7 @@ TEST(EngineLoop, TwoLoopsDrainingALoopExecutorMayBothStopTheEngine) {
     std::array<std::size_t, 2> returned{99, 99};
   };
   auto s = std::make_shared<State>();
-  EngineOptions o;
-  o.shards = 2;
-  o.pin_workers = false;
-  o.executor = s->tasks;
-  s->e = std::make_unique<Engine>(o);
+  s->e = std::make_unique<Engine>(workers(2, s->tasks));
   auto loop = [s](std::size_t lane) {
     s->loop_ids[lane].store(std::this_thread::get_id());
     EXPECT_EQ(s->tasks->drain(lane), 0u);  // this thread is the lane's loop
@@ -648,24 +703,20 @@ TEST(EngineLoop, TwoLoopsDrainingALoopExecutorMayBothStopTheEngine) {
 }
 
 // A loop that drains its lane only when the lane's fd is readable, as executor.hpp says to, must
-// never find tasks waiting behind an fd that is not. drain() once took the signal back before it
-// reset the eventfd: an execute() in between wrote the fd, the reset erased that write, and the lane
-// stayed "signalled" with its fd clear, so no later execute() wrote again, the loop slept for ever
-// and stop() waited for ever for its tasks (found by the gateway example's workers mode). Here the
-// worker fires rounds of timers due at one instant, one long burst of execute()s each, while the
-// loop drains as fast as it can: each drain's window is crossed by an execute(). A lane with tasks
-// queued whose fd stays unreadable for ten seconds is a lost wake-up (execute() writes within
-// microseconds of its enqueue; the bound leaves room for a loaded machine): counted, then drained
-// so that the test goes on.
+// never find tasks waiting behind an fd that is not. Were drain() to take the signal back before it
+// resets the eventfd, an execute() in between would write the fd, the reset would erase that write,
+// and the lane would stay "signalled" with its fd clear: no later execute() would write again, the
+// loop would sleep for ever and stop() would wait for ever for its tasks. Here the worker fires
+// rounds of timers due at one instant, one long burst of execute()s each, while the loop drains as
+// fast as it can: each drain's window is crossed by an execute(). A lane with tasks queued whose fd
+// stays unreadable for ten seconds is a lost wake-up (execute() writes within microseconds of its
+// enqueue; the bound leaves room for a loaded machine): counted, then drained so that the test goes
+// on.
 TEST(EngineLoop, ALoopThatDrainsOnlyWhenItsFdIsReadableLosesNoWakeUp) {
   constexpr int kRounds = 40;
   constexpr int kPerRound = 10'000;
   auto tasks = std::make_shared<LoopExecutor>(1);
-  EngineOptions o;
-  o.shards = 1;
-  o.pin_workers = false;
-  o.executor = tasks;
-  Engine e(o);
+  Engine e(workers(1, tasks));
   std::atomic<int> ran{0}, lost{0};
   std::atomic<bool> done{false};
   std::thread loop([&] {

@@ -1,12 +1,12 @@
-// Tier 1 (engine, caller-driven): the Engine with EngineOptions::threads = Threads::manual, driven
-// by the test's own thread through poll() on an injected clock. No worker thread exists, so every
-// outcome here is deterministic: what a poll runs is decided by the fake time it is given and by
-// what was handed over before it. Covers: callbacks run on the polling thread and only when due,
-// the expiry limit (earliest first, the rest in the next poll), cross-thread schedule and cancel
-// through the queues, a clock jump far forward (everything fires once, in tick order), the transfer
-// cap counted per poll, a callback scheduling on its own shard, stop() from a callback, poll after
-// stop, next_deadline(), every misuse poll() refuses, and a shard's reserve (no page fault within
-// it, counted with getrusage). Also the process-wide notice when too many engines are alive.
+// The caller-driven Engine: the Engine with EngineOptions::threads = Threads::manual, driven by the
+// test's own thread through poll() on an injected clock. No worker thread exists, so every outcome
+// here is deterministic: what a poll runs is decided by the fake time it is given and by what was
+// handed over before it. Covers: callbacks run on the polling thread and only when due, the expiry
+// limit (earliest first, the rest in the next poll), cross-thread schedule and cancel through the
+// queues, a clock jump far forward (everything fires once, in tick order), the transfer cap counted
+// per poll, a callback scheduling on its own shard, stop() from a callback, poll after stop,
+// next_deadline(), every misuse poll() refuses, and a shard's reserve (no page fault within it,
+// counted with getrusage). Also the process-wide notice when too many engines are alive.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine_support.hpp"
 #include "manual_clock.hpp"
 #include "support.hpp"
 #include "tickwheel/engine.hpp"
@@ -233,10 +234,7 @@ TEST(EngineManual, MisuseIsRefusedWithAClearError) {
   EXPECT_THROW((void)manual_engine.poll(2), std::out_of_range);
   EXPECT_THROW((void)manual_engine.next_deadline(7), std::out_of_range);
 
-  EngineOptions workers;
-  workers.shards = 1;
-  workers.pin_workers = false;
-  Engine threaded(workers);
+  Engine threaded(workers(1));
   EXPECT_THROW((void)threaded.poll(0), std::logic_error);
 
   // Two threads polling one shard: the second is refused while the first is inside its pass.

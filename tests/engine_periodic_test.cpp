@@ -1,11 +1,11 @@
-// Tier 1 (engine, periodic): Engine::schedule_every. Most cases use the caller-driven mode on an
+// The Engine's periodic timers: Engine::schedule_every. Most cases use the caller-driven mode on an
 // injected clock, so which poll runs what is exact; the Wheel's own periodic rules (grid, misfire
 // policies, cancel from inside) are tested in wheel_periodic_test.cpp, and these check that the
 // Engine keeps them across its hand-off: the handle stays valid across runs, a cancel from another
 // thread or from the callback stops all future runs, the accounting identity holds per shard, a
-// periodic timer counts once against max_pending_per_shard, and stop() returns it pending. One
-// test races cancels against runs on a real worker: after cancel() returns true, at most the run
-// already under way happens.
+// periodic timer counts once against max_pending_per_shard, and stop() returns it pending. One test
+// races cancels against runs on a real worker: after cancel() returns true, at most the run already
+// under way happens.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine_support.hpp"
 #include "manual_clock.hpp"
 #include "support.hpp"
 #include "tickwheel/engine.hpp"
@@ -227,10 +228,7 @@ TEST(EnginePeriodic, CountsOnceAgainstMaxPendingAndStopReturnsItPending) {
 // After cancel() returns true no new run may start: the count can exceed the one read right after
 // the cancel by at most the run that was claimed but had not counted itself yet.
 TEST(EnginePeriodic, ACancelRacingARunLetsAtMostThatRunHappen) {
-  EngineOptions o;
-  o.shards = 1;
-  o.tick = 100us;
-  o.pin_workers = false;
+  EngineOptions o = fine_tick_workers(1);
   o.wait = WaitStrategy::spin;
   Engine e(o);
   // One counter per round, all alive to the end: the run a cancel let finish may still be under

@@ -1,10 +1,9 @@
-// Tier 3 (engine, concurrency; run it under TSan too): the exactly-once accounting test of the
-// multicore tickwheel::Engine, from the Engine issue's Tests section. Producer threads schedule
-// (delays spread over 0..200 ms, a few far out or in the past, through schedule_after, schedule_after_on
-// and schedule_at), canceller threads cancel handles picked at random among the recently
-// published ones (a third of all timers are candidates; the others' states are only read), one callback in
-// eight schedules a new timer (on its own shard, or handed to another), and stop() races all of it part-way
-// through.
+// The Engine's exactly-once accounting under concurrency (run it under TSan too). Producer threads
+// schedule (delays spread over 0..200 ms, a few far out or in the past, through schedule_after,
+// schedule_after_on and schedule_at), canceller threads cancel handles picked at random among the
+// recently published ones (a third of all timers are candidates; the others' states are only read),
+// one callback in eight schedules a new timer (on its own shard, or handed to another), and stop()
+// races all of it part-way through.
 //
 // Every timer has an id, captured in its callable, that indexes preallocated per-timer records.
 // Afterwards, for every successful schedule: the timer fired, or a cancel() of it returned true,
@@ -251,7 +250,7 @@ void exactly_once_with_stop_racing_everything(std::size_t pool_threads, std::siz
               static_cast<unsigned long long>(seed), produced, stop_at);
 
   Ctx c(produced, produced / 4);
-  // Unpinned: the 2-core test machine runs the producers and cancellers too.
+  // Unpinned: the workers share the cores with the producers and cancellers.
   auto engine = std::make_unique<Engine>(workers(kShards, pool_threads != 0 ? pool(pool_threads) : nullptr));
   c.engine = engine.get();
 

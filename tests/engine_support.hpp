@@ -1,9 +1,8 @@
-// tests/engine_support.hpp — fixtures shared by the test files that drive an Engine (engine_test,
-// engine_edges_test, engine_executor_test, engine_stress_test, fault_injection_test,
-// repeated_timer_test, bad_input_test): which build the tests run in (to size them, and to skip
-// what a sanitizer's runtime cannot take), a recording callable (Probe, writing into a Tally) that
-// can also throw, the ids a stop() result names, a log hook that collects the engine's notices, and
-// the options of unpinned worker threads, with or without a thread-pool executor.
+// tests/engine_support.hpp — fixtures shared by the test files that drive an Engine: which build
+// the tests run in (to size them, and to skip what a sanitizer's runtime cannot take), a recording
+// callable (Probe, writing into a Tally) that can also throw, the ids a stop() result names, the
+// records of an exactly-once race test, a log hook that collects the engine's notices, and the
+// options of unpinned worker threads, with or without a thread-pool executor.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -140,6 +140,74 @@ inline std::set<std::size_t> ids_of_returned(std::vector<Timer>& returned,
   return ids;
 }
 
+// The records of an exactly-once race test: `threads` producer threads, each owning the timer ids
+// [k * per, (k + 1) * per), and per timer the handle its schedule returned, whether a cancel() of
+// it returned true, and (in `tally`) what its Probe recorded.
+struct RaceTimers {
+  RaceTimers(std::size_t threads, std::size_t per)
+      : threads(threads), per(per), tally(threads * per), handles(threads * per), won(threads * per, 0) {}
+  const std::size_t threads;
+  const std::size_t per;
+  Tally tally;
+  std::vector<Timer> handles;
+  std::vector<std::uint8_t> won;
+
+  // Starts the producers: thread k waits for go(), then runs body(k, first, end, rng) for its ids
+  // [first, end), its rng seeded with `seed` + k so that a run's random choices (not its
+  // interleaving) repeat.
+  template <class Body>
+  void start(unsigned seed, Body body) {
+    for (std::size_t k = 0; k < threads; ++k) {
+      producers_.emplace_back([this, seed, body, k] {
+        std::mt19937 rng(seed + static_cast<unsigned>(k));
+        while (!go_.load()) std::this_thread::yield();
+        body(k, k * per, (k + 1) * per, rng);
+      });
+    }
+  }
+  // Starts one more thread, not a producer, that waits for go() and then runs `fn`.
+  template <class Fn>
+  void start_other(Fn fn) {
+    producers_.emplace_back([this, fn] {
+      while (!go_.load()) std::this_thread::yield();
+      fn();
+    });
+  }
+  void go() { go_.store(true); }
+  void join() {
+    for (std::thread& thread : producers_) thread.join();
+  }
+
+  // How the timers with a true handle ended.
+  struct Ends {
+    std::size_t scheduled = 0;
+    std::size_t ran = 0;      // callbacks run
+    std::size_t cancels = 0;  // cancel() calls that returned true
+    std::size_t neither = 0;  // neither run nor cancel()ed
+  };
+  // Counts them, checking that each ran at most once, had its callable destroyed exactly once, and
+  // did not both run and have a cancel() return true.
+  Ends ends() const {
+    Ends e;
+    for (std::size_t i = 0; i < handles.size(); ++i) {
+      if (!handles[i]) continue;
+      ++e.scheduled;
+      const int r = tally.ran[i].load();
+      EXPECT_LE(r, 1) << "timer " << i << " ran twice";
+      EXPECT_EQ(tally.destroyed[i].load(), 1) << "timer " << i;
+      EXPECT_FALSE(r == 1 && won[i] != 0) << "timer " << i << " ran and was cancelled";
+      e.ran += static_cast<std::size_t>(r);
+      e.cancels += won[i];
+      e.neither += r == 0 && won[i] == 0 ? 1 : 0;
+    }
+    return e;
+  }
+
+ private:
+  std::atomic<bool> go_{false};
+  std::vector<std::thread> producers_;
+};
+
 // Collects the log hook's notices (called from any thread).
 struct LogSink {
   std::mutex mu;
@@ -165,13 +233,20 @@ inline std::function<void(std::string_view)> log_into(const std::shared_ptr<LogS
   };
 }
 
-// Worker-thread options: `shards` workers, unpinned (the 2-core test machine runs the test thread
-// too), callbacks run on `executor` (none: on the workers).
+// Worker-thread options: `shards` workers, unpinned (they share the cores with the test's own
+// threads), callbacks run on `executor` (none: on the workers).
 inline EngineOptions workers(std::size_t shards, std::shared_ptr<Executor> executor = {}) {
   EngineOptions o;
   o.shards = shards;
   o.pin_workers = false;
   o.executor = std::move(executor);
+  return o;
+}
+
+// The same on a 100 us tick, for the tests that want many periodic runs in little time.
+inline EngineOptions fine_tick_workers(std::size_t shards, std::shared_ptr<Executor> executor = {}) {
+  EngineOptions o = workers(shards, std::move(executor));
+  o.tick = std::chrono::microseconds(100);
   return o;
 }
 

@@ -1,10 +1,10 @@
-// Tier 1 (engine): behaviour tests of the multicore tickwheel::Engine, one (or a few) per rule of
-// the contract in include/tickwheel/engine.hpp: options and their validation, lazy start, which
-// shard and which thread runs a timer, never early, cancel (in transit, in the wheel, fired, stale,
-// copies), stop() (idempotent, exactly the timers that neither fired nor were cancelled, hand-offs
-// still queued, refused inside a callback), destruction, callbacks that schedule, cancel or throw,
-// max_pending_per_shard, the transfer cap, the wait strategies, an idle engine's wake-ups, pinning
-// and a simulated binding failure, and the stats counters.
+// The Engine's contract: behaviour tests of the multicore tickwheel::Engine, one (or a few) per
+// rule of the contract in include/tickwheel/engine.hpp: options and their validation, lazy start,
+// which shard and which thread runs a timer, never early, cancel (in transit, in the wheel, fired,
+// stale, copies), stop() (idempotent, exactly the timers that neither fired nor were cancelled,
+// hand-offs still queued, refused inside a callback), destruction, callbacks that schedule, cancel
+// or throw, max_pending_per_shard, the transfer cap, the wait strategies, an idle engine's
+// wake-ups, pinning and a simulated binding failure, and the stats counters.
 //
 // The engine runs on the real steady clock, so these tests never assert a timing figure: they wait
 // for an event with a bounded loop (a counter reaching N, or 10 s passing) and then assert on
@@ -230,11 +230,19 @@ TEST(EngineLifecycle, StopReturnsExactlyTheTimersThatNeitherFiredNorWereCancelle
   for (std::size_t i = 0; i < kN; ++i) EXPECT_EQ(t.destroyed[i].load(), 1) << "callable " << i;
 }
 
+// Schedules timers 0 .. n-1 of `t` an hour out on e, then stops it: the timers stop() returns,
+// which must be all n, still pending.
+std::vector<Timer> stop_with_pending(Engine& e, Tally& t, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) EXPECT_TRUE(e.schedule_after(1h, Probe(&t, i))) << i;
+  std::vector<Timer> returned = e.stop();
+  EXPECT_EQ(returned.size(), n);
+  return returned;
+}
+
 TEST(EngineLifecycle, ReturnedTimersAreCancellableOnceAndReportIt) {
   Tally t(3);
   Engine e(workers(1));
-  for (std::size_t i = 0; i < 3; ++i) ASSERT_TRUE(e.schedule_after(1h, Probe(&t, i)));
-  std::vector<Timer> returned = e.stop();
+  std::vector<Timer> returned = stop_with_pending(e, t, 3);
   ASSERT_EQ(returned.size(), 3u);
   Timer copy = returned[0];
   EXPECT_TRUE(copy.cancel());
@@ -249,8 +257,7 @@ TEST(EngineLifecycle, ReturnedTimersAreCancellableOnceAndReportIt) {
 TEST(EngineLifecycle, CancelOfAReturnedTimerDestroysItsCallable) {
   Tally t(3);
   Engine e(workers(1));
-  for (std::size_t i = 0; i < 3; ++i) ASSERT_TRUE(e.schedule_after(1h, Probe(&t, i)));
-  std::vector<Timer> returned = e.stop();
+  std::vector<Timer> returned = stop_with_pending(e, t, 3);
   ASSERT_EQ(returned.size(), 3u);
   EXPECT_TRUE(returned[0].cancel());
   int destroyed = 0;
@@ -340,9 +347,7 @@ TEST(EngineLifecycle, DestructionAfterStopDestroysReturnedCallables) {
   Tally t(5);
   {
     Engine e(workers(1));
-    for (std::size_t i = 0; i < 5; ++i) ASSERT_TRUE(e.schedule_after(1h, Probe(&t, i)));
-    std::vector<Timer> returned = e.stop();
-    EXPECT_EQ(returned.size(), 5u);
+    std::vector<Timer> returned = stop_with_pending(e, t, 5);
     for (std::size_t i = 0; i < 5; ++i)
       EXPECT_EQ(t.destroyed[i].load(), 0) << "returned timers must be pending";
   }  // the returned handles are never cancelled: the engine's destructor owns the callables

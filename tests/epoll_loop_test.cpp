@@ -1,9 +1,8 @@
-// Tier 3 (engine, inside an epoll loop): EpollLoop, the caller-driven loop protocol of
-// engine_loop_test.cpp written once (tickwheel/epoll_loop.hpp). Each loop runs on a thread of its
-// own against real epoll, asleep for an hour unless something wakes it, so that a missing wake-up
-// fails a bounded wait instead of passing late; the test's end stops the engine, which wakes the
-// loop whatever happened. No timing figure is asserted: what is checked is what woke the loop, what
-// ran, and how many turns it took.
+// EpollLoop, on real epoll: the caller-driven loop protocol of engine_loop_test.cpp written once
+// (tickwheel/epoll_loop.hpp). Each loop runs on a thread of its own against real epoll, asleep for
+// an hour unless something wakes it, so that a missing wake-up fails a bounded wait instead of
+// passing late; the test's end stops the engine, which wakes the loop whatever happened. No timing
+// figure is asserted: what is checked is what woke the loop, what ran, and how many turns it took.
 #include "tickwheel/epoll_loop.hpp"
 
 #include <fcntl.h>
@@ -24,6 +23,7 @@
 #include <system_error>
 #include <thread>
 
+#include "engine_support.hpp"
 #include "manual_clock.hpp"
 #include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
@@ -320,11 +320,8 @@ TEST(EpollLoop, BadInputIsRefusedWithNothingOwnedOrChanged) {
   EXPECT_THROW(EpollLoop(e, 2), std::out_of_range);
   nothing_left("shard out of range");
 
-  EngineOptions workers_options;
-  workers_options.shards = 1;
-  workers_options.pin_workers = false;
-  Engine workers(workers_options);
-  EXPECT_THROW(EpollLoop(workers, 0), std::logic_error);
+  Engine threaded(workers(1));
+  EXPECT_THROW(EpollLoop(threaded, 0), std::logic_error);
   EngineOptions wake_loop_options = real_clock_manual();
   wake_loop_options.wake_loop = [](std::size_t) {};
   Engine wake_loop(wake_loop_options);

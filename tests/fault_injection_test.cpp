@@ -1,9 +1,8 @@
-// Tier 1 and 3 (engine, faults): the Engine and the Wheel when callbacks and callers misbehave, as
-// issue 6 ("Reliability") lists them: callbacks that throw, block for 100 ms, cancel themselves and
-// other timers (of the same slot, of the same pass, of another shard), schedule thousands more (on
-// their own shard and on another), or call stop(); producer threads that exit with timers still in
-// their hand-off queue; a clock that jumps far forward; and memory under 10^7 churn operations with
-// a stable population.
+// Faults: the Engine and the Wheel when callbacks and callers misbehave: callbacks that throw,
+// block for 100 ms, cancel themselves and other timers (of the same slot, of the same pass, of
+// another shard), schedule thousands more (on their own shard and on another), or call stop();
+// producer threads that exit with timers still in their hand-off queue; a clock that jumps far
+// forward; and memory under 10^7 churn operations with a stable population.
 //
 // Worker-mode tests run on the real clock and only wait, bounded, for events: no timing figure is
 // asserted. Where an interleaving matters, a HoldGate holds a worker inside a callback. Caller-driven
@@ -257,6 +256,28 @@ struct CancelSeen {
   std::vector<int> same_won, next_won;
   bool far_won = false;
   std::atomic<bool> done{false};
+
+  // The victims' ends, against their records in `t` (ids 0 .. kVictims-1 due on the canceller's
+  // tick, the next kVictims on a later tick of the same pass, the far one last). Returns how many
+  // of the same tick ran and how many cancels of them won.
+  struct SameTick {
+    std::size_t ran = 0;
+    std::size_t won = 0;
+  };
+  SameTick expect_victims_ended_once(const Tally& t) const {
+    EXPECT_FALSE(self_cancel) << "a one-shot callback cancelling itself must get false";
+    SameTick same;
+    for (std::size_t i = 0; i < kVictims; ++i) {
+      EXPECT_EQ(t.ran[i].load() + same_won[i], 1)
+          << "same-tick victim " << i << " ran and was cancelled, or neither";
+      same.ran += static_cast<std::size_t>(t.ran[i].load());
+      same.won += static_cast<std::size_t>(same_won[i]);
+      EXPECT_EQ(next_won[i], 1) << "next-tick victim " << i;
+      EXPECT_EQ(t.ran[kVictims + i].load(), 0) << "a next-tick victim ran after its cancel won";
+    }
+    EXPECT_TRUE(far_won);
+    return same;
+  }
 };
 
 // Caller-driven, all on one shard. The canceller is due at tick 1 among kVictims timers of the same
@@ -289,24 +310,14 @@ TEST(FaultInjection, ACallbackCancelsItselfAndTimersOfItsSlotAndItsPass) {
   const Nanos now = advance_clock(2ms);
   const std::size_t ran = e.poll(0, now);
   ASSERT_TRUE(c.seen.done.load());
-  EXPECT_FALSE(c.seen.self_cancel) << "a one-shot callback cancelling itself must get false";
   EXPECT_TRUE(c.seen.self_expired);
   EXPECT_FALSE(c.seen.self_cancelled);
-  std::size_t same_ran = 0, won = 0;
-  for (std::size_t i = 0; i < kVictims; ++i) {
-    EXPECT_EQ(t.ran[i].load() + c.seen.same_won[i], 1)
-        << "same-tick victim " << i << " ran and was cancelled, or neither";
-    same_ran += static_cast<std::size_t>(t.ran[i].load());
-    won += static_cast<std::size_t>(c.seen.same_won[i]);
-    EXPECT_EQ(c.seen.next_won[i], 1) << "next-tick victim " << i;
-    EXPECT_EQ(t.ran[kVictims + i].load(), 0) << "a next-tick victim ran after its cancel won";
-  }
-  EXPECT_TRUE(c.seen.far_won);
-  EXPECT_EQ(ran, 1 + same_ran);
+  const CancelSeen::SameTick same = c.seen.expect_victims_ended_once(t);
+  EXPECT_EQ(ran, 1 + same.ran);
   EXPECT_EQ(e.poll(0, now), 0u);  // drains the cancel records of the far timer
   const EngineStats s = e.stats();
-  EXPECT_EQ(s.fired, 1 + same_ran);
-  EXPECT_EQ(s.cancelled, won + kVictims + 1);
+  EXPECT_EQ(s.fired, 1 + same.ran);
+  EXPECT_EQ(s.cancelled, same.won + kVictims + 1);
   EXPECT_EQ(s.pending, 0u);
   expect_stats_add_up(s);
   EXPECT_TRUE(e.stop().empty());
@@ -342,21 +353,12 @@ TEST(FaultInjection, WheelCallbackCancelsItselfAndTimersOfItsSlotAndItsPass) {
     c.far = w.schedule_after(1h, Probe(&t, 2 * kVictims));
     const std::size_t ran = w.advance(2ms);
     ASSERT_TRUE(c.seen.done.load());
-    EXPECT_FALSE(c.seen.self_cancel) << "a one-shot callback cancelling itself must get false";
-    std::size_t same_ran = 0, won = 0;
-    for (std::size_t i = 0; i < kVictims; ++i) {
-      EXPECT_EQ(t.ran[i].load() + c.seen.same_won[i], 1) << "same-tick victim " << i;
-      same_ran += static_cast<std::size_t>(t.ran[i].load());
-      won += static_cast<std::size_t>(c.seen.same_won[i]);
-      EXPECT_EQ(c.seen.next_won[i], 1) << "next-tick victim " << i;
-      EXPECT_EQ(t.ran[kVictims + i].load(), 0) << "a next-tick victim ran after its cancel won";
-    }
-    EXPECT_TRUE(c.seen.far_won);
-    EXPECT_EQ(ran, 1 + same_ran);
+    const CancelSeen::SameTick same = c.seen.expect_victims_ended_once(t);
+    EXPECT_EQ(ran, 1 + same.ran);
     EXPECT_EQ(w.pending_count(), 0u);
     const WheelStats s = w.stats();
-    EXPECT_EQ(s.fired, 1 + same_ran);
-    EXPECT_EQ(s.cancelled, won + kVictims + 1);
+    EXPECT_EQ(s.fired, 1 + same.ran);
+    EXPECT_EQ(s.cancelled, same.won + kVictims + 1);
     EXPECT_EQ(s.scheduled, s.fired + s.cancelled + w.pending_count());
     EXPECT_EQ(w.advance(1h + 1s), 0u);
   }

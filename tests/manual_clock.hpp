@@ -1,6 +1,7 @@
-// tests/manual_clock.hpp — the injected clock of the caller-driven Engine tests (Threads::manual)
-// and the options that use it. One clock per test executable: tests only move it forward, and each
-// Engine starts at the clock's now, so no test depends on where an earlier one left it.
+// tests/manual_clock.hpp — the injected clock of the caller-driven Engine tests (Threads::manual),
+// the options that use it, and an engine whose shard the test thread owns. One clock per test
+// executable: tests only move it forward, and each Engine starts at the clock's now, so no test
+// depends on where an earlier one left it.
 #pragma once
 
 #include <atomic>
@@ -29,5 +30,15 @@ inline EngineOptions manual(std::size_t shards = 1, Nanos tick = std::chrono::mi
   o.clock = &fake_now;
   return o;
 }
+
+// A caller-driven engine on the injected clock whose shard 0 the test thread owns, and the clock's
+// time when it took ownership.
+struct OwnedEngine {
+  explicit OwnedEngine(std::size_t shards = 1) : engine(manual(shards)), start(fake_now()) {
+    engine.own_shard(0);
+  }
+  Engine engine;
+  Nanos start;
+};
 
 }  // namespace tickwheel::test

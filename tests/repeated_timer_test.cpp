@@ -1,4 +1,4 @@
-// Tier 1 (engine, RepeatedTimer): the named repeating timer of repeated_timer.hpp.
+// RepeatedTimer, the named repeating timer of repeated_timer.hpp.
 //
 // RepeatedTimerManual: the caller-driven engine on an injected clock, so every run time below is
 // exact (one tick = 1 ms, a poll per tick). Covers each transition (start, start while running,
@@ -59,6 +59,22 @@ class RepeatedTimerManual : public ::testing::Test {
   // An on_trigger that records when it ran.
   std::function<void()> record(Ms& at) {
     return [this, &at] { at.push_back(now_ms()); };
+  }
+
+  // A 10 ms timer whose on_trigger records when it ran, then calls inside(timer, run) with the
+  // number of runs so far: what the test does from inside the timer's own callback.
+  struct Recorded {
+    Ms at;
+    std::unique_ptr<RepeatedTimer> timer;
+  };
+  template <class Inside>
+  std::unique_ptr<Recorded> recorded(Inside inside) {
+    auto r = std::make_unique<Recorded>();
+    r->timer = std::make_unique<RepeatedTimer>(e, "t", 10ms, [this, r = r.get(), inside] {
+      r->at.push_back(now_ms());
+      inside(*r->timer, r->at.size());
+    });
+    return r;
   }
 
   Engine e;
@@ -388,95 +404,80 @@ TEST_F(RepeatedTimerManual, AThrowingRunIsReportedByTheEngineAndTheTimerGoesOn) 
 // ---- Every transition from inside the timer's own callback ----
 
 TEST_F(RepeatedTimerManual, StopFromInsideItsCallback) {
-  Ms at;
-  std::unique_ptr<RepeatedTimer> t;
-  t = std::make_unique<RepeatedTimer>(e, "t", 10ms, [&] {
-    at.push_back(now_ms());
-    if (at.size() == 2) t->stop();
+  auto r = recorded([](RepeatedTimer& t, std::size_t run) {
+    if (run == 2) t.stop();
   });
-  ASSERT_TRUE(t->start());
+  ASSERT_TRUE(r->timer->start());
   step(50);
-  EXPECT_EQ(at, (Ms{10, 20}));
-  EXPECT_FALSE(t->running());
+  EXPECT_EQ(r->at, (Ms{10, 20}));
+  EXPECT_FALSE(r->timer->running());
   EXPECT_EQ(e.stats().pending, 0u);
-  ASSERT_TRUE(t->start()) << "a timer stopped from inside starts again";
+  ASSERT_TRUE(r->timer->start()) << "a timer stopped from inside starts again";
   step(10);
-  EXPECT_EQ(at, (Ms{10, 20, 60}));
+  EXPECT_EQ(r->at, (Ms{10, 20, 60}));
 }
 
 TEST_F(RepeatedTimerManual, StartAndRestartFromInsideItsCallback) {
-  Ms at;
   bool start_result = false;
-  std::unique_ptr<RepeatedTimer> t;
-  t = std::make_unique<RepeatedTimer>(e, "t", 10ms, [&] {
-    at.push_back(now_ms());
-    if (at.size() == 1) start_result = t->start();  // running: a no-op
-    if (at.size() == 2) {
-      t->stop();
-      EXPECT_TRUE(t->start()) << "stop then start from inside: armed from now, once";
+  auto r = recorded([&start_result](RepeatedTimer& t, std::size_t run) {
+    if (run == 1) start_result = t.start();  // running: a no-op
+    if (run == 2) {
+      t.stop();
+      EXPECT_TRUE(t.start()) << "stop then start from inside: armed from now, once";
     }
-    if (at.size() == 3) {
-      EXPECT_TRUE(t->restart());
+    if (run == 3) {
+      EXPECT_TRUE(t.restart());
     }
   });
-  ASSERT_TRUE(t->start());
+  ASSERT_TRUE(r->timer->start());
   step(45);
   EXPECT_TRUE(start_result);
-  EXPECT_EQ(at, (Ms{10, 20, 30, 40})) << "each re-arm exactly once";
+  EXPECT_EQ(r->at, (Ms{10, 20, 30, 40})) << "each re-arm exactly once";
   EXPECT_EQ(e.stats().pending, 1u);
 }
 
 TEST_F(RepeatedTimerManual, ResetFromInsideItsCallbackToAShorterThenALongerTimeout) {
-  Ms at;
-  std::unique_ptr<RepeatedTimer> t;
-  t = std::make_unique<RepeatedTimer>(e, "t", 10ms, [&] {
-    at.push_back(now_ms());
-    if (at.size() == 1) {
-      EXPECT_TRUE(t->reset(3ms));
+  auto r = recorded([](RepeatedTimer& t, std::size_t run) {
+    if (run == 1) {
+      EXPECT_TRUE(t.reset(3ms));
     }
-    if (at.size() == 3) {
-      EXPECT_TRUE(t->reset(25ms));
+    if (run == 3) {
+      EXPECT_TRUE(t.reset(25ms));
     }
   });
-  ASSERT_TRUE(t->start());
+  ASSERT_TRUE(r->timer->start());
   step(50);
-  EXPECT_EQ(at, (Ms{10, 13, 16, 41}));
-  EXPECT_EQ(t->timeout(), 25ms);
+  EXPECT_EQ(r->at, (Ms{10, 13, 16, 41}));
+  EXPECT_EQ(r->timer->timeout(), 25ms);
   EXPECT_EQ(e.stats().pending, 1u);
 }
 
 TEST_F(RepeatedTimerManual, RunOnceNowFromInsideItsCallbackRunsRightAfterIt) {
-  Ms at;
-  std::unique_ptr<RepeatedTimer> t;
-  t = std::make_unique<RepeatedTimer>(e, "t", 10ms, [&] {
-    at.push_back(now_ms());
-    if (at.size() == 1) {
-      EXPECT_TRUE(t->run_once_now());
+  auto r = recorded([](RepeatedTimer& t, std::size_t run) {
+    if (run == 1) {
+      EXPECT_TRUE(t.run_once_now());
     }
   });
-  ASSERT_TRUE(t->start());
+  ASSERT_TRUE(r->timer->start());
   step(10);
-  EXPECT_EQ(at, (Ms{10}));
+  EXPECT_EQ(r->at, (Ms{10}));
   poll_now();
-  EXPECT_EQ(at, (Ms{10, 10})) << "the forced run comes at the next poll, after this run returned";
+  EXPECT_EQ(r->at, (Ms{10, 10})) << "the forced run comes at the next poll, after this run returned";
   step(20);
-  EXPECT_EQ(at, (Ms{10, 10, 20, 30}));
+  EXPECT_EQ(r->at, (Ms{10, 10, 20, 30}));
   EXPECT_EQ(e.stats().pending, 1u);
 }
 
 TEST_F(RepeatedTimerManual, DestroyFromInsideItsCallback) {
-  Ms at;
-  std::unique_ptr<RepeatedTimer> t;
-  t = std::make_unique<RepeatedTimer>(e, "t", 10ms, [&] {
-    at.push_back(now_ms());
-    t->destroy();
-    EXPECT_FALSE(t->start());
-    EXPECT_FALSE(t->run_once_now());
+  auto r = recorded([](RepeatedTimer& t, std::size_t) {
+    t.destroy();
+    EXPECT_FALSE(t.start());
+    EXPECT_FALSE(t.run_once_now());
   });
-  ASSERT_TRUE(t->start());
+  ASSERT_TRUE(r->timer->start());
   step(50);
-  EXPECT_EQ(at, (Ms{10}));
-  EXPECT_FALSE(t->start());
+  EXPECT_EQ(r->at, (Ms{10}));
+  EXPECT_FALSE(r->timer->start());
   EXPECT_EQ(e.stats().pending, 0u);
 }
 
@@ -506,12 +507,6 @@ TEST_F(RepeatedTimerManual, TheDestructorFromInsideItsCallbackLetsTheRunFinishTh
 
 // ---- Threads ----
 
-EngineOptions threaded(std::size_t shards, std::shared_ptr<Executor> executor = {}) {
-  EngineOptions o = workers(shards, std::move(executor));
-  o.tick = 100us;
-  return o;
-}
-
 // Counts runs in on_trigger and any two that overlap. Sequentially consistent throughout: the
 // storm's hand-shake below (a flag store, then a read of `inside`) relies on it.
 struct Overlap {
@@ -527,7 +522,7 @@ struct Overlap {
 
 TEST(RepeatedTimerThreads, ARunThatComesDueDuringAnotherWaitsForItToReturn) {
   // Two pool threads: the forced run is handed to the second while the first still blocks.
-  Engine e(threaded(1, pool(2)));
+  Engine e(fine_tick_workers(1, pool(2)));
   Overlap o;
   Gate gate;
   RepeatedTimer t(e, "t", 1h, [&] {
@@ -551,7 +546,7 @@ TEST(RepeatedTimerThreads, ARunThatComesDueDuringAnotherWaitsForItToReturn) {
 }
 
 TEST(RepeatedTimerThreads, TheDestructorWaitsForARunInProgressOnAnotherThread) {
-  Engine e(threaded(1));
+  Engine e(fine_tick_workers(1));
   Gate gate;
   std::atomic<bool> started{false};
   std::atomic<bool> finished{false};
@@ -654,13 +649,13 @@ void storm(Engine& e, std::uint64_t seed) {
 }
 
 TEST(RepeatedTimerThreads, ConcurrentTransitionsOnWorkersKeepTheInvariants) {
-  Engine e(threaded(2));
+  Engine e(fine_tick_workers(2));
   storm(e, seed_from_env_or_random());
   e.stop();
 }
 
 TEST(RepeatedTimerThreads, ConcurrentTransitionsOnAThreadPoolKeepTheInvariants) {
-  Engine e(threaded(2, pool(2)));
+  Engine e(fine_tick_workers(2, pool(2)));
   storm(e, seed_from_env_or_random());
   e.stop();
 }

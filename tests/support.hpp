@@ -1,6 +1,7 @@
 // tests/support.hpp — helpers shared by the test files: a counting test type that catches a
-// callable destroyed twice or never, tick arithmetic done the slow obvious way, the seed plumbing
-// of the randomized tiers, and the minor-fault count of the reserve tests.
+// callable destroyed twice or never, tick arithmetic done the slow obvious way, a log of which
+// timer ran when, the expected stats() counters of a Wheel, the seed plumbing of the randomized
+// tiers, and the minor-fault count of the reserve tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tickwheel/wheel.hpp"
@@ -43,10 +45,9 @@ inline std::uint64_t minor_faults() {
 // the loop under test and returns the faults that loop took; it stops at the first call that took
 // none. Why more than one: the kernel can take back a page of a range that was committed and fault
 // it in again at the next access (khugepaged collapsing small pages into a huge one, compaction
-// migrating a page). That befalls the process, not the code, and seldom: CI once counted 1 fault in
-// a million schedules into a reserved wheel, where four other CI runs of the same commit and 70
-// reruns here counted none. Memory that the code failed to commit faults on every try, so a
-// reserve that misses any is still caught.
+// migrating a page). That befalls the process, not the code, and seldom enough that the next try
+// takes none. Memory that the code failed to commit faults on every try, so a reserve that misses
+// any is still caught.
 template <class Attempt>
 std::uint64_t fewest_minor_faults(Attempt attempt, int tries = 3) {
   std::uint64_t fewest = attempt();
@@ -132,6 +133,50 @@ inline std::vector<std::int64_t> boundary_ticks(unsigned top_level) {
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+// What the callbacks of a Wheel test record: which timer ran, and the wheel's now() when it did.
+struct RunLog {
+  Wheel* wheel;
+  std::vector<std::pair<int, Nanos>> runs{};
+  // The times timer `who` ran at, in order.
+  std::vector<Nanos> of(int who) const {
+    std::vector<Nanos> out;
+    for (const auto& [w, at] : runs) {
+      if (w == who) out.push_back(at);
+    }
+    return out;
+  }
+};
+
+// A callable that logs its run as timer `who`. 16 bytes, so it fits a periodic timer too.
+struct LogRun {
+  RunLog* log;
+  int who;
+  void operator()() const { log->runs.emplace_back(who, log->wheel->now()); }
+};
+static_assert(sizeof(LogRun) <= 16);
+
+// Advances one tick at a time up to `until`, so every tick on the way is a call of its own.
+inline void tick_to(Wheel& w, Nanos until) {
+  while (w.now() < until) w.advance(w.now() + w.tick());
+}
+
+// The stats() counters a test expects of a Wheel after its calls.
+struct WheelCounts {
+  std::uint64_t scheduled = 0;
+  std::uint64_t fired = 0;
+  std::uint64_t cancelled = 0;
+  std::uint64_t rejected = 0;
+  std::uint64_t rescheduled = 0;
+};
+inline void expect_counts(const Wheel& w, const WheelCounts& want) {
+  const WheelStats s = w.stats();
+  EXPECT_EQ(s.scheduled, want.scheduled);
+  EXPECT_EQ(s.fired, want.fired);
+  EXPECT_EQ(s.cancelled, want.cancelled);
+  EXPECT_EQ(s.rejected, want.rejected);
+  EXPECT_EQ(s.rescheduled, want.rescheduled);
 }
 
 // Seed plumbing of the randomized tiers: TICKWHEEL_SEED replays a run, otherwise a fresh seed.

@@ -1,6 +1,6 @@
-// Tier 1 (resource accounting, own executable): no heap allocation per timer. This file replaces
-// every global operator new / delete (plain, array, sized, aligned, nothrow) with counting versions,
-// which is why it is built as its own executable, tickwheel-alloc-tests. It checks that
+// The Wheel's memory: no heap allocation per timer. This file replaces every global operator new /
+// delete (plain, array, sized, aligned, nothrow) with counting versions, which is why it is built
+// as its own executable, tickwheel-alloc-tests. It checks that
 //   - a wheel warmed up to 100k pending timers runs 1M churn operations (cancel a random pending
 //     timer, schedule a new one, advance one tick) with zero operator-new calls and no pool growth;
 //   - on such a wheel, reschedules (within a slot's unit and to other slots), the queries
@@ -168,21 +168,43 @@ void churn(Wheel& w, Churn& c, std::mt19937_64& rng, std::uint64_t ops) {
   fill(w, c, rng);  // replace what the last advance fired
 }
 
-TEST(WheelAlloc, SteadyStateChurnAllocatesNothing) {
-  constexpr std::size_t kPending = 100'000;
-  Wheel w({.tick = 1ms});
-  Churn c(kPending);
-  std::mt19937_64 rng(31337);
-  fill(w, c, rng);
-  ASSERT_EQ(w.pending_count(), kPending);
-  churn(w, c, rng, 300'000);  // warm-up: the pool reaches its high-water mark
-  ASSERT_EQ(w.pending_count(), kPending);
-
+// A phase measured on a wheel: its operator-new calls, and the wheel's stats before and after.
+struct Phase {
+  WheelStats before;
+  WheelStats after;
+  std::uint64_t allocations;
+};
+template <class Run>
+Phase measure(const Wheel& w, Run run) {
   const std::uint64_t news_before = news();
   const WheelStats before = w.stats();
-  churn(w, c, rng, 1'000'000);
-  const std::uint64_t allocations = news() - news_before;
+  run();
   const WheelStats after = w.stats();
+  return {before, after, news() - news_before};
+}
+
+// A wheel filled to kWarmPending timers by a Churn, then churned `warm_up` operations so that its
+// pool has reached its high-water mark.
+constexpr std::size_t kWarmPending = 100'000;
+struct WarmWheel {
+  WarmWheel(std::uint64_t seed, std::uint64_t warm_up) : rng(seed) {
+    fill(w, c, rng);
+    EXPECT_EQ(w.pending_count(), kWarmPending);
+    churn(w, c, rng, warm_up);
+  }
+  Wheel w{{.tick = 1ms}};
+  Churn c{kWarmPending};
+  std::mt19937_64 rng;
+};
+
+TEST(WheelAlloc, SteadyStateChurnAllocatesNothing) {
+  constexpr std::size_t kPending = kWarmPending;
+  WarmWheel warm(31337, 300'000);
+  Wheel& w = warm.w;
+  Churn& c = warm.c;
+  ASSERT_EQ(w.pending_count(), kPending);
+
+  const auto [before, after, allocations] = measure(w, [&] { churn(w, c, warm.rng, 1'000'000); });
 
   EXPECT_EQ(allocations, 0u) << "operator new called during steady-state schedule/cancel/advance";
   EXPECT_EQ(after.pool_segments, before.pool_segments) << "the pool grew in steady state";
@@ -198,54 +220,50 @@ TEST(WheelAlloc, SteadyStateChurnAllocatesNothing) {
   RecordProperty("pool_nodes", std::to_string(after.pool_nodes));
 }
 
-// The calls of issue 17 on a warm wheel: reschedule (near, mostly within the slot's unit, and far,
-// to another slot), the queries, a walk of every pending timer, and clear() followed by a refill
-// to the same population.
+// On a warm wheel: reschedule (near, mostly within the slot's unit, and far, to another slot), the
+// queries, a walk of every pending timer, and clear() followed by a refill to the same population.
 TEST(WheelAlloc, RescheduleQueriesWalkAndClearAllocateNothing) {
-  constexpr std::size_t kPending = 100'000;
-  Wheel w({.tick = 1ms});
-  Churn c(kPending);
-  std::mt19937_64 rng(4242);
-  fill(w, c, rng);
-  churn(w, c, rng, 100'000);  // warm-up, as above
+  constexpr std::size_t kPending = kWarmPending;
+  WarmWheel warm(4242, 100'000);
+  Wheel& w = warm.w;
+  Churn& c = warm.c;
+  std::mt19937_64& rng = warm.rng;
   ASSERT_EQ(w.pending_count(), kPending);
 
-  const std::uint64_t news_before = news();
-  const WheelStats before = w.stats();
   std::uint64_t moves = 0;
   std::uint64_t moved = 0;
   std::uint64_t visited = 0;
   std::uint64_t cleared = 0;
-  for (int round = 0; round < 3; ++round) {
-    for (std::uint64_t op = 0; op < 300'000; ++op) {
-      const std::size_t i = rng() % c.slots.size();
-      if (!c.slots[i].used) continue;
-      const TimerId id = c.slots[i].id;
-      const std::optional<Nanos> at = w.deadline(id);
-      if (!w.is_pending(id) || !at || !w.remaining(id)) {
-        ++c.cancel_mismatch;
-        continue;
+  const auto [before, after, allocations] = measure(w, [&] {
+    for (int round = 0; round < 3; ++round) {
+      for (std::uint64_t op = 0; op < 300'000; ++op) {
+        const std::size_t i = rng() % c.slots.size();
+        if (!c.slots[i].used) continue;
+        const TimerId id = c.slots[i].id;
+        const std::optional<Nanos> at = w.deadline(id);
+        if (!w.is_pending(id) || !at || !w.remaining(id)) {
+          ++c.cancel_mismatch;
+          continue;
+        }
+        const auto ms = [&rng](std::uint64_t up_to) {
+          return Nanos(1ms) * static_cast<std::int64_t>(1 + rng() % up_to);
+        };
+        ++moves;
+        moved += op % 2 == 0 ? w.reschedule(id, *at + ms(4)) : w.reschedule_after(id, ms(100'000));
+        if (op % 64 == 0) w.advance(w.now() + 1ms);
+        if (op % 1024 == 0) fill(w, c, rng);
       }
-      const auto ms = [&rng](std::uint64_t up_to) {
-        return Nanos(1ms) * static_cast<std::int64_t>(1 + rng() % up_to);
-      };
-      ++moves;
-      moved += op % 2 == 0 ? w.reschedule(id, *at + ms(4)) : w.reschedule_after(id, ms(100'000));
-      if (op % 64 == 0) w.advance(w.now() + 1ms);
-      if (op % 1024 == 0) fill(w, c, rng);
+      fill(w, c, rng);
+      w.for_each_pending([&visited](TimerId, Nanos) { ++visited; });
+      cleared += w.clear();
+      for (std::size_t i = 0; i < c.slots.size(); ++i) {
+        if (!c.slots[i].used) continue;
+        c.slots[i].used = false;
+        c.free_slots.push_back(static_cast<std::uint32_t>(i));
+      }
+      fill(w, c, rng);
     }
-    fill(w, c, rng);
-    w.for_each_pending([&visited](TimerId, Nanos) { ++visited; });
-    cleared += w.clear();
-    for (std::size_t i = 0; i < c.slots.size(); ++i) {
-      if (!c.slots[i].used) continue;
-      c.slots[i].used = false;
-      c.free_slots.push_back(static_cast<std::uint32_t>(i));
-    }
-    fill(w, c, rng);
-  }
-  const std::uint64_t allocations = news() - news_before;
-  const WheelStats after = w.stats();
+  });
 
   EXPECT_EQ(allocations, 0u) << "operator new called by reschedule, a query, the walk or clear()";
   EXPECT_EQ(after.pool_segments, before.pool_segments) << "the pool grew";
@@ -274,15 +292,14 @@ TEST(WheelAlloc, PeriodicTimersAllocateNothingPerPeriod) {
   // Warm-up: every level the timers will use has been used, so the measured phase is steady.
   for (int step = 0; step < 10'000; ++step) w.advance(w.now() + 1ms);
 
-  const std::uint64_t news_before = news();
-  const WheelStats before = w.stats();
   const std::uint64_t runs_before = runs;
-  for (int step = 0; step < 100'000; ++step) {
-    w.advance(w.now() + Nanos(1ms) * static_cast<std::int64_t>(1 + step % 3));  // now and then a gap
-  }
-  const WheelStats after = w.stats();
+  const auto [before, after, allocations] = measure(w, [&w] {
+    for (int step = 0; step < 100'000; ++step) {
+      w.advance(w.now() + Nanos(1ms) * static_cast<std::int64_t>(1 + step % 3));  // now and then a gap
+    }
+  });
 
-  EXPECT_EQ(news() - news_before, 0u) << "operator new called while periodic timers ran";
+  EXPECT_EQ(allocations, 0u) << "operator new called while periodic timers ran";
   EXPECT_EQ(after.pool_segments, before.pool_segments) << "the pool grew";
   EXPECT_EQ(after.pool_nodes, kTimers) << "one node per periodic timer, for its whole life";
   EXPECT_EQ(w.pending_count(), kTimers);

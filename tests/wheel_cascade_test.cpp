@@ -1,6 +1,6 @@
-// Tier 1 (deterministic, counters only): cascading is paced, never bursty. Timers further out than
-// level 0 are moved down the levels as time passes; the wheel promises to move the next upper slot
-// a share per pass, in proportion to the time passed, so the work of one advance() call
+// The Wheel's cascade, with counters only: cascading is paced, never bursty. Timers further out
+// than level 0 are moved down the levels as time passes; the wheel promises to move the next upper
+// slot a share per pass, in proportion to the time passed, so the work of one advance() call
 // (stats().max_pass_work = fires + moves in one call) stays near the mean work per pass. These
 // tests check that with counters, never with time, and check that nothing is lost, early or late
 // when time jumps across many upper slots at once.

@@ -1,10 +1,9 @@
-// Tier 1 (documentation check): the level table in the comment of include/tickwheel/wheel.hpp is
+// The Wheel's geometry: the level table in the comment of include/tickwheel/wheel.hpp is
 // recomputed from Wheel::kLevelBits / kSlots / kLevels, so the table and the code cannot drift.
 // The header is read at run time (its path comes from CMake as TICKWHEEL_WHEEL_HEADER); each row
 // `//   L   granularity   holds-less-than   <at 1 ms>   <at 1 us>` must say 2^(kLevelBits*L) and
-// kSlots * 2^(kLevelBits*L) (64^L and 128 * 64^L in the first design, 256^L and 512 * 256^L now),
-// and the two human-readable spans must round to the same values. Also the deadline -> tick
-// arithmetic every schedule does (detail::TickDivider), against plain division.
+// kSlots * 2^(kLevelBits*L), and the two human-readable spans must round to the same values. Also
+// the deadline -> tick arithmetic every schedule does (detail::TickDivider), against plain division.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,10 +1,10 @@
-// Tier 2: seeded model-based randomized test. Millions of random operations (schedule at every
-// scale from negative delays to past the horizon, cancel of live / fired / cancelled / stale /
-// garbage ids, reschedule of the same kinds of ids to deadlines at every scale, advance with jumps
-// from zero to many revolutions of the upper levels and to the horizon, random expiry limits, and
-// callbacks that themselves schedule, cancel, reschedule, try to advance and now and then throw) run against
-// tickwheel::Wheel and against a plain reference model (std::set keyed by effective tick + maps id -> state).
-// After every step the wheel must agree with the model.
+// The Wheel against a reference model: a seeded randomized test. Millions of random operations
+// (schedule at every scale from negative delays to past the horizon, cancel of live / fired /
+// cancelled / stale / garbage ids, reschedule of the same kinds of ids to deadlines at every scale,
+// advance with jumps from zero to many revolutions of the upper levels and to the horizon, random
+// expiry limits, and callbacks that themselves schedule, cancel, reschedule, try to advance and now
+// and then throw) run against tickwheel::Wheel and against a plain reference model (std::set keyed
+// by effective tick + maps id -> state). After every step the wheel must agree with the model.
 //
 // The seed comes from TICKWHEEL_SEED if set, else from std::random_device; it is printed with every
 // failure so the run can be replayed. TICKWHEEL_MODEL_OPS scales the operation count.
@@ -753,7 +753,7 @@ TEST(WheelModel, RandomSeed) {
   run_model(seed, env_u64("TICKWHEEL_MODEL_OPS", kDefaultOps));
 }
 
-// Fixed seeds: regression cases that run the same operations every time.
+// Fixed seeds: the same operations on every run.
 TEST(WheelModel, FixedSeed1) { run_model(1, env_u64("TICKWHEEL_MODEL_OPS", kDefaultOps) / 8); }
 TEST(WheelModel, FixedSeed20240611) { run_model(20240611, env_u64("TICKWHEEL_MODEL_OPS", kDefaultOps) / 8); }
 TEST(WheelModel, FixedSeedC0FFEE) { run_model(0xC0FFEE, env_u64("TICKWHEEL_MODEL_OPS", kDefaultOps) / 8); }

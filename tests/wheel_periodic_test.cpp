@@ -1,10 +1,10 @@
-// Periodic timers (Wheel::schedule_every), in two tiers:
-//   Tier 1, deterministic unit tests, one (or a few) per rule of the contract in wheel.hpp: the
+// The Wheel's periodic timers (Wheel::schedule_every), in two parts:
+//   deterministic unit tests, one (or a few) per rule of the contract in wheel.hpp: the
 //     fixed-rate grid, fixed delay, the initial delay, each misfire policy after a gap, cancel
 //     between runs / from the timer's own callback / from another timer's callback, bad periods,
 //     the 16-byte callable limit, throwing callbacks, the expiry limit, no livelock, the stats
 //     counts, callable lifetimes, and the rule that no call runs a timer twice (the due slot).
-//   Tier 2, a seeded model test: one-shot and periodic timers of every cadence and misfire policy,
+//   a seeded model test: one-shot and periodic timers of every cadence and misfire policy,
 //     scheduled, cancelled (also from callbacks) and advanced at random, against a plain reference
 //     that predicts exactly which timers run in each advance() call. Seed from TICKWHEEL_SEED.
 // Time is driven by hand; nothing sleeps and nothing reads a clock. The no-allocation check for
@@ -68,13 +68,25 @@ PeriodicOptions first_after(Nanos initial) {
 
 using Ticks = std::vector<std::int64_t>;
 
+// Schedules a periodic timer on w that records the ms_now() of each of its runs in `at`.
+TimerId record_every(Wheel& w, Nanos period, Ticks& at, const PeriodicOptions& opts = {}) {
+  return w.schedule_every(
+      period, [&w, &at] { at.push_back(ms_now(w)); }, opts);
+}
+
+// Schedules a periodic timer on w that counts its runs in `runs`.
+TimerId count_every(Wheel& w, Nanos period, int& runs, const PeriodicOptions& opts) {
+  return w.schedule_every(
+      period, [&runs] { ++runs; }, opts);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Fixed rate
 
 TEST(WheelPeriodicRate, RunsAtDThenEveryPeriodWithOneId) {
   Wheel w({.tick = 1ms});
   Ticks at;
-  const TimerId id = w.schedule_every(10ms, [&w, &at] { at.push_back(ms_now(w)); });
+  const TimerId id = record_every(w, 10ms, at);
   ASSERT_TRUE(id);
   EXPECT_EQ(w.pending_count(), 1u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(10ms)) << "the first run is one period out by default";
@@ -102,8 +114,7 @@ TEST(WheelPeriodicRate, GridStartsAtTheRoundedFirstRunAndIgnoresWhenTheCallerAdv
   // whatever sub-tick offset the caller's nows have.
   Wheel w({.tick = 1ms, .start = 500us});
   Ticks at;
-  ASSERT_TRUE(w.schedule_every(
-      3ms, [&w, &at] { at.push_back(ms_now(w)); }, first_after(1ms)));
+  ASSERT_TRUE(record_every(w, 3ms, at, first_after(1ms)));
   for (std::int64_t t = 1; t <= 14; ++t) w.advance(Nanos(1ms) * t + 300us);
   EXPECT_EQ(at, (Ticks{2, 5, 8, 11, 14}));
 }
@@ -112,7 +123,7 @@ TEST(WheelPeriodicRate, LongPeriodsMoveThroughTheUpperLevelsAndStayOnTheGrid) {
   const Nanos period = Nanos(1ms) * (3 * std::int64_t{Wheel::kSlots} + 17);  // a level-1 timer
   Wheel w({.tick = 1ms});
   Ticks at;
-  ASSERT_TRUE(w.schedule_every(period, [&w, &at] { at.push_back(ms_now(w)); }));
+  ASSERT_TRUE(record_every(w, period, at));
   // An event loop driven by next_deadline(): it wakes a few times per period, never late.
   for (int wakeups = 0; wakeups < 200 && at.size() < 4; ++wakeups) {
     const std::optional<Nanos> nd = w.next_deadline();
@@ -148,8 +159,7 @@ TEST(WheelPeriodicRate, StaleIdAfterCancelNamesNothingWhenTheNodeIsReused) {
 TEST(WheelPeriodicDelay, NextRunIsOnePeriodAfterTheNowOfTheCallThatRanIt) {
   Wheel w({.tick = 1ms});
   Ticks at;
-  ASSERT_TRUE(w.schedule_every(
-      10ms, [&w, &at] { at.push_back(ms_now(w)); }, delay_cadence()));
+  ASSERT_TRUE(record_every(w, 10ms, at, delay_cadence()));
   EXPECT_EQ(w.advance(10ms), 1u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(20ms));
   EXPECT_EQ(w.advance(27ms), 1u);  // seven late: the next run is measured from 27
@@ -163,8 +173,7 @@ TEST(WheelPeriodicDelay, NextRunIsOnePeriodAfterTheNowOfTheCallThatRanIt) {
 TEST(WheelPeriodicDelay, APeriodThatIsNoWholeNumberOfTicksRoundsEachDeadlineUp) {
   Wheel w({.tick = 1ms});
   Ticks at;
-  ASSERT_TRUE(w.schedule_every(
-      2500us, [&w, &at] { at.push_back(ms_now(w)); }, delay_cadence()));
+  ASSERT_TRUE(record_every(w, 2500us, at, delay_cadence()));
   step_ms(w, 1, 12, 1);
   // 2.5 -> 3; 3 + 2.5 = 5.5 -> 6; 8.5 -> 9; 11.5 -> 12.
   EXPECT_EQ(at, (Ticks{3, 6, 9, 12}));
@@ -174,9 +183,8 @@ TEST(WheelPeriodicDelay, MisfireDoesNotApplyAfterAGap) {
   for (Misfire m : {Misfire::catch_up, Misfire::fire_once_now, Misfire::skip}) {
     Wheel w({.tick = 1ms});
     int runs = 0;
-    ASSERT_TRUE(
-        w.schedule_every(10ms, [&runs] { ++runs; },
-                         {.cadence = Cadence::fixed_delay, .initial_delay = std::nullopt, .misfire = m}));
+    ASSERT_TRUE(count_every(w, 10ms, runs,
+                            {.cadence = Cadence::fixed_delay, .initial_delay = std::nullopt, .misfire = m}));
     EXPECT_EQ(w.advance(95ms), 1u);
     EXPECT_EQ(w.advance(95ms), 0u);
     EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(105ms));
@@ -198,8 +206,7 @@ TEST(WheelPeriodicInitialDelay, DefaultZeroExplicitAndNegative) {
     SCOPED_TRACE(c.initial ? std::to_string(c.initial->count()) + "ns" : std::string("default"));
     Wheel w({.tick = 1ms});
     Ticks at;
-    ASSERT_TRUE(w.schedule_every(
-        10ms, [&w, &at] { at.push_back(ms_now(w)); }, first_after(c.initial.value_or(10ms))));
+    ASSERT_TRUE(record_every(w, 10ms, at, first_after(c.initial.value_or(10ms))));
     if (!c.initial) {
       // The same through an unset optional.
       Wheel w2({.tick = 1ms});
@@ -217,8 +224,7 @@ TEST(WheelPeriodicInitialDelay, ZeroDelayRunsOnTheNextAdvanceEvenWithTheSameNow)
   Wheel w({.tick = 1ms});
   EXPECT_EQ(w.advance(40ms), 0u);
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(
-      10ms, [&runs] { ++runs; }, first_after(0ns)));
+  ASSERT_TRUE(count_every(w, 10ms, runs, first_after(0ns)));
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(40ms));
   EXPECT_EQ(w.advance(40ms), 1u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(50ms)) << "the grid starts at the first run's tick";
@@ -228,8 +234,7 @@ TEST(WheelPeriodicInitialDelay, ZeroDelayRunsOnTheNextAdvanceEvenWithTheSameNow)
 TEST(WheelPeriodicInitialDelay, HugeInitialDelayClampsToTheHorizon) {
   Wheel w({.tick = 1ms});
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(
-      1ms, [&runs] { ++runs; }, first_after(Nanos::max())));
+  ASSERT_TRUE(count_every(w, 1ms, runs, first_after(Nanos::max())));
   ASSERT_TRUE(w.next_deadline().has_value());
   EXPECT_LE(*w.next_deadline(), w.horizon());
   EXPECT_EQ(w.advance(w.horizon() - 1ns), 0u);
@@ -244,11 +249,17 @@ TEST(WheelPeriodicInitialDelay, HugeInitialDelayClampsToTheHorizon) {
 // Misfire, fixed rate: a period of 10 ms, first run at 10 ms, and the caller's first advance at
 // 45 ms, when the runs for 10, 20, 30 and 40 are all due.
 
-TEST(WheelPeriodicMisfire, CatchUpRunsEveryMissedPeriodInOrderOnePerCall) {
-  Wheel w({.tick = 1ms});
+// A wheel with a 1 ms tick, and what its periodic timer records: the ms_now() of each run (`at`)
+// or the number of runs.
+class WheelPeriodicMisfire : public ::testing::Test {
+ protected:
+  Wheel w{{.tick = 1ms}};
+  Ticks at;
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(
-      10ms, [&runs] { ++runs; }, rate(Misfire::catch_up)));
+};
+
+TEST_F(WheelPeriodicMisfire, CatchUpRunsEveryMissedPeriodInOrderOnePerCall) {
+  ASSERT_TRUE(count_every(w, 10ms, runs, rate(Misfire::catch_up)));
   for (int call = 0; call < 4; ++call) {
     EXPECT_EQ(w.advance(45ms), 1u) << "call " << call;
     expect_accounting(w, 1);
@@ -265,11 +276,8 @@ TEST(WheelPeriodicMisfire, CatchUpRunsEveryMissedPeriodInOrderOnePerCall) {
   EXPECT_EQ(w.stats().rearmed, 5u);
 }
 
-TEST(WheelPeriodicMisfire, CatchUpKeepsTheGridWhileTimeMovesOn) {
-  Wheel w({.tick = 1ms});
-  int runs = 0;
-  ASSERT_TRUE(w.schedule_every(
-      10ms, [&runs] { ++runs; }, rate(Misfire::catch_up)));
+TEST_F(WheelPeriodicMisfire, CatchUpKeepsTheGridWhileTimeMovesOn) {
+  ASSERT_TRUE(count_every(w, 10ms, runs, rate(Misfire::catch_up)));
   EXPECT_EQ(w.advance(45ms), 1u);  // the run for 10
   // Time moves on while it catches up: the runs for 20 .. 60 (all due by 62) one per call.
   for (int call = 0; call < 5; ++call) EXPECT_EQ(w.advance(62ms), 1u) << call;
@@ -278,11 +286,8 @@ TEST(WheelPeriodicMisfire, CatchUpKeepsTheGridWhileTimeMovesOn) {
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(70ms));
 }
 
-TEST(WheelPeriodicMisfire, FireOnceNowRunsOnceForTheBacklogThenResumesOnTheGrid) {
-  Wheel w({.tick = 1ms});
-  Ticks at;
-  ASSERT_TRUE(w.schedule_every(
-      10ms, [&w, &at] { at.push_back(ms_now(w)); }, rate(Misfire::fire_once_now)));
+TEST_F(WheelPeriodicMisfire, FireOnceNowRunsOnceForTheBacklogThenResumesOnTheGrid) {
+  ASSERT_TRUE(record_every(w, 10ms, at, rate(Misfire::fire_once_now)));
   EXPECT_EQ(w.advance(45ms), 1u);
   EXPECT_EQ(w.advance(45ms), 0u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(50ms));
@@ -291,11 +296,8 @@ TEST(WheelPeriodicMisfire, FireOnceNowRunsOnceForTheBacklogThenResumesOnTheGrid)
   EXPECT_EQ(w.stats().skipped, 0u);
 }
 
-TEST(WheelPeriodicMisfire, SkipDropsTheBacklogAndResumesOnTheGrid) {
-  Wheel w({.tick = 1ms});
-  Ticks at;
-  ASSERT_TRUE(w.schedule_every(
-      10ms, [&w, &at] { at.push_back(ms_now(w)); }, rate(Misfire::skip)));
+TEST_F(WheelPeriodicMisfire, SkipDropsTheBacklogAndResumesOnTheGrid) {
+  ASSERT_TRUE(record_every(w, 10ms, at, rate(Misfire::skip)));
   EXPECT_EQ(w.advance(45ms), 0u);
   EXPECT_EQ(w.stats().skipped, 1u);
   EXPECT_EQ(w.stats().rearmed, 1u);
@@ -307,11 +309,8 @@ TEST(WheelPeriodicMisfire, SkipDropsTheBacklogAndResumesOnTheGrid) {
   EXPECT_EQ(w.stats().skipped, 1u);
 }
 
-TEST(WheelPeriodicMisfire, SkipStillRunsWhenLessThanAWholePeriodLate) {
-  Wheel w({.tick = 1ms});
-  Ticks at;
-  ASSERT_TRUE(w.schedule_every(
-      10ms, [&w, &at] { at.push_back(ms_now(w)); }, rate(Misfire::skip)));
+TEST_F(WheelPeriodicMisfire, SkipStillRunsWhenLessThanAWholePeriodLate) {
+  ASSERT_TRUE(record_every(w, 10ms, at, rate(Misfire::skip)));
   EXPECT_EQ(w.advance(19ms), 1u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(20ms));
   EXPECT_EQ(w.advance(20ms), 1u);
@@ -321,11 +320,8 @@ TEST(WheelPeriodicMisfire, SkipStillRunsWhenLessThanAWholePeriodLate) {
 
 // The documented sharp edge of skip: exactly one period late means two runs are due, and skip
 // drops both, the one on time included; a caller that advances every two periods never runs it.
-TEST(WheelPeriodicMisfire, SkipDropsAGridPointThatFallsOnNow) {
-  Wheel w({.tick = 1ms});
-  int runs = 0;
-  ASSERT_TRUE(w.schedule_every(
-      10ms, [&runs] { ++runs; }, rate(Misfire::skip)));
+TEST_F(WheelPeriodicMisfire, SkipDropsAGridPointThatFallsOnNow) {
+  ASSERT_TRUE(count_every(w, 10ms, runs, rate(Misfire::skip)));
   EXPECT_EQ(w.advance(20ms), 0u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(30ms));
   for (std::int64_t t = 40; t <= 200; t += 20) EXPECT_EQ(w.advance(Nanos(1ms) * t), 0u);
@@ -342,8 +338,7 @@ TEST(WheelPeriodicLivelock, OneTickPeriodAfterALongGapRunsOncePerCall) {
     SCOPED_TRACE(static_cast<int>(m));
     Wheel w({.tick = 1ms});
     int runs = 0;
-    ASSERT_TRUE(w.schedule_every(
-        1ms, [&runs] { ++runs; }, rate(m)));
+    ASSERT_TRUE(count_every(w, 1ms, runs, rate(m)));
     int calls = 0;
     while (calls < 5000) {
       const std::size_t ran = w.advance(1000ms);
@@ -360,8 +355,7 @@ TEST(WheelPeriodicLivelock, OneTickPeriodAfterALongGapRunsOncePerCall) {
   }
   Wheel w({.tick = 1ms});
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(
-      1ms, [&runs] { ++runs; }, delay_cadence()));
+  ASSERT_TRUE(count_every(w, 1ms, runs, delay_cadence()));
   EXPECT_EQ(w.advance(1000ms), 1u);
   EXPECT_EQ(w.next_deadline(), std::optional<Nanos>(1001ms));
 }
@@ -437,52 +431,54 @@ TEST(WheelPeriodicCancel, FromInsideItsOwnCallbackTheRunFinishesAndNoneFollows) 
   EXPECT_EQ(w.stats().pool_nodes, nodes);
 }
 
-TEST(WheelPeriodicCancel, FromAnotherTimersCallbackInTheSamePass) {
-  {
-    // The periodic timer's first run is later in the pass than the cancelling one-shot.
-    Wheel w({.tick = 1ms});
-    int runs = 0;
-    bool result = false;
-    const TimerId p = w.schedule_every(
-        10ms, [&runs] { ++runs; }, first_after(7ms));
-    ASSERT_TRUE(w.schedule_at(5ms, [&w, &result, p] { result = w.cancel(p); }));
-    EXPECT_EQ(w.advance(20ms), 1u);
+// A wheel with a periodic timer that counts its runs, and a one-shot that cancels it.
+struct CancelledByAnother {
+  CancelledByAnother(Nanos period, const PeriodicOptions& opts)
+      : periodic(count_every(w, period, runs, opts)) {}
+  // Schedules the one-shot that cancels the periodic timer at `at` and records what cancel() said.
+  TimerId cancel_at(Nanos at) {
+    return w.schedule_at(at, [this] { result = w.cancel(periodic); });
+  }
+  // The cancel won and the periodic timer is gone, both schedules accounted for.
+  void expect_cancelled() const {
     EXPECT_TRUE(result);
-    EXPECT_EQ(runs, 0);
     EXPECT_EQ(w.pending_count(), 0u);
     expect_accounting(w, 2);
   }
+  Wheel w{{.tick = 1ms}};
+  int runs = 0;
+  bool result = false;
+  TimerId periodic;
+};
+
+TEST(WheelPeriodicCancel, FromAnotherTimersCallbackInTheSamePass) {
+  {
+    // The periodic timer's first run is later in the pass than the cancelling one-shot.
+    CancelledByAnother c(10ms, first_after(7ms));
+    ASSERT_TRUE(c.cancel_at(5ms));
+    EXPECT_EQ(c.w.advance(20ms), 1u);
+    EXPECT_EQ(c.runs, 0);
+    c.expect_cancelled();
+  }
   {
     // Both on one tick, in either order: the periodic timer runs at most that once.
-    Wheel w({.tick = 1ms});
-    int runs = 0;
-    bool result = false;
-    const TimerId p = w.schedule_every(
-        10ms, [&runs] { ++runs; }, first_after(5ms));
-    ASSERT_TRUE(w.schedule_at(5ms, [&w, &result, p] { result = w.cancel(p); }));
-    const std::size_t ran = w.advance(100ms);
-    EXPECT_TRUE(result);
-    EXPECT_EQ(ran, 1u + static_cast<std::size_t>(runs));
-    EXPECT_LE(runs, 1);
-    EXPECT_EQ(w.pending_count(), 0u);
-    expect_accounting(w, 2);
+    CancelledByAnother c(10ms, first_after(5ms));
+    ASSERT_TRUE(c.cancel_at(5ms));
+    const std::size_t ran = c.w.advance(100ms);
+    EXPECT_EQ(ran, 1u + static_cast<std::size_t>(c.runs));
+    EXPECT_LE(c.runs, 1);
+    c.expect_cancelled();
   }
   {
     // A periodic timer behind (catch_up, waiting in the due slot) cancelled by a later timer of
     // the next call: its missed period runs first, then it is gone.
-    Wheel w({.tick = 1ms});
-    int runs = 0;
-    bool result = false;
-    const TimerId p = w.schedule_every(
-        1ms, [&runs] { ++runs; }, rate(Misfire::catch_up));
-    EXPECT_EQ(w.advance(10ms), 1u);
-    ASSERT_TRUE(w.schedule_at(12ms, [&w, &result, p] { result = w.cancel(p); }));
-    EXPECT_EQ(w.advance(20ms), 2u);
-    EXPECT_TRUE(result);
-    EXPECT_EQ(runs, 2);
-    EXPECT_EQ(w.advance(20ms), 0u);
-    EXPECT_EQ(w.pending_count(), 0u);
-    expect_accounting(w, 2);
+    CancelledByAnother c(1ms, rate(Misfire::catch_up));
+    EXPECT_EQ(c.w.advance(10ms), 1u);
+    ASSERT_TRUE(c.cancel_at(12ms));
+    EXPECT_EQ(c.w.advance(20ms), 2u);
+    EXPECT_EQ(c.runs, 2);
+    EXPECT_EQ(c.w.advance(20ms), 0u);
+    c.expect_cancelled();
   }
   {
     // Two periodic timers on one tick, each cancelling the other: the first to run stops the
@@ -702,8 +698,7 @@ TEST(WheelPeriodicLimit, SkippedRunsDoNotCountAgainstTheLimit) {
 TEST(WheelPeriodicLimit, ZeroLimitRunsNothingAndLosesNothing) {
   Wheel w({.tick = 1ms});
   int runs = 0;
-  ASSERT_TRUE(w.schedule_every(
-      1ms, [&runs] { ++runs; }, rate(Misfire::catch_up)));
+  ASSERT_TRUE(count_every(w, 1ms, runs, rate(Misfire::catch_up)));
   EXPECT_EQ(w.advance(5ms, 0), 0u);
   EXPECT_EQ(w.stats().skipped + w.stats().fired, 0u);
   EXPECT_EQ(w.advance(5ms), 1u);
@@ -854,7 +849,7 @@ TEST(WheelPeriodicStats, ScheduledMatchesTheSuccessfulSchedulesAfterEveryOperati
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tier 2: the model test
+// The model test
 //
 // The reference keeps, for each pending timer, the tick of its next run (d) and whether it waits
 // in the due/late slots (deferred: scheduled at or before the wheel's processing tick, or a

@@ -1,50 +1,21 @@
-// Tier 1: deterministic unit tests of the calls a user of other timer libraries reaches for (issue
-// 17): reschedule() and reschedule_after(), the queries is_pending(), deadline() and remaining(),
-// clear() and the public for_each_pending(). Each call is checked in every state a TimerId can name:
-// pending, due but not run yet, firing (inside its own one-shot callback), running (inside its
-// own periodic callback), fired, cancelled (also from inside its own periodic callback), cleared,
-// stale (its node reused by another timer), default, failed and forged. Time is driven by hand.
+// Moving a pending timer of the Wheel: reschedule() and reschedule_after(). A one-shot timer moved
+// later, earlier, across levels, into the past and past the horizon keeps its id and its callable;
+// a move within the unit of a slot of an upper level changes only the deadline (counted in
+// rescheduled_in_place); every id that names no pending timer (fired, cancelled, failed, stale,
+// default, forged, firing inside its own callback) gets false and nothing is touched; callbacks
+// move other timers into and out of the pass under way; a periodic timer moved between runs
+// restarts its cadence there, and is refused from inside its own callback. Time is driven by hand.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <map>
-#include <optional>
 #include <random>
-#include <stdexcept>
 #include <vector>
 
 #include "support.hpp"
-#include "tickwheel/status.hpp"
 #include "tickwheel/wheel.hpp"
 
 namespace tickwheel::test {
 namespace {
-
-// What the callbacks of a test record: which timer ran, and the wheel's now() when it did.
-struct Log {
-  Wheel* wheel;
-  std::vector<std::pair<int, Nanos>> runs{};
-  std::vector<Nanos> of(int who) const {
-    std::vector<Nanos> out;
-    for (const auto& [w, at] : runs) {
-      if (w == who) out.push_back(at);
-    }
-    return out;
-  }
-};
-
-// 16 bytes, so it fits a periodic timer too.
-struct Note {
-  Log* log;
-  int who;
-  void operator()() const { log->runs.emplace_back(who, log->wheel->now()); }
-};
-
-// Advances one tick at a time up to `until`.
-void tick_to(Wheel& w, Nanos until) {
-  while (w.now() < until) w.advance(w.now() + w.tick());
-}
 
 // ---------------------------------------------------------------------------------------------
 // reschedule(): a pending one-shot timer
@@ -52,9 +23,9 @@ void tick_to(Wheel& w, Nanos until) {
 TEST(WheelReschedule, MovesAPendingTimerLaterKeepingItsIdAndItsCallable) {
   LiveCount lc;
   Wheel w({.tick = 1ms});
-  Log log{&w};
+  RunLog log{&w};
   struct Fn {
-    Note note;
+    LogRun note;
     Counted c;
     void operator()() const { note(); }
   };
@@ -72,18 +43,14 @@ TEST(WheelReschedule, MovesAPendingTimerLaterKeepingItsIdAndItsCallable) {
   w.advance(25ms);
   EXPECT_EQ(log.of(1), std::vector<Nanos>{25ms});
   EXPECT_EQ(lc.live, 0);
-  const WheelStats s = w.stats();
-  EXPECT_EQ(s.scheduled, 1u);
-  EXPECT_EQ(s.fired, 1u);
-  EXPECT_EQ(s.cancelled, 0u);
-  EXPECT_EQ(s.rescheduled, 1u);
+  expect_counts(w, {.scheduled = 1, .fired = 1, .rescheduled = 1});
 }
 
 TEST(WheelReschedule, MovesAPendingTimerEarlierAcrossLevels) {
   Wheel w({.tick = 1ms});
-  Log log{&w};
-  const TimerId id = w.schedule_after(10min, Note{&log, 1});  // level 2
-  ASSERT_TRUE(w.reschedule(id, 3ms));                         // level 0
+  RunLog log{&w};
+  const TimerId id = w.schedule_after(10min, LogRun{&log, 1});  // level 2
+  ASSERT_TRUE(w.reschedule(id, 3ms));                           // level 0
   EXPECT_EQ(w.next_deadline(), 3ms);
   tick_to(w, 3ms);
   EXPECT_EQ(log.of(1), std::vector<Nanos>{3ms});
@@ -93,8 +60,8 @@ TEST(WheelReschedule, MovesAPendingTimerEarlierAcrossLevels) {
 
 TEST(WheelReschedule, RoundsUpToTheTickAndClampsToTheHorizonAsASchedule) {
   Wheel w({.tick = 1ms});
-  Log log{&w};
-  const TimerId id = w.schedule_after(5ms, Note{&log, 1});
+  RunLog log{&w};
+  const TimerId id = w.schedule_after(5ms, LogRun{&log, 1});
   ASSERT_TRUE(w.reschedule(id, 7ms + 1ns));
   EXPECT_EQ(w.deadline(id), 8ms);
   ASSERT_TRUE(w.reschedule(id, Nanos::max()));
@@ -108,15 +75,15 @@ TEST(WheelReschedule, RoundsUpToTheTickAndClampsToTheHorizonAsASchedule) {
 
 TEST(WheelReschedule, IntoThePastIsDueInTheNextAdvance) {
   Wheel w({.tick = 1ms, .start = 100ms});
-  Log log{&w};
-  const TimerId id = w.schedule_after(1s, Note{&log, 1});
+  RunLog log{&w};
+  const TimerId id = w.schedule_after(1s, LogRun{&log, 1});
   ASSERT_TRUE(w.reschedule(id, 40ms));
   EXPECT_EQ(w.deadline(id), 40ms) << "reads its own tick";
   EXPECT_EQ(w.remaining(id), 0ns);
   EXPECT_EQ(w.next_deadline(), 100ms);
   EXPECT_EQ(w.advance(100ms), 1u);
-  ASSERT_TRUE(w.schedule_after(1s, Note{&log, 2}));
-  const TimerId neg = w.schedule_after(1s, Note{&log, 3});
+  ASSERT_TRUE(w.schedule_after(1s, LogRun{&log, 2}));
+  const TimerId neg = w.schedule_after(1s, LogRun{&log, 3});
   ASSERT_TRUE(w.reschedule(neg, Nanos::min()));
   EXPECT_EQ(w.deadline(neg), 0ns) << "a negative deadline reads 0";
   EXPECT_EQ(w.advance(100ms), 1u);
@@ -125,8 +92,8 @@ TEST(WheelReschedule, IntoThePastIsDueInTheNextAdvance) {
 
 TEST(WheelReschedule, AfterCountsFromNowOfTheLastAdvance) {
   Wheel w({.tick = 1ms});
-  Log log{&w};
-  const TimerId id = w.schedule_after(10ms, Note{&log, 1});
+  RunLog log{&w};
+  const TimerId id = w.schedule_after(10ms, LogRun{&log, 1});
   w.advance(4ms + 500us);
   ASSERT_TRUE(w.reschedule_after(id, 10ms));
   EXPECT_EQ(w.deadline(id), 15ms) << "14.5 ms rounded up to the tick";
@@ -137,9 +104,9 @@ TEST(WheelReschedule, AfterCountsFromNowOfTheLastAdvance) {
 // moved; only its deadline changes, and it still fires on its new tick, never on the old one.
 TEST(WheelReschedule, WithinTheSameUnitOfAnUpperLevelMovesNothing) {
   Wheel w({.tick = 1ms});
-  Log log{&w};
+  RunLog log{&w};
   // 30 s: level 1, whose slots are 256 ticks wide; 30,000 = 117 * 256 + 48.
-  const TimerId id = w.schedule_after(30s, Note{&log, 1});
+  const TimerId id = w.schedule_after(30s, LogRun{&log, 1});
   for (int k = 1; k <= 100; ++k) ASSERT_TRUE(w.reschedule(id, 30s + Nanos(k * 1ms)));
   WheelStats s = w.stats();
   EXPECT_EQ(s.rescheduled, 100u);
@@ -173,9 +140,9 @@ TEST(WheelReschedule, ATimerNotYetMovedDownFiresOnItsNewTickEitherWay) {
   for (const Nanos shift : {Nanos(10ms), Nanos(300ms), Nanos(-100ms)}) {
     SCOPED_TRACE(shift.count());
     Wheel w({.tick = 1ms});
-    Log log{&w};
+    RunLog log{&w};
     // 200,000 ticks: level 2 (units of 65,536 ticks), unit 3, which starts at tick 196,608.
-    const TimerId id = w.schedule_after(200s, Note{&log, 1});
+    const TimerId id = w.schedule_after(200s, LogRun{&log, 1});
     w.advance(100s);  // level 2's next unit is 2: unit 3 is not paced yet, the timer stays there
     EXPECT_EQ(w.stats().moved, 0u);
     const WheelStats before = w.stats();
@@ -192,8 +159,8 @@ TEST(WheelReschedule, ATimerNotYetMovedDownFiresOnItsNewTickEitherWay) {
 
 TEST(WheelReschedule, InLevelZeroOnlyTheSameTickIsInPlace) {
   Wheel w({.tick = 1ms});
-  Log log{&w};
-  const TimerId id = w.schedule_after(100ms, Note{&log, 1});
+  RunLog log{&w};
+  const TimerId id = w.schedule_after(100ms, LogRun{&log, 1});
   ASSERT_TRUE(w.reschedule(id, 100ms));
   EXPECT_EQ(w.stats().rescheduled_in_place, 1u);
   ASSERT_TRUE(w.reschedule(id, 101ms));
@@ -208,10 +175,10 @@ TEST(WheelReschedule, IdleTimeoutsPushedBackOnEveryPacketFireOnceIdleAfterTheLas
   constexpr int kConns = 200;
   constexpr Nanos kIdle = 5s;
   Wheel w({.tick = 1ms});
-  Log log{&w};
+  RunLog log{&w};
   std::vector<TimerId> ids;
   std::vector<Nanos> last(kConns, 0ns);
-  for (int c = 0; c < kConns; ++c) ids.push_back(w.schedule_after(kIdle, Note{&log, c}));
+  for (int c = 0; c < kConns; ++c) ids.push_back(w.schedule_after(kIdle, LogRun{&log, c}));
   std::mt19937_64 rng(17);
   for (Nanos t = 1ms; t <= 20s; t += 1ms) {
     w.advance(t);
@@ -241,16 +208,16 @@ TEST(WheelReschedule, IdleTimeoutsPushedBackOnEveryPacketFireOnceIdleAfterTheLas
 
 TEST(WheelReschedule, FalseForEveryIdThatNamesNoPendingTimer) {
   Wheel w({.tick = 1ms, .max_pending = 3});
-  Log log{&w};
-  const TimerId keep = w.schedule_after(1h, Note{&log, 0});
-  const TimerId fired = w.schedule_after(1ms, Note{&log, 1});
-  const TimerId cancelled = w.schedule_after(1h, Note{&log, 2});
-  const TimerId failed = w.schedule_after(1h, Note{&log, 3});
+  RunLog log{&w};
+  const TimerId keep = w.schedule_after(1h, LogRun{&log, 0});
+  const TimerId fired = w.schedule_after(1ms, LogRun{&log, 1});
+  const TimerId cancelled = w.schedule_after(1h, LogRun{&log, 2});
+  const TimerId failed = w.schedule_after(1h, LogRun{&log, 3});
   ASSERT_TRUE(keep && fired && cancelled);
   ASSERT_FALSE(failed);
   ASSERT_TRUE(w.cancel(cancelled));
   ASSERT_EQ(w.advance(1ms), 1u);
-  const TimerId reused = w.schedule_after(2h, Note{&log, 4});  // the fired timer's node
+  const TimerId reused = w.schedule_after(2h, LogRun{&log, 4});  // the fired timer's node
   ASSERT_EQ(static_cast<std::uint32_t>(reused.raw()), static_cast<std::uint32_t>(fired.raw()));
   const WheelStats before = w.stats();
   for (const TimerId id : {TimerId{}, failed, fired, cancelled, TimerId::from_raw(~std::uint64_t{0}),
@@ -285,12 +252,12 @@ TEST(WheelReschedule, AOneShotCallbackReschedulingItselfGetsFalseAndRunsOnce) {
 
 TEST(WheelReschedule, ACallbackMovesAnotherTimerIntoThisPassOrOutOfIt) {
   Wheel w({.tick = 1ms});
-  Log log{&w};
+  RunLog log{&w};
   struct {
     Wheel* w;
     TimerId late, early;
     bool moved_in = false, moved_out = false;
-  } st{&w, w.schedule_after(50ms, Note{&log, 1}), w.schedule_after(3ms, Note{&log, 2})};
+  } st{&w, w.schedule_after(50ms, LogRun{&log, 1}), w.schedule_after(3ms, LogRun{&log, 2})};
   ASSERT_TRUE(w.schedule_after(2ms, [s = &st] {
     s->moved_in = s->w->reschedule(s->late, 4ms);     // not reached yet by the pass: runs in it
     s->moved_out = s->w->reschedule(s->early, 30ms);  // due in this pass, moved away before it ran
@@ -305,12 +272,12 @@ TEST(WheelReschedule, ACallbackMovesAnotherTimerIntoThisPassOrOutOfIt) {
 
 TEST(WheelReschedule, ACallbackMovingATimerOfItsOwnTickToThePastRunsItInTheNextCall) {
   Wheel w({.tick = 1ms});
-  Log log{&w};
+  RunLog log{&w};
   struct {
     Wheel* w;
     TimerId other;
     bool moved = false;
-  } st{&w, w.schedule_after(5ms, Note{&log, 1})};
+  } st{&w, w.schedule_after(5ms, LogRun{&log, 1})};
   ASSERT_TRUE(w.schedule_after(5ms, [s = &st] { s->moved = s->w->reschedule(s->other, 1ms); }));
   const bool& moved = st.moved;
   const std::size_t first = w.advance(5ms);
@@ -327,9 +294,9 @@ TEST(WheelReschedule, ACallbackMovingATimerOfItsOwnTickToThePastRunsItInTheNextC
 // last of them away lets it catch up at once, as a cancel does, so next_deadline() is exact.
 TEST(WheelReschedule, MovingTheLastLeftoverOfAPassCutShortLetsTheWheelCatchUp) {
   Wheel w({.tick = 1ms});
-  Log log{&w};
-  const TimerId a = w.schedule_after(3ms, Note{&log, 1});
-  const TimerId b = w.schedule_after(3ms, Note{&log, 2});
+  RunLog log{&w};
+  const TimerId a = w.schedule_after(3ms, LogRun{&log, 1});
+  const TimerId b = w.schedule_after(3ms, LogRun{&log, 2});
   ASSERT_EQ(w.advance(8ms, 1), 1u);  // which of the two ran is unspecified
   const TimerId waiting = w.is_pending(a) ? a : b;
   EXPECT_EQ(w.next_deadline(), 8ms) << "a leftover is due";
@@ -346,8 +313,8 @@ TEST(WheelReschedule, MovingTheLastLeftoverOfAPassCutShortLetsTheWheelCatchUp) {
 
 TEST(WheelRescheduleInPeriodic, BetweenRunsMovesTheNextRunAndTheGridFollowsFromThere) {
   Wheel w({.tick = 1ms});
-  Log log{&w};
-  const TimerId id = w.schedule_every(10ms, Note{&log, 1});  // 10, 20, 30, ...
+  RunLog log{&w};
+  const TimerId id = w.schedule_every(10ms, LogRun{&log, 1});  // 10, 20, 30, ...
   tick_to(w, 20ms);
   ASSERT_TRUE(w.reschedule(id, 35ms));
   EXPECT_EQ(w.deadline(id), 35ms);
@@ -359,10 +326,10 @@ TEST(WheelRescheduleInPeriodic, BetweenRunsMovesTheNextRunAndTheGridFollowsFromT
 
 TEST(WheelRescheduleInPeriodic, FixedDelayRunsOnePeriodAfterTheMovedRun) {
   Wheel w({.tick = 1ms});
-  Log log{&w};
+  RunLog log{&w};
   PeriodicOptions opts;
   opts.cadence = Cadence::fixed_delay;
-  const TimerId id = w.schedule_every(10ms, Note{&log, 1}, opts);
+  const TimerId id = w.schedule_every(10ms, LogRun{&log, 1}, opts);
   tick_to(w, 10ms);
   ASSERT_TRUE(w.reschedule(id, 13ms));
   tick_to(w, 40ms);
@@ -395,8 +362,8 @@ TEST(WheelRescheduleInPeriodic, FromInsideItsOwnCallbackGetsFalseAndKeepsItsGrid
 // call, so that it never runs twice in one call.
 TEST(WheelRescheduleInPeriodic, MovedByAnotherCallbackToAReachedTickRunsInTheNextCall) {
   Wheel w({.tick = 1ms});
-  Log log{&w};
-  const TimerId id = w.schedule_every(4ms, Note{&log, 1});  // 4, 8, ...
+  RunLog log{&w};
+  const TimerId id = w.schedule_every(4ms, LogRun{&log, 1});  // 4, 8, ...
   ASSERT_TRUE(w.schedule_after(6ms, [&] { EXPECT_TRUE(w.reschedule(id, 7ms)); }));
   EXPECT_EQ(w.advance(10ms), 2u) << "the periodic run at 4 ms and the mover at 6 ms";
   EXPECT_EQ(log.of(1), std::vector<Nanos>{10ms});
@@ -423,234 +390,6 @@ TEST(WheelRescheduleInPeriodic, CancelledFromItsCallbackIsNoLongerPending) {
   EXPECT_FALSE(st.moved);
   EXPECT_FALSE(w.is_pending(st.id));
   EXPECT_EQ(w.stats().fired, 1u);
-}
-
-// ---------------------------------------------------------------------------------------------
-// is_pending(), deadline(), remaining() in every state
-
-TEST(WheelQueries, EveryStateOfAOneShotTimer) {
-  Wheel w({.tick = 1ms, .max_pending = 4});
-  Log log{&w};
-  const TimerId pending = w.schedule_after(10ms + 300us, Note{&log, 1});
-  EXPECT_TRUE(w.is_pending(pending));
-  EXPECT_EQ(w.deadline(pending), 11ms) << "rounded up to the tick";
-  EXPECT_EQ(w.remaining(pending), 11ms);
-  w.advance(4ms + 250us);
-  EXPECT_EQ(w.remaining(pending), 6ms + 750us) << "from now(), not from the tick";
-
-  // Firing: asked from inside its own callback.
-  struct {
-    Wheel* w;
-    TimerId firing;
-    std::optional<bool> pending_inside{};
-    std::optional<Nanos> deadline_inside{1ns}, remaining_inside{1ns};
-  } st{&w, {}};
-  st.firing = w.schedule_after(1ms, [s = &st] {
-    s->pending_inside = s->w->is_pending(s->firing);
-    s->deadline_inside = s->w->deadline(s->firing);
-    s->remaining_inside = s->w->remaining(s->firing);
-  });
-  w.advance(6ms);  // 5.25 ms rounded up
-  EXPECT_EQ(st.pending_inside, false);
-  EXPECT_EQ(st.deadline_inside, std::nullopt);
-  EXPECT_EQ(st.remaining_inside, std::nullopt);
-  const TimerId firing = st.firing;
-
-  const TimerId cancelled = w.schedule_after(1s, Note{&log, 2});
-  ASSERT_TRUE(w.cancel(cancelled));
-  const TimerId fired = firing;
-  const TimerId reused = w.schedule_after(2s, Note{&log, 3});  // takes a recycled node
-  ASSERT_TRUE(reused);
-  ASSERT_TRUE(w.schedule_after(3s, Note{&log, 4}));
-  ASSERT_TRUE(w.schedule_after(3s, Note{&log, 4}));
-  const TimerId failed = w.schedule_after(3s, Note{&log, 5});
-  ASSERT_EQ(failed.status(), Status::max_pending_reached);
-  for (const TimerId id : {fired, cancelled, failed, TimerId{}, TimerId::from_raw(~std::uint64_t{0}),
-                           TimerId::from_raw(reused.raw() + (std::uint64_t{4} << 32))}) {
-    EXPECT_FALSE(w.is_pending(id)) << id.raw();
-    EXPECT_EQ(w.deadline(id), std::nullopt) << id.raw();
-    EXPECT_EQ(w.remaining(id), std::nullopt) << id.raw();
-  }
-  EXPECT_TRUE(w.is_pending(reused));
-  EXPECT_EQ(w.deadline(reused), 2s + 6ms);
-}
-
-TEST(WheelQueries, ADueTimerLeftByAPassCutShortReadsItsTickAndZeroRemaining) {
-  Wheel w({.tick = 1ms});
-  Log log{&w};
-  const TimerId a = w.schedule_after(2ms, Note{&log, 1});
-  const TimerId b = w.schedule_after(2ms, Note{&log, 2});
-  ASSERT_EQ(w.advance(9ms, 1), 1u);
-  const TimerId left = w.is_pending(a) ? a : b;
-  EXPECT_TRUE(w.is_pending(left));
-  EXPECT_EQ(w.deadline(left), 2ms);
-  EXPECT_EQ(w.remaining(left), 0ns);
-}
-
-TEST(WheelQueries, APeriodicTimerBetweenRunsReadsItsNextRun) {
-  Wheel w({.tick = 1ms});
-  Log log{&w};
-  PeriodicOptions opts;
-  opts.initial_delay = 3ms;
-  const TimerId id = w.schedule_every(10ms, Note{&log, 1}, opts);
-  EXPECT_EQ(w.deadline(id), 3ms);
-  tick_to(w, 3ms);
-  EXPECT_TRUE(w.is_pending(id));
-  EXPECT_EQ(w.deadline(id), 13ms);
-  EXPECT_EQ(w.remaining(id), 10ms);
-  ASSERT_TRUE(w.cancel(id));
-  EXPECT_FALSE(w.is_pending(id));
-  EXPECT_EQ(w.deadline(id), std::nullopt);
-}
-
-TEST(WheelQueries, AtTheHorizon) {
-  Wheel w({.tick = 1ms});
-  const TimerId id = w.schedule_at(Nanos::max(), [] {});
-  EXPECT_EQ(w.deadline(id), w.horizon());
-  EXPECT_EQ(w.remaining(id), w.horizon());
-  w.advance(w.horizon() - 500us);
-  EXPECT_EQ(w.remaining(id), 500us);
-  EXPECT_EQ(w.advance(Nanos::max()), 1u);
-  EXPECT_EQ(w.remaining(id), std::nullopt);
-}
-
-// ---------------------------------------------------------------------------------------------
-// clear()
-
-TEST(WheelClear, DestroysEveryCallableWithoutRunningItAndEndsEveryId) {
-  LiveCount lc;
-  Wheel w({.tick = 1ms});
-  int runs = 0;
-  struct Fn {
-    int* runs;
-    Counted c;
-    void operator()() const { ++*runs; }
-  };
-  struct Periodic {
-    int* runs;
-    Counted c;
-    void operator()() const { ++*runs; }
-  };
-  std::vector<TimerId> ids;
-  std::mt19937_64 rng(5);
-  for (int i = 0; i < 5000; ++i) {
-    ids.push_back(w.schedule_after(Nanos(static_cast<Nanos::rep>(rng() % 10'000'000'000'000)),
-                                   Fn{&runs, Counted(&lc)}));
-  }
-  ids.push_back(w.schedule_every(7ms, Periodic{&runs, Counted(&lc)}));
-  ids.push_back(w.schedule_after(-5ms, Fn{&runs, Counted(&lc)}));   // in the due slot
-  for (int i = 0; i < 1000; i += 7) ASSERT_TRUE(w.cancel(ids[i]));  // some queued for a batched unlink
-  const std::size_t pending = w.pending_count();
-  const WheelStats before = w.stats();
-  EXPECT_EQ(w.clear(), pending);
-  EXPECT_EQ(lc.live, 0) << "callables left alive, or destroyed twice";
-  EXPECT_EQ(w.pending_count(), 0u);
-  EXPECT_EQ(w.next_deadline(), std::nullopt);
-  const WheelStats s = w.stats();
-  EXPECT_EQ(s.cancelled, before.cancelled + pending);
-  EXPECT_EQ(s.scheduled, 5002u) << "the cancels of clear() account for every timer it ended";
-  for (const TimerId id : ids) {
-    EXPECT_FALSE(w.is_pending(id));
-    EXPECT_FALSE(w.cancel(id));
-    EXPECT_FALSE(w.reschedule(id, 1ms));
-  }
-  w.advance(Nanos::max());
-  EXPECT_EQ(runs, 0);
-  EXPECT_EQ(w.clear(), 0u) << "an empty wheel";
-}
-
-TEST(WheelClear, TheWheelIsReadyForNewTimersAndReusesItsNodes) {
-  Wheel w({.tick = 1ms, .start = 1s});
-  Log log{&w};
-  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(w.schedule_after(Nanos(i * 1ms + 1ms), Note{&log, 0}));
-  tick_to(w, 1s + 10ms);
-  const std::uint64_t nodes = w.stats().pool_nodes;
-  EXPECT_EQ(w.clear(), 2990u);
-  EXPECT_EQ(w.now(), 1s + 10ms) << "time is kept";
-  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(w.schedule_after(Nanos(i * 1ms + 1ms), Note{&log, 1}));
-  EXPECT_EQ(w.stats().pool_nodes, nodes) << "the cleared nodes were reused";
-  tick_to(w, 1s + 10ms + 3000ms);
-  EXPECT_EQ(log.of(1).size(), 3000u);
-  EXPECT_EQ(log.of(1).front(), 1s + 11ms);
-}
-
-TEST(WheelClear, AfterAPassCutShortTheWheelIsCaughtUp) {
-  Wheel w({.tick = 1ms});
-  Log log{&w};
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(w.schedule_after(2ms, Note{&log, 0}));
-  ASSERT_EQ(w.advance(9ms, 3), 3u);
-  EXPECT_EQ(w.clear(), 7u);
-  const TimerId id = w.schedule_after(1ms, Note{&log, 1});
-  EXPECT_EQ(w.deadline(id), 10ms);
-  EXPECT_EQ(w.next_deadline(), 10ms) << "placed against the present, not the tick the pass stopped at";
-  tick_to(w, 10ms);
-  EXPECT_EQ(log.of(1), std::vector<Nanos>{10ms});
-}
-
-// ---------------------------------------------------------------------------------------------
-// for_each_pending()
-
-TEST(WheelForEachPending, VisitsExactlyThePendingTimersWithTheirDeadlines) {
-  Wheel w({.tick = 1ms});
-  Log log{&w};
-  std::map<std::uint64_t, Nanos> expected;
-  std::mt19937_64 rng(11);
-  std::vector<TimerId> ids;
-  for (int i = 0; i < 4000; ++i) {
-    const Nanos delay(static_cast<Nanos::rep>(rng() % 400'000'000'000) - 1'000'000);
-    ids.push_back(w.schedule_after(delay, Note{&log, 0}));
-  }
-  ids.push_back(w.schedule_every(3ms, Note{&log, 1}));
-  ids.push_back(w.schedule_at(Nanos::max(), Note{&log, 2}));
-  for (std::size_t i = 0; i < ids.size(); i += 3) ASSERT_TRUE(w.cancel(ids[i]));  // queued unlinks too
-  w.advance(50ms);
-  for (const TimerId id : ids) {
-    if (const std::optional<Nanos> d = w.deadline(id)) expected.emplace(id.raw(), *d);
-  }
-  ASSERT_EQ(expected.size(), w.pending_count());
-  std::map<std::uint64_t, Nanos> seen;
-  w.for_each_pending([&](TimerId id, Nanos deadline) {
-    EXPECT_TRUE(seen.emplace(id.raw(), deadline).second) << "visited twice";
-    EXPECT_TRUE(w.is_pending(id)) << "const queries are allowed from the visitor";
-  });
-  EXPECT_EQ(seen, expected);
-}
-
-TEST(WheelForEachPending, APeriodicTimerWhoseCallbackRunsIsNotVisited) {
-  Wheel w({.tick = 1ms});
-  TimerId periodic;
-  std::vector<std::uint64_t> inside;
-  const TimerId other = w.schedule_after(1h, [] {});
-  periodic = w.schedule_every(
-      5ms, [&] { w.for_each_pending([&](TimerId id, Nanos) { inside.push_back(id.raw()); }); });
-  w.advance(5ms);
-  EXPECT_EQ(inside, std::vector<std::uint64_t>{other.raw()});
-  std::size_t after = 0;
-  w.for_each_pending([&](TimerId, Nanos) { ++after; });
-  EXPECT_EQ(after, 2u);
-  EXPECT_TRUE(w.is_pending(periodic));
-}
-
-TEST(WheelForEachPending, AnExceptionFromTheVisitorLeavesTheWheelAsItWas) {
-  Wheel w({.tick = 1ms});
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(w.schedule_after(Nanos(i * 1ms + 1ms), [] {}));
-  int visits = 0;
-  EXPECT_THROW(w.for_each_pending([&](TimerId, Nanos) {
-    if (++visits == 4) throw std::runtime_error("stop");
-  }),
-               std::runtime_error);
-  EXPECT_EQ(visits, 4);
-  EXPECT_EQ(w.pending_count(), 10u);
-  EXPECT_EQ(w.advance(10ms), 10u);
-  const TimerId id = w.schedule_after(1ms, [] {});  // the guard was reset: changes are allowed again
-  EXPECT_TRUE(w.cancel(id));
-}
-
-TEST(WheelForEachPending, AnEmptyWheelVisitsNothing) {
-  Wheel w;
-  int visits = 0;
-  w.for_each_pending([&](TimerId, Nanos) { ++visits; });
-  EXPECT_EQ(visits, 0);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
-// Tier 1: deterministic unit tests of tickwheel::Wheel, one (or a few) per rule of the contract in
-// include/tickwheel/wheel.hpp and status.hpp: construction, ids, tick rounding, past deadlines, the
-// horizon clamp, max_pending, cancel (incl. stale and garbage ids), re-entrant callbacks, the
-// expiry limit, throwing callbacks, next_deadline(), empty-time jumps, callable lifetimes and the
-// stats counters. Time is driven by hand; nothing sleeps and nothing reads a clock.
+// The Wheel's contract, one test (or a few) per rule of include/tickwheel/wheel.hpp and status.hpp:
+// construction, ids, tick rounding, past deadlines, the horizon clamp, max_pending, cancel (incl.
+// stale and garbage ids), re-entrant callbacks, the expiry limit, throwing callbacks,
+// next_deadline(), empty-time jumps, callable lifetimes and the stats counters. Time is driven by
+// hand; nothing sleeps and nothing reads a clock.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -360,11 +360,7 @@ TEST(WheelMaxPending, RefusesPastTheBoundAndRecovers) {
   EXPECT_EQ(w.advance(10ms), 3u);
   EXPECT_EQ(ran, 4);
   EXPECT_EQ(lc.live, 0);
-  const WheelStats s = w.stats();
-  EXPECT_EQ(s.scheduled, 5u);
-  EXPECT_EQ(s.rejected, 2u);
-  EXPECT_EQ(s.cancelled, 1u);
-  EXPECT_EQ(s.fired, 4u);
+  expect_counts(w, {.scheduled = 5, .fired = 4, .cancelled = 1, .rejected = 2});
 }
 
 TEST(WheelMaxPending, RefusedScheduleFromACallback) {
@@ -938,9 +934,9 @@ TEST(WheelNextDeadline, ExactForTimersLessThanKSlotsTicksAhead) {
   }
 }
 
-// Issue 29, point 6: a timer 512 ticks out or more when scheduled stays in level 1 until its
-// 256-tick unit begins, so it can be fewer than 512 ticks away and still above level 0; the answer
-// is its deadline all the same, not the start of its unit (512 ms here).
+// A timer 512 ticks out or more when scheduled stays in level 1 until its 256-tick unit begins, so
+// it can be fewer than 512 ticks away and still above level 0; the answer is its deadline all the
+// same, not the start of its unit (512 ms here).
 TEST(WheelNextDeadline, ExactForATimerStillInAnUpperLevel) {
   Wheel w({.tick = 1ms});
   ASSERT_TRUE(w.schedule_at(700ms, [] {}));
@@ -1052,7 +1048,7 @@ TEST(WheelNextDeadline, AtOrBeforeNowWhenATimerIsDue) {
 }
 
 // Inline advance() calls that meet nothing move only the wheel's time, not its processing tick
-// (engine/wheel_impl.hpp, I1). What is scheduled after them must behave as if they had moved it:
+// (engine/wheel/wheel_impl.hpp, I1). What is scheduled after them must behave as if they had moved it:
 // a deadline they passed is due, runs at the start of the next call and makes next_deadline()
 // now(); one after now() runs at its own tick.
 TEST(WheelAdvance, ADeadlineThatQuietStepsPassedIsDueAtOnce) {
@@ -1086,83 +1082,56 @@ TEST(WheelNextDeadline, ExactForATimerLessThanKSlotsTicksAheadAfterQuietSteps) {
   EXPECT_EQ(w.advance(700ms), 1u);
 }
 
-// A call that runs exactly `limit` callbacks stops the pass at the tick of the last one, even when
-// nothing else is due: the wheel's processing tick then lags behind now() until the next call.
-// A timer scheduled in that state lands in an upper level (it is measured from the lagging tick),
-// and next_deadline() reports that upper slot's start, which is in the past although nothing is
-// due, instead of the timer's exact deadline. An event loop then wakes at once for nothing.
-// (Found by the model test. With a 1 ms tick and 512 slots: now = 10.247 s, the timer is at
-// 10.252 s; expected exactly 10.252 s, the wheel says 10.240 s.)
+// A call that runs exactly `limit` callbacks, or one whose callback throws, stops the pass at that
+// callback's tick, so the wheel's processing tick lags behind now() until the next call even when
+// nothing is due. A timer scheduled in that state must not be measured from the lagging tick: it
+// would land in an upper level, and next_deadline() would answer that slot's start, which lies in
+// the past although nothing is due (an event loop would then wake at once for nothing). With a 1 ms
+// tick and 512 slots, now = 10.247 s and a timer at 10.252 s: its level-1 slot starts at 10.240 s.
+// Each test below reaches the lag its own way at kLagNow, with nothing pending, and then checks
+// that a timer 5 ticks ahead is exact.
+constexpr Nanos kLagTick = 1ms;
+constexpr Nanos kLagNow = kLagTick * (20 * std::int64_t{Wheel::kSlots} + 7);  // inside a level-1 unit
+
+void expect_exact_next_deadline_after_a_lag(Wheel& w) {
+  ASSERT_EQ(w.pending_count(), 0u);
+  int ran = 0;
+  const Nanos deadline = kLagNow + 5 * kLagTick;
+  ASSERT_TRUE(w.schedule_at(deadline, [&] { ++ran; }));
+  const std::optional<Nanos> nd = w.next_deadline();
+  ASSERT_TRUE(nd.has_value());
+  EXPECT_GT(*nd, w.now()) << "nothing is due, yet next_deadline() " << nd->count() << "ns is before now() "
+                          << w.now().count() << "ns";
+  EXPECT_EQ(*nd, deadline) << "a timer 5 ticks ahead should be exact";
+  EXPECT_EQ(w.advance(deadline - 1ns), 0u);
+  EXPECT_EQ(w.advance(deadline), 1u);
+  EXPECT_EQ(ran, 1);
+}
+
 TEST(WheelNextDeadline, AfterALimitHitThatLeftNothingDueIsExactAndNotInThePast) {
-  const Nanos tick = 1ms;
-  const Nanos now = tick * (20 * std::int64_t{Wheel::kSlots} + 7);  // inside a level-1 unit
-  Wheel w({.tick = tick});
-  ASSERT_TRUE(w.schedule_at(tick, [] {}));
-  ASSERT_EQ(w.advance(now, 1), 1u);  // ran == limit, nothing else pending
-  ASSERT_EQ(w.pending_count(), 0u);
-  int ran = 0;
-  const Nanos deadline = now + 5 * tick;  // 5 ticks ahead of now()
-  ASSERT_TRUE(w.schedule_at(deadline, [&] { ++ran; }));
-  const std::optional<Nanos> nd = w.next_deadline();
-  ASSERT_TRUE(nd.has_value());
-  EXPECT_GT(*nd, w.now()) << "nothing is due, yet next_deadline() " << nd->count() << "ns is before now() "
-                          << w.now().count() << "ns";
-  EXPECT_EQ(*nd, deadline) << "a timer 5 ticks ahead should be exact";
-  EXPECT_EQ(w.advance(deadline - 1ns), 0u);
-  EXPECT_EQ(w.advance(deadline), 1u);
-  EXPECT_EQ(ran, 1);
+  Wheel w({.tick = kLagTick});
+  ASSERT_TRUE(w.schedule_at(kLagTick, [] {}));
+  ASSERT_EQ(w.advance(kLagNow, 1), 1u);  // ran == limit, nothing else pending
+  expect_exact_next_deadline_after_a_lag(w);
 }
 
-// The same lag, reached another way: the call hits its limit with a due timer left over (the wheel
-// stops at that timer's tick), then the user cancels the leftover. Nothing is due any more, but the
-// processing tick is still behind now(), so a timer scheduled 5 ticks ahead lands in an upper level
-// and next_deadline() answers that slot's start, in the past. (Found by the model test, seed 1:
-// with a 1 ms tick and 512 slots, now = 10.247 s, timer at 10.252 s, next_deadline() = 10.240 s.)
+// The call hits its limit with a due timer left over (the wheel stops at that timer's tick), then
+// the user cancels the leftover.
 TEST(WheelNextDeadline, AfterALimitHitWhoseLeftoversWereCancelledIsNotInThePast) {
-  const Nanos tick = 1ms;
-  const Nanos now = tick * (20 * std::int64_t{Wheel::kSlots} + 7);  // inside a level-1 unit
-  Wheel w({.tick = tick});
-  ASSERT_TRUE(w.schedule_at(tick, [] {}));
-  const TimerId leftover = w.schedule_at(2 * tick, [] {});
-  ASSERT_EQ(w.advance(now, 1), 1u);  // ran == limit; the timer at 2 ms is left over, due
+  Wheel w({.tick = kLagTick});
+  ASSERT_TRUE(w.schedule_at(kLagTick, [] {}));
+  const TimerId leftover = w.schedule_at(2 * kLagTick, [] {});
+  ASSERT_EQ(w.advance(kLagNow, 1), 1u);  // ran == limit; the timer at 2 ms is left over, due
   ASSERT_TRUE(w.cancel(leftover));
-  ASSERT_EQ(w.pending_count(), 0u);
-  int ran = 0;
-  const Nanos deadline = now + 5 * tick;
-  ASSERT_TRUE(w.schedule_at(deadline, [&] { ++ran; }));
-  const std::optional<Nanos> nd = w.next_deadline();
-  ASSERT_TRUE(nd.has_value());
-  EXPECT_GT(*nd, w.now()) << "nothing is due, yet next_deadline() " << nd->count() << "ns is before now() "
-                          << w.now().count() << "ns";
-  EXPECT_EQ(*nd, deadline) << "a timer 5 ticks ahead should be exact";
-  EXPECT_EQ(w.advance(deadline - 1ns), 0u);
-  EXPECT_EQ(w.advance(deadline), 1u);
-  EXPECT_EQ(ran, 1);
+  expect_exact_next_deadline_after_a_lag(w);
 }
 
-// The same lag, reached through a throwing callback: the pass stops at the thrower's tick and the
-// exception propagates; if nothing else is due, the processing tick stays behind now() until the
-// next call, so a timer scheduled 5 ticks ahead lands in an upper level and next_deadline()
-// answers that slot's start, in the past. (1 ms tick, 512 slots: now = 10.247 s, timer at
-// 10.252 s, next_deadline() = 10.240 s.)
+// The pass stops at the thrower's tick and the exception propagates.
 TEST(WheelNextDeadline, AfterAThrowingCallbackIsExactAndNotInThePast) {
-  const Nanos tick = 1ms;
-  const Nanos now = tick * (20 * std::int64_t{Wheel::kSlots} + 7);  // inside a level-1 unit
-  Wheel w({.tick = tick});
-  ASSERT_TRUE(w.schedule_at(tick, [] { throw std::runtime_error("boom"); }));
-  EXPECT_THROW(w.advance(now), std::runtime_error);
-  ASSERT_EQ(w.pending_count(), 0u);
-  int ran = 0;
-  const Nanos deadline = now + 5 * tick;
-  ASSERT_TRUE(w.schedule_at(deadline, [&] { ++ran; }));
-  const std::optional<Nanos> nd = w.next_deadline();
-  ASSERT_TRUE(nd.has_value());
-  EXPECT_GT(*nd, w.now()) << "nothing is due, yet next_deadline() " << nd->count() << "ns is before now() "
-                          << w.now().count() << "ns";
-  EXPECT_EQ(*nd, deadline) << "a timer 5 ticks ahead should be exact";
-  EXPECT_EQ(w.advance(deadline - 1ns), 0u);
-  EXPECT_EQ(w.advance(deadline), 1u);
-  EXPECT_EQ(ran, 1);
+  Wheel w({.tick = kLagTick});
+  ASSERT_TRUE(w.schedule_at(kLagTick, [] { throw std::runtime_error("boom"); }));
+  EXPECT_THROW(w.advance(kLagNow), std::runtime_error);
+  expect_exact_next_deadline_after_a_lag(w);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1382,9 +1351,9 @@ TEST(WheelStatsTest, CountersAgreeWithWhatHappened) {
   EXPECT_GT(fired, 0u);
 }
 
-// Regression: a callback that schedules above the highest level in use when the pass began. The
-// pass must see the new level, both to fire the timer within its range and to keep moving that
-// level's slots down at their boundaries.
+// A callback that schedules above the highest level in use when the pass began. The pass must see
+// the new level, both to fire the timer within its range and to keep moving that level's slots down
+// at their boundaries.
 TEST(WheelCallbacks, ScheduleAboveThePassesStartingTopLevelRunsInTheSamePass) {
   Wheel w({.tick = 1ms});
   Nanos fired_at{-1};

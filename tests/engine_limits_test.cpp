@@ -1,8 +1,8 @@
-// Tier 1 and 3 (engine, the edges): what a production process meets sooner or later, as issue 13
-// lists it. Memory running out (a worker thread that cannot be created, stop() and the destructor
-// with no memory to spare), the pending limit counted exactly (a place is free the moment its timer
-// is claimed to run or its cancel wins), and shutdown seen from a caller-driven loop and from a
-// cancel racing stop().
+// The Engine at its limits: memory running out (a worker thread that cannot be created, stop() and
+// the destructor with no memory to spare), the pending limit counted exactly (a place is free the
+// moment its timer is claimed to run or its cancel wins; Timer::pending() in every state), and
+// shutdown seen from a caller-driven loop and from a cancel racing stop(). EngineOutOfMemory.*,
+// EnginePendingLimit.* and EngineShutdown.* take them in that order.
 //
 // Memory exhaustion is real, not simulated: each such test forks, lowers RLIMIT_AS in the child
 // just above what the child has mapped, and reports through its exit status, so the test runner
@@ -128,7 +128,7 @@ constexpr int kStartedUnderTheLimit = 10;
 // state, a node) ran out of memory instead.
 constexpr int kFailedWithNone = 20;
 
-TEST(EngineEdges, AWorkerThatCannotBeCreatedFailsTheScheduleAndALaterStartCreatesOnlyTheMissing) {
+TEST(EngineOutOfMemory, AWorkerThatCannotBeCreatedFailsTheScheduleAndALaterStartCreatesOnlyTheMissing) {
   if (kSanitized) GTEST_SKIP() << kSanitizerSkip;
   constexpr std::size_t kShards = 4;
   // The room left above what the child has mapped, swept from none to plenty, so that some tries
@@ -170,7 +170,7 @@ TEST(EngineEdges, AWorkerThatCannotBeCreatedFailsTheScheduleAndALaterStartCreate
   EXPECT_TRUE(partial) << "no try started some workers but not all; the sweep's step is too coarse";
 }
 
-TEST(EngineEdges, StopOutOfMemoryThrowsLosesNothingAndTheNextStopHandsTheTimersBack) {
+TEST(EngineOutOfMemory, StopOutOfMemoryThrowsLosesNothingAndTheNextStopHandsTheTimersBack) {
   if (kSanitized) GTEST_SKIP() << kSanitizerSkip;
   const int rc = in_child([] {
     constexpr long kN = 2'000'000;  // the returned list needs 48 MB
@@ -197,7 +197,7 @@ TEST(EngineEdges, StopOutOfMemoryThrowsLosesNothingAndTheNextStopHandsTheTimersB
   EXPECT_EQ(rc, 0) << "134: std::terminate; 3: stop() did not run out of memory; see the test for the rest";
 }
 
-TEST(EngineEdges, TheDestructorNeedsNoMemoryWithWorkersAndTimersPending) {
+TEST(EngineOutOfMemory, TheDestructorNeedsNoMemoryWithWorkersAndTimersPending) {
   if (kSanitized) GTEST_SKIP() << kSanitizerSkip;
   const int rc = in_child([] {
     constexpr long kN = 300'000;
@@ -232,7 +232,7 @@ struct Chain {
 };
 static_assert(sizeof(Chain) <= 24);
 
-TEST(EngineEdges, AChainUnderALimitOfOneGoesOnCallerDriven) {
+TEST(EnginePendingLimit, AChainUnderALimitOfOneGoesOnCallerDriven) {
   constexpr int kLinks = 50;
   EngineOptions o = manual();
   o.max_pending_per_shard = 1;
@@ -248,7 +248,7 @@ TEST(EngineEdges, AChainUnderALimitOfOneGoesOnCallerDriven) {
   EXPECT_EQ(e.stats().pending, 0u);
 }
 
-TEST(EngineEdges, AChainUnderALimitOfOneGoesOnWithAWorker) {
+TEST(EnginePendingLimit, AChainUnderALimitOfOneGoesOnWithAWorker) {
   constexpr int kLinks = 50;
   EngineOptions o = quiet_workers(1);
   o.max_pending_per_shard = 1;
@@ -262,7 +262,7 @@ TEST(EngineEdges, AChainUnderALimitOfOneGoesOnWithAWorker) {
 
 // The worker sleeps until the first 30 s deadline: only the cancels' own accounting can free the
 // places, and it must, at once.
-TEST(EngineEdges, AWinningCancelFreesItsPlaceAtOnceWhileTheWorkerSleeps) {
+TEST(EnginePendingLimit, AWinningCancelFreesItsPlaceAtOnceWhileTheWorkerSleeps) {
   constexpr std::size_t kLimit = 1000;
   EngineOptions o = quiet_workers(1);
   o.max_pending_per_shard = kLimit;
@@ -285,7 +285,7 @@ TEST(EngineEdges, AWinningCancelFreesItsPlaceAtOnceWhileTheWorkerSleeps) {
 
 // The limit is exact when no other thread is scheduling: the (limit + 1)th schedule is the first
 // refused, and each end (a fire claimed, a cancel won) lets exactly one more in.
-TEST(EngineEdges, WithNoScheduleInFlightTheLimitIsExact) {
+TEST(EnginePendingLimit, WithNoScheduleInFlightTheLimitIsExact) {
   constexpr std::size_t kLimit = 5;
   EngineOptions o = manual();
   o.max_pending_per_shard = kLimit;
@@ -308,7 +308,7 @@ TEST(EngineEdges, WithNoScheduleInFlightTheLimitIsExact) {
 
 // stats().pending: scheduled, not yet claimed to run nor cancelled; exact the moment each happens,
 // whatever the worker is doing (here: held inside a callback, so it can neither pass nor publish).
-TEST(EngineEdges, PendingCountsWhatIsScheduledAndNotYetClaimedNorCancelled) {
+TEST(EnginePendingLimit, PendingCountsWhatIsScheduledAndNotYetClaimedNorCancelled) {
   HoldGate gate;
   Engine e(quiet_workers(1));
   ReleaseOnExit guard{gate};
@@ -337,7 +337,7 @@ TEST(EngineEdges, PendingCountsWhatIsScheduledAndNotYetClaimedNorCancelled) {
 
 // Timer::pending() in every state: in transit, in the wheel, fired (from inside its own callback
 // too), cancelled, a periodic timer between and during its runs, failed, default, stale.
-TEST(EngineEdges, PendingTellsEveryStateOfAHandle) {
+TEST(EnginePendingLimit, PendingTellsEveryStateOfAHandle) {
   Engine e(manual());
   EXPECT_FALSE(Timer().is_pending());
   Timer in_transit = e.schedule_after(1ms, [] {});
@@ -377,7 +377,7 @@ TEST(EngineEdges, PendingTellsEveryStateOfAHandle) {
 
 // ---- 3. Shutdown ----
 
-TEST(EngineEdges, AfterStopNextDeadlineIsNulloptAndPollRunsNothing) {
+TEST(EngineShutdown, AfterStopNextDeadlineIsNulloptAndPollRunsNothing) {
   Engine e(manual(2));
   ASSERT_TRUE(e.schedule_after_on(0, 0ns, [] {}));
   ASSERT_TRUE(e.schedule_after_on(1, 1h, [] {}));
@@ -395,7 +395,7 @@ TEST(EngineEdges, AfterStopNextDeadlineIsNulloptAndPollRunsNothing) {
 // cancel wins, and the returned handle's own cancel() is then refused. The other is not reached
 // yet: its cancel wins and stop() never hands it back. Each timer ended one way, and
 // fired + cancels won == scheduled.
-TEST(EngineEdges, ACancelRacingStopEitherWinsOrTheTimerIsHandedBackNeverBoth) {
+TEST(EngineShutdown, ACancelRacingStopEitherWinsOrTheTimerIsHandedBackNeverBoth) {
   Engine e(manual());
   Timer a = e.schedule_after(1h, [] {});
   Timer b = e.schedule_after(1h, [] {});
@@ -415,7 +415,7 @@ TEST(EngineEdges, ACancelRacingStopEitherWinsOrTheTimerIsHandedBackNeverBoth) {
   EXPECT_TRUE(e.stop().empty());
 }
 
-TEST(EngineEdges, StopFromItsOwnVisitorIsRefused) {
+TEST(EngineShutdown, StopFromItsOwnVisitorIsRefused) {
   Engine e(manual());
   ASSERT_TRUE(e.schedule_after(1h, [] {}));
   bool refused = false;
