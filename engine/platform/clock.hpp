@@ -20,8 +20,8 @@ inline Nanos monotonic_now() noexcept {
 // tick changes nothing the tick did not already round away; placed early, a timer fires early.
 // So schedule_after() reads an upper bound of CLOCK_MONOTONIC: the calling thread's last reading
 // of it (its anchor) plus the time-stamp counter's ticks since, converted at the measured rate
-// plus a 25% margin. Reading the TSC costs a third of reading the clock (9 ns against 21 ns in
-// this project's VM, measured), and a thread re-reads the clock only when its anchor is older
+// plus a 25% margin. Reading the TSC costs a fraction of reading the clock (a vDSO call that reads
+// the TSC itself and then converts), and a thread re-reads the clock only when its anchor is older
 // than 1/16 of the tick (1 ms at most). The bound is always at or after the true time:
 //   - the anchor's TSC is read before its clock, so the ticks since it overstate the time since;
 //   - the rate's calibration errs only high (ns_per_tsc_tick(), below), and the margin covers
