@@ -120,9 +120,10 @@ EngineCore::~EngineCore() {  // NOLINT(bugprone-exception-escape): see the decla
     // address order: the shard's own, and each producer thread's overflow pool for it.
     for (std::size_t i = 0; i < shards_.size(); ++i) {
       Shard& shard = *shards_[i];
-      shard.destroy_callables_from(shard.own_pool());
+      ShardWheel& wheel = shard.wheel();
+      wheel.destroy_callables_from(wheel.pool());
       producers_.for_each(
-          [&](const ProducerState& p) { shard.destroy_callables_from(p.shards[i].overflow); });
+          [&](const ProducerState& p) { wheel.destroy_callables_from(p.shards[i].overflow); });
     }
   }
   producers_.drop_tokens();  // they point into the shards' queues
@@ -160,14 +161,14 @@ Reservation EngineCore::acquire(std::size_t index) noexcept {
   // exists only once the engine started: own_shard() and a pass both come after start().)
   if (own != nullptr && (index == Engine::kAnyShard || index == own->index())) [[likely]] {
     if (stopped_.load(std::memory_order_relaxed)) [[unlikely]] {  // relaxed: only the flag's value
-      own->admission().count_rejected();
+      own->admission.count_rejected();
       return {.status = Status::stopped};
     }
-    if (!own->admission().admit()) return {.status = Status::max_pending_reached};
-    Node* const node = own->own_node();
+    if (!own->admission.admit()) return {.status = Status::max_pending_reached};
+    Node* const node = own->reserve.own_node();
     if (node == nullptr) [[unlikely]] {
-      own->admission().unadmit();
-      own->admission().count_rejected();
+      own->admission.unadmit();
+      own->admission.count_rejected();
       return {.status = Status::out_of_memory};
     }
     return {.node = node, .shard = own, .producer = nullptr};
@@ -185,14 +186,14 @@ Reservation EngineCore::acquire(std::size_t index) noexcept {
   if (index == Engine::kAnyShard) index = producers_.home(*state);
   Shard& shard = *shards_[index];
   if (stopped_.load(std::memory_order_relaxed)) {
-    shard.admission().count_rejected();
+    shard.admission.count_rejected();
     return {.status = Status::stopped};  // (one racing stop() is caught in commit())
   }
-  if (!shard.admission().admit()) return {.status = Status::max_pending_reached};
+  if (!shard.admission.admit()) return {.status = Status::max_pending_reached};
   Node* const node = take_node(*state, shard);
   if (node == nullptr) {
-    shard.admission().unadmit();
-    shard.admission().count_rejected();
+    shard.admission.unadmit();
+    shard.admission.count_rejected();
     return {.status = Status::out_of_memory};
   }
   return {.node = node, .shard = &shard, .producer = state};
@@ -210,7 +211,7 @@ Timer EngineCore::commit(Node* node, Shard* shard, ProducerState* producer, Nano
   // After the generation, and release: a Timer::deadline() on another thread that still holds a
   // handle of the node's last lifetime may read this `due`; its acquire fence then pairs with this
   // store, so its second load of the generation sees this lifetime's (or later), never the one it
-  // holds, and it answers nullopt (see Shard::deadline_of). A plain mov on x86-64.
+  // holds, and it answers nullopt (see ShardWheel::deadline_of). A plain mov on x86-64.
   const std::uint64_t due = ticks_.due(deadline);
   store_due(node, due, std::memory_order_release);
   ProducerState::PerShard& mine = producer->shards[shard->index()];
@@ -221,11 +222,11 @@ Timer EngineCore::commit(Node* node, Shard* shard, ProducerState* producer, Nano
   // Due already (its tick over by the clock), for a worker that would have to be woken for it: the
   // executor gets it from here. schedule_every() commits relative deadlines, so `relative` alone
   // keeps periodic timers out; the tag says so too.
-  if (!relative && shard->skips_worker(due) && (node->thunk & kPeriodicTag) == 0 &&
+  if (!relative && shard->tasks.skips_worker(due) && (node->thunk & kPeriodicTag) == 0 &&
       Nanos(static_cast<Nanos::rep>(due * ticks_.tick())) <= now() && claim_due(node, *shard, mine, gen)) {
     return {shard, node, gen};
   }
-  if (!shard->inbox().hand_over(*mine.transfer, node, due)) return fail(r, Status::out_of_memory);
+  if (!shard->inbox.hand_over(*mine.transfer, node, due)) return fail(r, Status::out_of_memory);
   ProducerState::posted_to(*shard, mine);
   // hand_over() ended with a seq_cst fence after the enqueue, and stop() has one between its store
   // of stopped_ and its drain of the queues (Dekker): so if this load sees false, stop()'s drain
@@ -253,7 +254,7 @@ bool EngineCore::claim_due(Node* node, Shard& shard, ProducerState::PerShard& mi
   // executor's queue publishes it, with the callable, to the thread that runs the task, and the
   // caller passes the Timer on with its own ordering.
   node->gen.store(in_state(gen, kFired), std::memory_order_relaxed);
-  shard.execute_claimed(node);
+  shard.tasks.execute_claimed(node);
   // Counts as a post: the worker, asleep, is nudged now and then to take the returned nodes back.
   ProducerState::posted_to(shard, mine);
   return true;
@@ -282,8 +283,8 @@ Timer EngineCore::settle_late(const Reservation& r, std::uint32_t gen) noexcept 
   std::lock_guard lock(lifecycle_mutex_);
   if (!joined_) return {r.shard, r.node, gen};
   Node* back = nullptr;
-  if (!r.shard->inbox().transfers().try_dequeue_from_producer(*r.producer->shards[r.shard->index()].transfer,
-                                                              back)) {
+  if (!r.shard->inbox.transfers().try_dequeue_from_producer(*r.producer->shards[r.shard->index()].transfer,
+                                                            back)) {
     return {r.shard, r.node, gen};
   }
   assert(back == r.node);
@@ -300,8 +301,8 @@ Timer EngineCore::fail(const Reservation& r, Status why) noexcept {
   } else {
     mine.overflow.release(r.node);
   }
-  r.shard->admission().unadmit();
-  r.shard->admission().count_rejected();
+  r.shard->admission.unadmit();
+  r.shard->admission.count_rejected();
   return Timer(why);
 }
 
@@ -310,14 +311,14 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
     shard.retire_owner_cancel(node);  // the owner's wheel: counted and unlinked now, no queue
     return;
   }
-  shard.admission().free_place();
+  shard.admission.free_place();
   ProducerState* state = producers_.mine();
   if (state != nullptr) {
     std::atomic<std::uint64_t>& cancels = state->shards[shard.index()].cancels;
     // Release: pairs with stats()' acquire load (see there).
     cancels.store(cancels.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   } else {
-    shard.admission().count_orphan_cancel();
+    shard.admission.count_orphan_cancel();
   }
   if (!linked) return;  // a periodic run cancelled: its re-arm, refused, recycles the node
   // From a callback of this engine's own pass the worker is still alive, and stop() (holding the
@@ -330,13 +331,14 @@ void EngineCore::on_cancel(Shard& shard, Node* node, std::uint32_t cancelled_gen
     // (A handle stop() returned reaches this thread after stop() did, so it sees stopped_.)
     std::lock_guard lock(lifecycle_mutex_);
     if (joined_) {
-      shard.retire_after_stop(node, cancelled_gen);
+      shard.wheel().retire(node, cancelled_gen);
+      shard.publish_stats();
       return;
     }
   }
   if (state != nullptr) {
     ProducerState::PerShard& mine = state->shards[shard.index()];
-    shard.inbox().post_cancel(*mine.cancel, node, cancelled_gen);
+    shard.inbox.post_cancel(*mine.cancel, node, cancelled_gen);
     ProducerState::posted_to(shard, mine);
   }
   // With no state (out of memory on this thread's first use) the record is not posted; the node
@@ -360,14 +362,14 @@ Moved EngineCore::reschedule(Shard& shard, Node* node, std::uint32_t pending_gen
   ProducerState* const state = producers_.mine();
   if (state == nullptr) return kRefused;  // out of memory on this thread's first use: nothing posted
   ProducerState::PerShard& mine = state->shards[shard.index()];
-  if (!shard.post_move(mine.moves, node, pending_gen, ns)) return kRefused;
+  if (!shard.inbox.post_move(mine.moves, node, pending_gen, ns)) return kRefused;
   ProducerState::posted_to(shard, mine);
   return Moved(Moved::Outcome::posted);
 }
 
 std::optional<Nanos> EngineCore::deadline(const Timer& timer) noexcept {
   if (timer.node_ == nullptr) return std::nullopt;
-  return timer.shard_->deadline_of(timer.node_, timer.gen_);
+  return timer.shard_->wheel().deadline_of(timer.node_, timer.gen_);
 }
 
 Timer EngineCore::timer_from_raw(std::uint64_t raw) const noexcept {
@@ -427,7 +429,7 @@ bool EngineCore::post_clear(std::size_t index) {
   }
   bool post = false;
   if (!may_post_clear(post)) return false;
-  if (post) shards_[index]->inbox().post_clear();
+  if (post) shards_[index]->inbox.post_clear();
   return true;
 }
 
@@ -435,7 +437,7 @@ bool EngineCore::post_clear_all() noexcept {
   bool post = false;
   if (!may_post_clear(post)) return false;
   if (post) {
-    for (auto& shard : shards_) shard->inbox().post_clear();
+    for (auto& shard : shards_) shard->inbox.post_clear();
   }
   return true;
 }
@@ -454,13 +456,13 @@ void EngineCore::start() {
   // Each start below may throw: the shards started so far stay started, and the next start()
   // (every schedule tries one) starts only the rest.
   if (opts_.threads == Threads::manual) {
-    for (auto& shard : shards_) shard->start_manual();
+    for (auto& shard : shards_) shard->loop.start();
     started_.store(true, std::memory_order_release);
     return;
   }
-  for (auto& shard : shards_) shard->start_worker();
+  for (auto& shard : shards_) shard->worker.start();
   for (auto& shard : shards_) {
-    while (!shard->ready()) std::this_thread::yield();
+    while (!shard->worker.ready()) std::this_thread::yield();
   }
   started_.store(true, std::memory_order_release);
 }
@@ -479,7 +481,7 @@ std::size_t EngineCore::shut_down(const HandBack* back) {
   }
   // The owner lets its shard go before it takes the mutex: a stop() on another thread may hold the
   // mutex while it waits for this owner to let go (Shard::request_stop).
-  if (owned != nullptr) owned->disown();
+  if (owned != nullptr) owned->loop.disown();
   std::unique_lock lock(lifecycle_mutex_);
   if (!stopped_.load(std::memory_order_relaxed)) {
     stop_and_drain(lock);
@@ -509,13 +511,13 @@ void EngineCore::stop_and_drain(std::unique_lock<std::mutex>& lock) {
   // drains below; one that reads true is settled by its producer under this mutex (settle_late).
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (auto& shard : shards_) shard->request_stop();
-  for (auto& shard : shards_) shard->join();
+  for (auto& shard : shards_) shard->worker.join();
   if (has_executor_) {
     // Callbacks still running on executor threads may schedule or cancel: let them, then wait
     // them out. A hand-off that comes meanwhile stands (settle_late sees joined_ still false) and
     // a cancel is posted; the drains below take both.
     lock.unlock();
-    for (auto& shard : shards_) shard->wait_for_tasks([&] { return claimed_elsewhere(*shard); });
+    for (auto& shard : shards_) shard->tasks.wait_for_all([&] { return claimed_elsewhere(*shard); });
     lock.lock();
   }
   for (auto& shard : shards_) shard->drain_stopped();
@@ -524,13 +526,17 @@ void EngineCore::stop_and_drain(std::unique_lock<std::mutex>& lock) {
 
 std::size_t EngineCore::hand_back(const HandBack& back) {
   std::size_t most = 0;
-  for (const auto& shard : shards_) most += shard->wheel_pending();
+  for (const auto& shard : shards_) most += shard->wheel().pending_count();  // at least as many as handed
   back.reserve(back.context, most);  // may throw: then nothing is handed back yet, nor lost
   std::size_t handed = 0;
   t_handing_back = this;
   for (auto& shard : shards_) {
-    shard->hand_back([&](Timer timer) noexcept {
-      back.each(back.context, timer);
+    // After drain_stopped(): each timer still pending in the wheel (a periodic one between its
+    // runs). Under the lifecycle lock: a cancel from `each` is posted, not retired (see
+    // on_cancel()), so the walk's lists stay as they are.
+    Shard* const s = shard.get();
+    s->wheel().for_each_pending_node([&](Node* node) noexcept {
+      back.each(back.context, Timer(s, node, node->gen.load(std::memory_order_relaxed)));
       ++handed;
     });
   }
@@ -547,13 +553,12 @@ std::uint64_t EngineCore::pending(const Shard& shard) const {
   // read too, and the difference is never negative. Ends counted while this reads are missed: a
   // snapshot, exact when still.
   const std::size_t i = shard.index();
-  std::uint64_t ended =
-      shard.claimed() + shard.admission().orphan_cancels() + shard.cleared() + shard.own_cancels();
+  std::uint64_t ended = shard.counters.ended() + shard.admission.orphan_cancels();
   producers_.for_each([&](const ProducerState& p) {
     ended += p.shards[i].cancels.load(std::memory_order_acquire) +
              p.shards[i].dispatched.load(std::memory_order_acquire);
   });
-  std::uint64_t started = shard.direct_scheduled();
+  std::uint64_t started = shard.counters.started();
   producers_.for_each(
       [&](const ProducerState& p) { started += p.shards[i].scheduled.load(std::memory_order_relaxed); });
   return started - std::min(started, ended);

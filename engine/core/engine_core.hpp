@@ -67,7 +67,7 @@ class EngineCore final : public ShardHost {
   // Timer::reschedule* from a thread that posts it (the shard's own: Shard::reschedule_here).
   Moved reschedule(Shard& shard, Node* node, std::uint32_t pending_gen, Nanos when,
                    bool relative) noexcept override;
-  // Timer::deadline: any thread (Shard::deadline_of).
+  // Timer::deadline: any thread (ShardWheel::deadline_of).
   static std::optional<Nanos> deadline(const Timer& timer) noexcept;
   Timer timer_from_raw(std::uint64_t raw) const noexcept;
   std::size_t clear(std::size_t index);

@@ -24,7 +24,7 @@ Shard& EngineCore::polled_shard(std::size_t index, const char* call) const {
 std::size_t EngineCore::poll(std::size_t index, Nanos now, std::size_t limit) {
   Shard& shard = polled_shard(index);
   if (!started_.load(std::memory_order_acquire) && !stopped_.load(std::memory_order_relaxed)) start();
-  return shard.poll(now, limit);
+  return shard.loop.poll(now, limit);
 }
 
 std::optional<Nanos> EngineCore::next_deadline(std::size_t index) const {
@@ -32,7 +32,7 @@ std::optional<Nanos> EngineCore::next_deadline(std::size_t index) const {
   // Once stop() has begun nothing runs here any more, so a loop that sleeps until the answer is
   // told there is nothing to wait for. Relaxed: only the flag's own value is used.
   if (stopped_.load(std::memory_order_relaxed)) return std::nullopt;
-  return shard.next_deadline(now());
+  return shard.loop.next_deadline(now());
 }
 
 int EngineCore::wakeup_fd(std::size_t index) const {
@@ -42,16 +42,16 @@ int EngineCore::wakeup_fd(std::size_t index) const {
         "tickwheel::Engine::wakeup_fd: EngineOptions::wake_loop is set, so producers call it instead of "
         "writing an eventfd; there is none");
   }
-  return shard.inbox().wake().fd();
+  return shard.inbox.wake().fd();
 }
 
 bool EngineCore::prepare_wait(std::size_t index, std::optional<Nanos> until) {
   Shard& shard = polled_shard(index, "prepare_wait");
   if (stopped_.load(std::memory_order_relaxed)) return false;  // nothing to wait for: poll, let go
-  return shard.prepare_wait(until);
+  return shard.loop.prepare_wait(until);
 }
 
-void EngineCore::finish_wait(std::size_t index) { polled_shard(index, "finish_wait").finish_wait(); }
+void EngineCore::finish_wait(std::size_t index) { polled_shard(index, "finish_wait").loop.finish_wait(); }
 
 void EngineCore::own_shard(std::size_t index) {
   Shard& shard = polled_shard(index, "own_shard");
@@ -60,7 +60,7 @@ void EngineCore::own_shard(std::size_t index) {
                            std::to_string(other->index()) + " already; a thread owns one shard at a time");
   }
   if (!started_.load(std::memory_order_acquire) && !stopped_.load(std::memory_order_relaxed)) start();
-  shard.own();
+  shard.loop.own();
 }
 
 void EngineCore::release_shard(std::size_t index) {
@@ -69,11 +69,11 @@ void EngineCore::release_shard(std::size_t index) {
     throw std::logic_error("tickwheel::Engine::release_shard: shard " + std::to_string(index) +
                            " is not owned by this thread");
   }
-  shard.disown();
+  shard.loop.disown();
 }
 
 void EngineCore::clock_moved() noexcept {
-  for (auto& shard : shards_) shard->inbox().wake().signal();
+  for (auto& shard : shards_) shard->inbox.wake().signal();
 }
 
 }  // namespace tickwheel::detail

@@ -149,7 +149,7 @@ class MoveQueue {
 
   // Whether a record was posted that no drain has taken: linked, or in flight (its producer between
   // its exchange and its link). The consumer only. Acquire: a load, ordering nothing by itself; a
-  // caller that must not miss a post orders it with a fence (see Shard::nothing_waits()).
+  // caller that must not miss a post orders it with a fence (see ShardInbox::work_waiting()).
   bool waiting() const noexcept { return tail_.load(std::memory_order_acquire) != head_; }
 
  private:

@@ -38,9 +38,9 @@ bool cpu_has_prefetchw() noexcept {
 ProducerState::ProducerState(std::thread::id id, const std::vector<std::unique_ptr<Shard>>& all)
     : owner(id), shards(all.size()) {
   for (std::size_t i = 0; i < all.size(); ++i) {
-    shards[i].transfer = std::make_unique<moodycamel::ProducerToken>(all[i]->inbox().transfers());
-    shards[i].cancel = std::make_unique<moodycamel::ProducerToken>(all[i]->inbox().cancels());
-    shards[i].returned = std::make_unique<moodycamel::ProducerToken>(all[i]->inbox().returned());
+    shards[i].transfer = std::make_unique<moodycamel::ProducerToken>(all[i]->inbox.transfers());
+    shards[i].cancel = std::make_unique<moodycamel::ProducerToken>(all[i]->inbox.cancels());
+    shards[i].returned = std::make_unique<moodycamel::ProducerToken>(all[i]->inbox.returned());
     if (!shards[i].transfer->valid() || !shards[i].cancel->valid() || !shards[i].returned->valid()) {
       throw std::bad_alloc();
     }

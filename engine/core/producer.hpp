@@ -80,7 +80,7 @@ struct ProducerState {
   static void posted_to(Shard& shard, PerShard& mine) noexcept {
     if (++mine.posted == kNudgeEvery) [[unlikely]] {
       mine.posted = 0;
-      shard.inbox().wake().nudge();
+      shard.inbox.wake().nudge();
     }
   }
 
@@ -174,7 +174,7 @@ inline Node* take_node(ProducerState& state, Shard& shard) noexcept {
   constexpr std::size_t kAhead = ProducerState::kPrefetchAhead;
   ProducerState::PerShard& mine = state.shards[shard.index()];
   if (mine.cached == 0) {
-    mine.cached = shard.inbox().take_nodes(mine.cache.data(), mine.cache.size());
+    mine.cached = shard.inbox.take_nodes(mine.cache.data(), mine.cache.size());
     for (std::size_t i = 1; i < kAhead && i < mine.cached; ++i) {  // the first is taken now
       prefetch_to_write(mine.cache[mine.cached - 1 - i], state.prefetchw);
     }

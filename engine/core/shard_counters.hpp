@@ -51,6 +51,15 @@ struct ShardCounters {
     s.executing = handed - std::min(handed, done);  // two snapshots: never negative
     s.max_tick_lag_ns = max_lag_ns.load(std::memory_order_relaxed);
   }
+  // The ends and the starts the shard's thread counted (EngineCore::pending()): one-shot timers
+  // claimed, timers a clear cancelled and the owner's own cancels; timers scheduled straight into
+  // the wheel. Acquire: each pairs with the release store that counted it, so a reader that sees
+  // an end also sees the schedule that preceded it.
+  std::uint64_t ended() const noexcept {
+    return claimed.load(std::memory_order_acquire) + cleared.load(std::memory_order_acquire) +
+           own_cancels.load(std::memory_order_acquire);
+  }
+  std::uint64_t started() const noexcept { return direct.load(std::memory_order_acquire); }
   // A pass that began `lag_ns` after the time its wait aimed at.
   void note_lag(std::int64_t lag_ns) noexcept {
     if (lag_ns > max_lag_ns.load(std::memory_order_relaxed))

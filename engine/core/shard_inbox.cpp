@@ -27,7 +27,7 @@ void ShardInbox::post_cancel(moodycamel::ProducerToken& token, Node* node,
 }
 
 bool ShardInbox::post_move(MoveRecordCache& records, Node* node, std::uint32_t pending_gen,
-                           std::uint64_t deadline_ns, std::uint64_t due_tick) noexcept {
+                           std::uint64_t deadline_ns) noexcept {
   MoveRecord* const record = records.take();
   if (record == nullptr) return false;
   record->node = node;
@@ -39,7 +39,7 @@ bool ShardInbox::post_move(MoveRecordCache& records, Node* node, std::uint32_t p
   // A timer moved earlier than the sleeper's plan must not wait for it: the producers' protocol
   // (a seq_cst fence, then the plan), as for a hand-off; the post's exchange comes before the
   // fence, so either the poster sees the plan or the sleeper sees moves_.waiting().
-  wake_for(due_tick);
+  wake_for(ticks_.due(Nanos(static_cast<Nanos::rep>(deadline_ns))));
   return true;
 }
 

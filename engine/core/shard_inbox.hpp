@@ -25,6 +25,7 @@
 
 #include "core/move_queue.hpp"
 #include "core/wakeup.hpp"
+#include "tickwheel/detail/arith.hpp"
 #include "tickwheel/detail/node.hpp"
 
 namespace tickwheel::detail {
@@ -44,7 +45,7 @@ class ShardInbox {
   // tick the sleeper plans to wake at.
   ShardInbox(Wakeup::Kind kind, std::size_t index, const std::function<void(std::size_t)>* callback,
              std::uint64_t tick_ns)
-      : wake_(kind, index, callback), tick_ns_(tick_ns) {}
+      : wake_(kind, index, callback), ticks_(tick_ns) {}
 
   // ---- Any thread. ----
   // Hands a prepared node, due at tick `due_tick`, to the shard; wakes it iff that tick ends before
@@ -56,7 +57,7 @@ class ShardInbox {
   // `records`), waking the sleeper iff that is before its plan. False, with nothing posted, if no
   // record could be had (no memory).
   [[nodiscard]] bool post_move(MoveRecordCache& records, Node* node, std::uint32_t pending_gen,
-                               std::uint64_t deadline_ns, std::uint64_t due_tick) noexcept;
+                               std::uint64_t deadline_ns) noexcept;
   // Asks the shard to clear itself at its next pass, and wakes the sleeper whatever its plan.
   void post_clear() noexcept;
   // A node an executor's thread ran, given back. Never loses the node: retries until the queue
@@ -67,7 +68,7 @@ class ShardInbox {
   // next_deadline()): a timer due within the tick the sleeper wakes for anyway, a due-now answer
   // among them, needs no signal. (A loop's plan may be any time: it then wakes by itself no later
   // than the timer's end, and its pass takes the node in.)
-  void wake_for(std::uint64_t due_tick) noexcept { wake_.wake_if_before(due_tick * tick_ns_); }
+  void wake_for(std::uint64_t due_tick) noexcept { wake_.wake_if_before(due_tick * ticks_.tick()); }
   // Up to n free nodes from the reserve; 0 if it is empty right now.
   std::size_t take_nodes(Node** out, std::size_t n) noexcept { return free_nodes_.try_dequeue_bulk(out, n); }
   moodycamel::ConcurrentQueue<Node*>& transfers() noexcept { return transfers_; }
@@ -171,7 +172,7 @@ class ShardInbox {
   MoveQueue moves_;  // Timer::reschedule() from other threads, in the order asked (move_queue.hpp)
   // The wake-up protocol with producers: its plan and signal words are on lines of their own.
   Wakeup wake_;
-  const std::uint64_t tick_ns_;
+  const TickDivider ticks_;  // the engine's tick
   // Clear requests posted (post_clear(); release increment), compared by each pass (acquire) with
   // clears_served_: one load a pass. A line apart: written rarely, by other threads, read by every
   // pass.

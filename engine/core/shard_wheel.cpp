@@ -10,9 +10,9 @@
 namespace tickwheel {
 namespace detail {
 
-bool ShardPolicy::dispatch(Node* node) const noexcept { return shard->dispatch(node); }
+bool ShardPolicy::dispatch(Node* node) const noexcept { return shard->tasks.dispatch(node); }
 
-Nanos ShardPolicy::run_end(Nanos /*pass_now*/) const noexcept { return shard->run_end(); }
+Nanos ShardPolicy::run_end(Nanos /*pass_now*/) const noexcept { return shard->tasks.run_end(); }
 
 void ShardWheel::adopt(Node* node) noexcept {
   // Acquire: pairs with a canceller's compare-and-swap, so a node cancelled in transit is seen so.
@@ -87,7 +87,7 @@ void ShardWheel::move_own(Node* node, std::uint64_t due) noexcept {
     return;
   }
   ++stats_.rescheduled;
-  // The flag in its due is masked off by a reader on another thread (Shard::deadline_of).
+  // The flag in its due is masked off by a reader on another thread (ShardWheel::deadline_of).
   queue_move(node, node->gen.load(std::memory_order_relaxed), due);
 }
 
@@ -127,6 +127,32 @@ std::size_t ShardWheel::take_free_nodes(std::span<Node*> out) noexcept {
     ++got;
   }
   return got;
+}
+
+std::optional<Nanos> ShardWheel::deadline_of(Node* node, std::uint32_t pending_gen) const noexcept {
+  // A seqlock's read, the generation word standing in for the sequence: `due` counts only if the
+  // word holds the handle's pending value both before and after it is read.
+  //
+  // Acquire: pairs with a periodic timer's re-arm (ShardPolicy::rearm's compare-and-swap, whose
+  // release comes after its write of the next run's `due`, WheelCore::rearm): so once the timer
+  // is pending again `due` is the next run's, not the last one's. (What the schedule wrote reached
+  // this thread with the Timer itself, which the caller passed on with its own ordering.) Any other
+  // value (fired, cancelled, running, another lifetime, a fresh node): nullopt.
+  if (node->gen.load(std::memory_order_acquire) != pending_gen) return std::nullopt;
+  // Relaxed, through std::atomic_ref: every write this can race is atomic (detail::store_due).
+  // Within the lifetime (a move, a re-arm) it reads the value before or after the write: both are
+  // deadlines this timer had while it was asked, the answer engine.hpp promises.
+  // A move the owner queued flags the due (ShardWheel::move_own): masked off, it is the new one.
+  const std::uint64_t due = load_due(node) & ~kMovingBit;
+  // Acquire fence: pairs with the release of the write of `due` just read. If that write is of a
+  // later lifetime of the node (the timer ended and the node was handed out again meanwhile: the
+  // producer's store in EngineCore::commit, or any later one), the end of this timer came before
+  // it, so the load below sees the word moved on, and the stale `due` is not answered.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Relaxed: ordered by the fence above.
+  if (node->gen.load(std::memory_order_relaxed) != pending_gen) return std::nullopt;
+  // In ticks, linked or in transit (see Node::due); due <= the horizon: no overflow.
+  return Nanos(static_cast<Nanos::rep>(due) * tick_.count());
 }
 
 }  // namespace detail

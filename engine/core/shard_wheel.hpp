@@ -81,7 +81,7 @@ class ShardWheel final : public WheelCore<ShardPolicy> {
   // recycles it instead if it was cancelled in transit. A periodic node's fixed-rate grid starts at
   // that tick.
   void adopt(Node* node) noexcept;
-  // A node from the pool for the shard's own thread to schedule (see Shard::own_node()); null if
+  // A node from the pool for the shard's own thread to schedule (see ShardReserve::own_node()); null if
   // the pool cannot grow.
   Node* acquire_node() noexcept { return pool_.acquire(); }
   // Links a node the shard's own thread prepared (callable, pending gen, `due` in ticks) and
@@ -131,8 +131,13 @@ class ShardWheel final : public WheelCore<ShardPolicy> {
   // so that the neighbours' misses overlap with the owner's next calls; else at once.
   void move_own(Node* node, std::uint64_t due) noexcept;
   // The bit a due carries while its node waits in the move queue (move_own()): a reader on another
-  // thread masks it off (Shard::deadline_of()).
+  // thread masks it off (deadline_of()).
   static constexpr std::uint64_t kMovingBit = kMoving;
+  // The deadline of a timer whose node holds pending generation `pending_gen`, rounded up to the
+  // tick as the wheel runs it; nullopt if the node holds another value (see there), at either of
+  // the two loads of the generation that bracket the read of `due`. O(1), three loads. Any thread:
+  // it reads the node and the wheel's tick, which never changes.
+  std::optional<Nanos> deadline_of(Node* node, std::uint32_t pending_gen) const noexcept;
   // Cancels every pending timer linked here, each by compare-and-swap against cancels from other
   // threads (one wins), and retires it, and also every node found cancelled whose record has not
   // come yet (that record then finds it gone). Returns how many this call cancelled. The walk

@@ -15,7 +15,7 @@
 
 namespace tickwheel {
 
-void Task::run() noexcept { shard_->run_task(node_, shard_->host().returned_token(shard_->index())); }
+void Task::run() noexcept { shard_->tasks.run(node_, shard_->host().returned_token(shard_->index())); }
 
 std::size_t Task::shard() const noexcept { return shard_ != nullptr ? shard_->index() : 0; }
 

@@ -32,6 +32,7 @@
 namespace tickwheel {
 namespace detail {
 class Shard;
+class ShardTasks;
 struct Node;
 }  // namespace detail
 
@@ -52,7 +53,7 @@ class Task {
   std::size_t shard() const noexcept;
 
  private:
-  friend class detail::Shard;
+  friend class detail::ShardTasks;
   Task(detail::Shard* shard, detail::Node* node) noexcept : shard_(shard), node_(node) {}
 
   detail::Shard* shard_ = nullptr;

@@ -103,7 +103,7 @@ static_assert(sizeof(Node) == kCacheLine, "a pending timer must cost exactly one
 // The Engine's writes are release (a plain mov on x86-64 too): the reader's acquire fence after its
 // load of `due` then pairs with whichever write it read, so that every change of the generation
 // that came before that write (the end of the reader's lifetime of the node, if the write belongs
-// to a later one) is visible to its second load of the generation (see Shard::deadline_of()).
+// to a later one) is visible to its second load of the generation (see ShardWheel::deadline_of()).
 inline void store_due(Node* node, std::uint64_t due, std::memory_order order) noexcept {
   std::atomic_ref<std::uint64_t>(node->due).store(due, order);
 }
