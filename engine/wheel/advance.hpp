@@ -55,8 +55,8 @@ void WheelCore<Policy>::prefetch_upcoming(bool successors) const noexcept {
 // later ticks. With budget 0 no callback runs and nothing can throw.
 template <class Policy>
 std::size_t WheelCore<Policy>::step(std::uint64_t target, std::size_t budget) {
-  set_quiet_end(0);  // for a step outside advance() (a cancel or move that ends a lag): I9
-  lag_bound_ = 0;
+  set_no_event_before(0);  // for a step outside advance() (a cancel or move that ends a lag): I9
+  lag_window_end_ = 0;
   std::size_t ran = 0;
   const std::uint64_t from = cur_;
   while (cur_ < target && !occupied(kBatchSlot) && !occupied(kLateSlot) &&
@@ -124,7 +124,7 @@ void WheelCore<Policy>::catch_up() noexcept {
 }
 
 // advance() past its inline case: a nested call (refused), queued unlinks or moves to finish,
-// or a target at or past quiet_end_. Leaves quiet_end_ exact for the next call (I9), unless a
+// or a target at or past no_event_before_. Leaves no_event_before_ exact for the next call (I9), unless a
 // callback throws (then it stays 0 and the next call comes here).
 template <class Policy>
 std::size_t WheelCore<Policy>::advance_slow(Nanos now, std::size_t limit) {
@@ -148,9 +148,9 @@ std::size_t WheelCore<Policy>::advance_slow(Nanos now, std::size_t limit) {
   } else if (target >= pace_at_ || ((target ^ cur_) >> kLevelBits) != 0) {
     quiet_advance(target);
   } else {
-    cur_ = target;  // quiet_end_ was low (an event cancelled since, or a unit crossed since a pass)
+    cur_ = target;  // no_event_before_ was low (an event cancelled since, or a unit crossed since a pass)
   }
-  settle_quiet_end();
+  settle_no_event_before();
   return ran;
 }
 
@@ -159,8 +159,8 @@ template <class Policy>
 std::size_t WheelCore<Policy>::pass(std::uint64_t target, std::size_t limit) {
   // From here callbacks run.
   const PassScope scope(*this);
-  set_quiet_end(0);  // a nested advance() from a callback must not take the inline case (I9)
-  lag_bound_ = 0;    // and a callback's link is due by cur_, the tick being run (I1)
+  set_no_event_before(0);  // a nested advance() from a callback must not take the inline case (I9)
+  lag_window_end_ = 0;     // and a callback's link is due by cur_, the tick being run (I1)
   const std::uint64_t moved_before = stats_.moved;
   // The staged prefetch hides DRAM misses; while the timers fit in L2 (the test cancel() makes)
   // it is only work, so it is skipped.
@@ -214,8 +214,8 @@ bool WheelCore<Policy>::pass_stays_in_unit(std::uint64_t target, std::size_t lim
 template <class Policy>
 inline std::size_t WheelCore<Policy>::pass_in_unit(std::uint64_t target) {
   const PassScope scope(*this);
-  set_quiet_end(0);  // as in pass()
-  lag_bound_ = 0;
+  set_no_event_before(0);  // as in pass()
+  lag_window_end_ = 0;
   const bool in_cache = pending_ < cancel_batch_from_;
   if (!in_cache) prefetch_upcoming(/*successors=*/true);
   const std::uint64_t unit_end = ((cur_ >> kLevelBits) + 1) << kLevelBits;

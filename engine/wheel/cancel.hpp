@@ -161,7 +161,7 @@ void WheelCore<Policy>::queue_move(Node* node, std::uint32_t gen, std::uint64_t 
   move_queue_[moves_queued_] = node;
   move_gen_[moves_queued_++] = gen;
   detail::prefetch_neighbours(node);
-  set_quiet_end(0);  // the next advance() moves it (I9)
+  set_no_event_before(0);  // the next advance() moves it (I9)
 }
 
 template <class Policy>

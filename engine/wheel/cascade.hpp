@@ -40,7 +40,7 @@ std::uint64_t WheelCore<Policy>::move_down(unsigned slot, std::uint64_t max_node
         // from level 1 goes: push() is all of link() that applies. The event bounds stand as they
         // are: next_event_ is at or before the event of the slot the node leaves (I7), itself at
         // or before the node's due; level 0 has no look-ahead slot to pace (I8); and every
-        // caller runs with quiet_end_ 0 (a pass, a step) or sets it exactly after (quiet_advance(),
+        // caller runs with no_event_before_ 0 (a pass, a step) or sets it exactly after (quiet_advance(),
         // I9). Fewer instructions a move: more moves in the window the core overlaps their
         // nodes' misses with.
         push(node, slot_of(0, due));

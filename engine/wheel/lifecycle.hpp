@@ -135,7 +135,7 @@ std::size_t WheelCore<Policy>::clear() noexcept {
   stats_.cancelled += cleared;
   cur_ = target_;  // nothing is left to wait at after a pass cut short by its limit
   catch_up();
-  settle_quiet_end();
+  settle_no_event_before();
   return cleared;
 }
 

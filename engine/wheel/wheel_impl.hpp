@@ -13,7 +13,7 @@
 //       its target), so cur_ lags behind target_ only where something is due. Both may also lag
 //       behind now_'s tick after inline advance() calls, which met nothing on the way (I9) and
 //       moved only now_: nothing is linked in that stretch (a link due in it counts as due and
-//       goes to the due slot, due_now(): now_'s tick is below lag_bound_), and it lies before the
+//       goes to the due slot, due_now(): now_'s tick is below lag_window_end_), and it lies before the
 //       next unit boundary, so catch_up() may move both to now_'s tick at any time, and
 //       advance_slow() does before it runs late timers.
 //   I2  Let S = kSlots and b = kLevelBits. A node in level-0 slot i has due in (cur_, cur_ + S)
@@ -43,16 +43,17 @@
 //       from the look-ahead slots wherever cur_ moves across a unit boundary (a pass, a quiet
 //       advance() that crosses one) and after every pace(). It may be finite with no such node (a
 //       cancel emptied the slot): pace() then finds nothing, and plan_pace() makes it UINT64_MAX.
-//   I9  quiet_end_ <= quiet_end(): the least of next_event_, pace_at_ and the start of the level-1
+//   I9  no_event_before_ <= no_event_before(): the least of next_event_, pace_at_ and the start of the
+//   level-1
 //       unit after cur_'s, or 0 while the due, late or batch slot holds a node; and 0 throughout
-//       a pass and while unlinks or moves are queued. quiet_end_ns_ == quiet_end_ * tick. So an
-//       advance() to a now before quiet_end_ns_ meets nothing on its way, and its inline case
+//       a pass and while unlinks or moves are queued. no_event_before_ns_ == no_event_before_ * tick. So an
+//       advance() to a now before no_event_before_ns_ meets nothing on its way, and its inline case
 //       only moves now_ on. link() lowers it with the two bounds (and zeroes it for the due slot;
 //       move_down() runs only where it is 0 or is set exactly afterwards, so a move to level 0
 //       leaves it), queueing and step() zero it (outside advance(), a cancel or move that ends a
 //       lag steps), advance_slow() and clear() set it exactly; everything else only raises what it
 //       is made of.
-//       And quiet_end_ <= lag_bound_, which only those two and a pass or step set (I1).
+//       And no_event_before_ <= lag_window_end_, which only those two and a pass or step set (I1).
 //   I10 A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
 //       between its runs: it is unlinked while it runs, state running), except: a node
 //       cancelled by Wheel::cancel() (or by an Engine shard's owner, ShardWheel::cancel_own)

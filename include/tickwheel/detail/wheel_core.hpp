@@ -266,12 +266,12 @@ class WheelCore {
   void queue_unlink(Node* node) noexcept {
     assert(cur_ == target_ && !in_advance_ && unlink_queued_ < kUnlinkBatch);
     // The next advance() finishes the queue (I9). Zeroed by the first unlink queued only: nothing
-    // raises quiet_end_ before the queue is flushed, and two stores fewer a cancel leave more room
+    // raises no_event_before_ before the queue is flushed, and two stores fewer a cancel leave more room
     // in the store buffer while the node's miss holds everything after it.
-    if (unlink_queued_ == 0) set_quiet_end(0);
+    if (unlink_queued_ == 0) set_no_event_before(0);
     unlink_queue_[unlink_queued_++] = node;
     prefetch_neighbours(node);
-    assert(quiet_end_ == 0);
+    assert(no_event_before_ == 0);
   }
   void finish_unlinks() const noexcept;
   bool in_place(std::uint64_t old_due, std::uint64_t due) const noexcept;
@@ -335,11 +335,11 @@ class WheelCore {
   bool current_units_empty(unsigned top) const noexcept;
   bool summary_exact() const noexcept;
   bool quiet_until(std::uint64_t target) const noexcept;
-  std::uint64_t quiet_end() const noexcept;
-  void set_quiet_end(std::uint64_t tick) noexcept {
-    quiet_end_ = tick;
-    // Below 2^64: quiet_end() is at most the level-1 unit after cur_'s, cur_ <= max_tick().
-    quiet_end_ns_ = tick * ticks_.tick();
+  std::uint64_t no_event_before() const noexcept;
+  void set_no_event_before(std::uint64_t tick) noexcept {
+    no_event_before_ = tick;
+    // Below 2^64: no_event_before() is at most the level-1 unit after cur_'s, cur_ <= max_tick().
+    no_event_before_ns_ = tick * ticks_.tick();
   }
   void catch_up() noexcept;
   // Commits every page of the slot arrays now, for a reserve's promise of no page fault on a
@@ -363,11 +363,11 @@ class WheelCore {
   }
   // Whether a node due at `due` counts as due already, so that it waits in the due slot (I3): at
   // or before cur_, or, while inline advance() calls left cur_ behind now_'s tick, at or before
-  // that tick (I1). The second test is a multiplication, made only for a due before lag_bound_:
+  // that tick (I1). The second test is a multiplication, made only for a due before lag_window_end_:
   // every later tick is after now_'s too.
   bool due_now(std::uint64_t due) const noexcept {
     return due <= cur_ ||
-           (due < lag_bound_ && due * ticks_.tick() <= static_cast<std::uint64_t>(now_.count()));
+           (due < lag_window_end_ && due * ticks_.tick() <= static_cast<std::uint64_t>(now_.count()));
   }
   // Whether inline advance() calls left cur_ behind now_'s tick (I1).
   bool lags_now() const noexcept {
@@ -397,11 +397,11 @@ class WheelCore {
     }
     return slot_for(due);
   }
-  // Sets quiet_end_ exactly, and lag_bound_ with it: where advance_slow() and clear() leave the
+  // Sets no_event_before_ exactly, and lag_window_end_ with it: where advance_slow() and clear() leave the
   // wheel (I9).
-  void settle_quiet_end() noexcept {
-    set_quiet_end(quiet_end());
-    lag_bound_ = quiet_end_;
+  void settle_no_event_before() noexcept {
+    set_no_event_before(no_event_before());
+    lag_window_end_ = no_event_before_;
   }
   std::size_t advance_slow(Nanos now, std::size_t limit);
   void quiet_advance(std::uint64_t target) noexcept;
@@ -472,12 +472,12 @@ class WheelCore {
   // The tick up to which the look-ahead cascade has moved its share: the target of the last pace().
   std::uint64_t paced_ = 0;
   // The tick below which advance() has nothing to do but move time on (I9), and its first
-  // nanosecond, quiet_end_ * tick: the inline advance() compares a now with it, no division.
-  std::uint64_t quiet_end_ = 0;
-  std::uint64_t quiet_end_ns_ = 0;
-  // The quiet_end_ that advance_slow() last set, which links do not lower; 0 during a pass or a
+  // nanosecond, no_event_before_ * tick: the inline advance() compares a now with it, no division.
+  std::uint64_t no_event_before_ = 0;
+  std::uint64_t no_event_before_ns_ = 0;
+  // The no_event_before_ that advance_slow() last set, which links do not lower; 0 during a pass or a
   // step. Inline advance() calls since then stayed below it, so now_'s tick is below it too.
-  std::uint64_t lag_bound_ = 0;
+  std::uint64_t lag_window_end_ = 0;
   // Nodes linked into each slot since it was empty, less those moved out: an upper bound that
   // paces the look-ahead cascade.
   std::array<std::uint32_t, kAllSlots>* count_ = nullptr;  // arrays_->count

@@ -101,21 +101,21 @@ inline void WheelCore<Policy>::link(Node* node, unsigned slot) noexcept {
     const unsigned shift = kLevelBits * (slot >> kSlotBits);
     const std::uint64_t unit = due >> shift;
     const std::uint64_t event = unit << shift;
-    // Branches, not a min and a store: a link rarely makes the earliest event. quiet_end_ <=
-    // next_event_ (I9), so a link that leaves next_event_ leaves quiet_end_ too.
-    assert(quiet_end_ <= next_event_);
+    // Branches, not a min and a store: a link rarely makes the earliest event. no_event_before_ <=
+    // next_event_ (I9), so a link that leaves next_event_ leaves no_event_before_ too.
+    assert(no_event_before_ <= next_event_);
     if (event < next_event_) [[unlikely]] {
       next_event_ = event;
-      if (event < quiet_end_) set_quiet_end(event);  // I9
+      if (event < no_event_before_) set_no_event_before(event);  // I9
     }
     // A look-ahead slot is paced from the next tick on (I8). At level 0 this also holds for the
     // tick after cur_: a needless but harmless pace() call, cheaper than a test of the level.
     if (unit == (cur >> shift) + 1) [[unlikely]] {
       pace_at_ = std::min(pace_at_, cur + 1);
-      if (cur + 1 < quiet_end_) set_quiet_end(cur + 1);
+      if (cur + 1 < no_event_before_) set_no_event_before(cur + 1);
     }
   } else {
-    set_quiet_end(0);  // something is due (I9)
+    set_no_event_before(0);  // something is due (I9)
   }
 }
 
@@ -251,24 +251,24 @@ inline bool WheelCore<Policy>::quiet_until(std::uint64_t target) const noexcept 
 }
 
 // The tick before which advance() has nothing to do but move time on (quiet_until() with no
-// share for pace() and no unit boundary crossed): what advance_slow() leaves in quiet_end_ (I9).
+// share for pace() and no unit boundary crossed): what advance_slow() leaves in no_event_before_ (I9).
 template <class Policy>
-inline std::uint64_t WheelCore<Policy>::quiet_end() const noexcept {
+inline std::uint64_t WheelCore<Policy>::no_event_before() const noexcept {
   if (((nonempty_words_ >> (kDueSlot / 64)) & 1) != 0) return 0;
   return std::min({next_event_, pace_at_, ((cur_ >> kLevelBits) + 1) << kLevelBits});
 }
 
 // Inline for the call that only moves time on, the common case of a loop that advances every
-// tick or faster: one compare of the new now against quiet_end_ns_ (I9), and now_ is all it
+// tick or faster: one compare of the new now against no_event_before_ns_ (I9), and now_ is all it
 // changes; cur_ catches up in the next call that meets something (I1). Everything else is out of
 // line, in the library.
 template <class Policy>
 inline std::size_t WheelCore<Policy>::advance(Nanos now, std::size_t limit) {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
   const Nanos latest = std::max(now, now_);
-  if (static_cast<std::uint64_t>(latest.count()) < quiet_end_ns_) [[likely]] {
-    assert(!in_advance_ && unlink_queued_ == 0 && moves_queued_ == 0 && quiet_end_ <= quiet_end() &&
-           quiet_end_ <= lag_bound_);  // I9
+  if (static_cast<std::uint64_t>(latest.count()) < no_event_before_ns_) [[likely]] {
+    assert(!in_advance_ && unlink_queued_ == 0 && moves_queued_ == 0 &&
+           no_event_before_ <= no_event_before() && no_event_before_ <= lag_window_end_);  // I9
     // Not counted in stats().passes: see there.
     now_ = latest;
     return 0;
