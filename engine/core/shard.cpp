@@ -24,14 +24,14 @@ Shard::Shard(ShardHost& host, std::size_t index, unsigned cpu, const EngineOptio
       on_pass_(opts.on_pass),
       on_pass_context_(opts.on_pass_context),
       ticks_(static_cast<std::uint64_t>(opts.tick.count())),
-      inbox(wakeup_kind(opts), index, &opts.wake_loop, static_cast<std::uint64_t>(opts.tick.count())),
+      wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0},
+             ShardPolicy{.claims = &counters.claimed, .shard = this}, arena_.id),
+      reserve(wheel_, inbox, host, index, opts),
       admission(opts.max_pending_per_shard, counters.claimed),
       tasks(*this, host, inbox, counters, opts),
       worker(*this, cpu, opts),
-      loop(*this),
-      wheel_(WheelOptions{.tick = opts.tick, .start = start, .max_pending = 0},
-             ShardPolicy{.claims = &counters.claimed, .shard = this}, arena_.id),
-      reserve(wheel_, inbox, host, index, opts) {
+      inbox(wakeup_kind(opts), index, &opts.wake_loop, static_cast<std::uint64_t>(opts.tick.count())),
+      loop(*this) {
   lane_.shard = this;
   lane_.index = index;
   lane_.pool = &wheel_.pool();

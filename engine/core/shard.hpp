@@ -127,7 +127,9 @@ class Shard {
     // Acquire: as Timer::is_pending(), pairs with the compare-and-swap that moved the word on.
     if (node->gen.load(std::memory_order_acquire) != pending_gen) return Moved(Moved::Outcome::refused);
     const Nanos deadline = relative ? saturating_add(loop_now_, when) : when;
-    (void)drain_moves();
+    if (inbox.moves_waiting()) [[unlikely]] {
+      (void)drain_moves();
+    }
     return Moved(move_here(node, pending_gen, move_deadline_ns(deadline)) ? Moved::Outcome::moved
                                                                           : Moved::Outcome::refused);
   }
@@ -207,31 +209,27 @@ class Shard {
   void* const on_pass_context_;
   const TickDivider ticks_;  // the engine's tick
   Arena arena_;
-
- public:
-  // ---- The parts (their headers say which threads call what). ----
-  // Written by the shard's thread, read by any; before the wheel, whose policy holds the claims
-  // counter's address.
-  ShardCounters counters;
-  ShardInbox inbox;     // any thread posts and wakes, the shard's thread takes
-  Admission admission;  // any thread
-  ShardTasks tasks;     // the executor's side: the pass, producers, executor threads, stop()
-  ShardWorker worker;   // the worker thread, or a caller-driven shard's binding text
-  ShardLoop loop;       // the caller-driven loop and the owner
-
- private:
-  // The shard's thread only (and the stopping thread after join).
+  // The shard's thread only (and the stopping thread after join). Its policy holds the address of
+  // the claims counter, declared below: only stored until the first pass.
   ShardWheel wheel_;
-
- public:
-  ShardReserve reserve;  // the shard's thread: the reserve of free nodes, own_node()
-
- private:
   std::optional<Nanos> planned_ns_;  // the deadline the last wait aimed at, for the tick lag
   bool cap_hit_ = false;             // the last pass left hand-offs beyond transfer_cap
   bool walking_ = false;             // inside walk_here()
   Nanos loop_now_{0};                // see loop_now()
   OwnLane lane_;                     // see open_lane(); t_own_lane points here on the shard's thread
+
+ public:
+  // ---- The parts (their headers say which threads call what). Each holds references to those it
+  // works with, bound here and used only once the shard is built. ----
+  ShardReserve reserve;    // the shard's thread: the reserve of free nodes, own_node()
+  ShardCounters counters;  // written by the shard's thread, read by any
+  Admission admission;     // any thread
+  ShardTasks tasks;        // the executor's side: the pass, producers, executor threads, stop()
+  ShardWorker worker;      // the worker thread, or a caller-driven shard's binding text
+  ShardInbox inbox;        // any thread posts and wakes, the shard's thread takes
+  ShardLoop loop;          // the caller-driven loop and the owner
+
+ private:
   // Written once by stop() (request_stop()), read by every pass and by polls: a line of its own.
   alignas(kCacheLine) std::atomic<bool> stopping_{false};
 };

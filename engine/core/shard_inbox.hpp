@@ -75,6 +75,9 @@ class ShardInbox {
   moodycamel::ConcurrentQueue<CancelRecord>& cancels() noexcept { return cancels_; }
   moodycamel::ConcurrentQueue<Node*>& returned() noexcept { return returned_; }
   std::size_t queue_depth() const noexcept { return transfers_.size_approx(); }
+  // Whether a move was posted and not yet drained: one load of the move queue's tail, which its
+  // producers share (MoveQueue::waiting()).
+  bool moves_waiting() const noexcept { return moves_.waiting(); }
   // The sleeper's wake-up: the futex, eventfd or callback (wakeup.hpp).
   Wakeup& wake() noexcept { return wake_; }
   const Wakeup& wake() const noexcept { return wake_; }
@@ -102,8 +105,7 @@ class ShardInbox {
   }
   template <class Fn>
   std::size_t drain_moves(Fn&& fn) noexcept {
-    // Most passes find no move: one load of the queue's tail, shared with its producers.
-    if (!moves_.waiting()) return 0;
+    if (!moves_waiting()) return 0;  // most passes find none
     return moves_.drain(std::forward<Fn>(fn));
   }
   template <class Fn>
