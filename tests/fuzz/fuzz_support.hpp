@@ -1,8 +1,8 @@
 // tests/fuzz/fuzz_support.hpp — what the two fuzz targets share: the byte reader that turns a
-// fuzzer input into decisions, the callable their timers carry, the failure report, time
-// arithmetic done the slow, obvious way, and the periodic timer's re-arm rules written out from
-// wheel.hpp (the reference models must not borrow the library's own helpers, or a shared bug would
-// cancel out).
+// fuzzer input into decisions, the loop over its operations, the callable their timers carry, what
+// a callback throws, the failure report, time arithmetic done the slow, obvious way, and the
+// periodic timer's re-arm rules written out from wheel.hpp (the reference models must not borrow
+// the library's own helpers, or a shared bug would cancel out).
 #pragma once
 
 #include <algorithm>
@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <memory>
+#include <set>
 #include <utility>
 
 #include "tickwheel/wheel.hpp"
@@ -90,6 +92,17 @@ class Fire {
   bool owner_;
 };
 
+// What a callback throws when the input says so.
+struct Thrown {};
+
+// A null function pointer, which every schedule call must refuse with Status::null_callback.
+inline constexpr void (*kNullFn)() = nullptr;
+
+// Values for a check's report (long long) and for a trace's %llu.
+inline long long ll(std::int64_t v) noexcept { return static_cast<long long>(v); }
+inline long long lu(std::uint64_t v) noexcept { return static_cast<long long>(v); }
+inline unsigned long long ull(std::uint64_t v) noexcept { return static_cast<unsigned long long>(v); }
+
 // A disagreement between the library and its reference model: print it and abort, which
 // libFuzzer reports as a crash (and saves the input), and which fails a replay test.
 [[noreturn]] inline void fail(const char* what, long long a = 0, long long b = 0) noexcept {
@@ -119,6 +132,27 @@ inline bool tracing() noexcept {
       std::fputc('\n', stderr);          \
     }                                    \
   } while (false)
+
+// Runs the operations of an input, after `run` has read its options: each front byte is one
+// operation (Run::step), after which the target checks everything it can (Run::check_invariants).
+template <class Run>
+void run_ops(Bytes& in, Run& run) {
+  while (!in.empty()) {
+    run.step(in.u8());
+    run.check_invariants();
+  }
+}
+
+// The end of a run: the library object goes, and must destroy every callable it still holds without
+// running it; `destroying` tells the target's callbacks and died() so meanwhile.
+template <class Library>
+void destroy_checking_callables(std::unique_ptr<Library>& library, bool& destroying,
+                                const std::set<std::uint32_t>& alive, const char* what) {
+  destroying = true;
+  library.reset();
+  destroying = false;
+  check(alive.empty(), what, static_cast<long long>(alive.size()));
+}
 
 constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t kI64Min = std::numeric_limits<std::int64_t>::min();
