@@ -8,9 +8,9 @@
 #include <string>
 #include <thread>
 
-#include "platform/log.hpp"
 #include "core/shard.hpp"
 #include "core/shard_host.hpp"
+#include "platform/log.hpp"
 #include "platform/topology.hpp"
 
 namespace tickwheel {
