@@ -220,7 +220,10 @@ class Shard {
 
  public:
   // ---- The parts (their headers say which threads call what). Each holds references to those it
-  // works with, bound here and used only once the shard is built. ----
+  // works with, bound here and used only once the shard is built. Public: each is a class that
+  // keeps its own state private, and its callers name the part they use (shard.inbox.post_clear()),
+  // where accessors would only repeat each name. ----
+  // NOLINTBEGIN(cppcoreguidelines-non-private-member-variables-in-classes,misc-non-private-member-variables-in-classes)
   ShardReserve reserve;    // the shard's thread: the reserve of free nodes, own_node()
   ShardCounters counters;  // written by the shard's thread, read by any
   Admission admission;     // any thread
@@ -228,6 +231,7 @@ class Shard {
   ShardWorker worker;      // the worker thread, or a caller-driven shard's binding text
   ShardInbox inbox;        // any thread posts and wakes, the shard's thread takes
   ShardLoop loop;          // the caller-driven loop and the owner
+  // NOLINTEND(cppcoreguidelines-non-private-member-variables-in-classes,misc-non-private-member-variables-in-classes)
 
  private:
   // Written once by stop() (request_stop()), read by every pass and by polls: a line of its own.

@@ -62,8 +62,9 @@ struct ShardCounters {
   std::uint64_t started() const noexcept { return direct.load(std::memory_order_acquire); }
   // A pass that began `lag_ns` after the time its wait aimed at.
   void note_lag(std::int64_t lag_ns) noexcept {
-    if (lag_ns > max_lag_ns.load(std::memory_order_relaxed))
+    if (lag_ns > max_lag_ns.load(std::memory_order_relaxed)) {
       max_lag_ns.store(lag_ns, std::memory_order_relaxed);
+    }
   }
 
   // Relaxed snapshots of the wheel's counts (publish()).
