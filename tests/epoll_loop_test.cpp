@@ -270,6 +270,79 @@ TEST(EpollLoop, RunOnceOffTheOwnersThreadOrFromACallbackIsRefused) {
   std::thread([&loop] { EXPECT_NO_THROW((void)loop.run_once()) << "after stop() it only looks"; }).join();
 }
 
+// An answer read in the same turn as its timeout's tick: the handler form handles the turn's I/O
+// before the due timers run, the span form runs them first. The timeout is made due, on the
+// engine's clock, before the turn starts, and the answer is in the pipe by then, so one turn meets
+// both whatever the scheduling.
+TEST(EpollLoop, ATurnsEventsAreHandledBeforeItsDueTimersOnlyByTheHandlerForm) {
+  Engine e(real_clock_manual());
+  EpollLoop loop(e, 0);
+  Pipe answers;
+  answers.add_to(loop, 7);
+  std::string order;
+  const auto one_turn = [&](bool handler_form) {
+    order.clear();
+    Timer timeout = e.schedule_after(1ms, [&order] { order += 'T'; });
+    ASSERT_TRUE(timeout);
+    answers.write_byte();
+    const std::optional<Nanos> due = timeout.deadline();
+    ASSERT_TRUE(due.has_value());
+    ASSERT_TRUE(eventually([&] { return e.now() >= *due; }));
+    const auto on_event = [&](const epoll_event& ev) {
+      EXPECT_EQ(ev.data.u64, 7u);
+      answers.read_byte();
+      order += 'I';
+    };
+    if (handler_form) {
+      const EpollTurn turn = loop.run_once(on_event);
+      EXPECT_EQ(turn.events, 1u);
+      EXPECT_EQ(turn.ran, 1u);
+      EXPECT_FALSE(turn.slept) << "something was due: the wait only looked";
+    } else {
+      for (const epoll_event& ev : loop.run_once()) on_event(ev);
+      EXPECT_EQ(loop.last_turn().events, 1u);
+      EXPECT_EQ(loop.last_turn().ran, 1u);
+    }
+  };
+  one_turn(/*handler_form=*/true);
+  EXPECT_EQ(order, "IT") << "the handler form: the turn's I/O, then the timeouts due in it";
+  one_turn(/*handler_form=*/false);
+  EXPECT_EQ(order, "TI") << "the span form: the due timeouts, then the events it returns";
+  EXPECT_TRUE(e.stop().empty());
+}
+
+// What a turn reports. On the test's own clock, which stands still, a timer a millisecond ahead
+// makes the turn sleep a millisecond of real time and run nothing; then a handler may schedule on
+// the loop's shard (the owner's schedule), but not run a turn of its own.
+TEST(EpollLoop, ATurnSaysWhatItDidAndAHandlerCannotNestATurn) {
+  Engine e(manual());
+  EpollLoop loop(e, 0);
+  Pipe pipe;
+  pipe.add_to(loop, 1);
+  ASSERT_TRUE(e.schedule_after(1ms, [] {}));
+  const EpollTurn slept = loop.run_once([](const epoll_event&) { ADD_FAILURE() << "no event was ready"; });
+  EXPECT_TRUE(slept.slept);
+  EXPECT_EQ(slept.ran, 0u) << "the engine's clock stood still";
+  EXPECT_EQ(slept.events, 0u);
+
+  pipe.write_byte();
+  int scheduled = 0;
+  bool refused = false;
+  const EpollTurn handled = loop.run_once([&](const epoll_event&) {
+    pipe.read_byte();
+    scheduled += e.schedule_after(1h, [] {}) ? 1 : 0;
+    try {
+      (void)loop.run_once();
+    } catch (const std::logic_error&) {
+      refused = true;
+    }
+  });
+  EXPECT_EQ(handled.events, 1u);
+  EXPECT_EQ(scheduled, 1);
+  EXPECT_TRUE(refused) << "run_once() from a handler of the turn under way";
+  EXPECT_EQ(e.stop().size(), 2u);
+}
+
 TEST(EpollLoop, TheShardIsReleasedOnDestructionAndTheTimerSlackRestored) {
   Engine e(real_clock_manual(2));
   const long slack_before = timer_slack();

@@ -77,50 +77,75 @@ EpollLoop::~EpollLoop() {
   if (old_slack_ > 0) (void)::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(old_slack_), 0UL, 0UL, 0UL);
 }
 
-// The loop protocol of engine.hpp with the poll at the end of the turn rather than its start, so
-// that what the wait woke the loop for has run when run_once() returns (a loop that tests its own
-// state between turns sees it).
-std::span<const epoll_event> EpollLoop::run_once(std::size_t limit) {
-  // Refused before any step of the protocol: a wait announced by another thread, or from inside a
-  // callback, would take the owner's place in it (a producer would wake the wrong wait, or none).
-  if (running_) {
+namespace {
+
+Nanos monotonic() noexcept {
+  timespec ts{};
+  (void)::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return Nanos(static_cast<Nanos::rep>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec);
+}
+
+}  // namespace
+
+// Refused before any step of the protocol: a wait announced by another thread, or from inside a
+// callback or a handler, would take the owner's place in it (a producer would wake the wrong wait,
+// or none).
+EpollLoop::Running::Running(EpollLoop& loop) : loop_(loop) {
+  if (loop.running_) {
     throw std::logic_error(
         "tickwheel::EpollLoop::run_once: called from inside run_once() (a callback of shard " +
-        std::to_string(shard_) + ")");
+        std::to_string(loop.shard_) + ", or an event handler)");
   }
-  const bool owner = engine_.owned_shard() == shard_;
-  if (!owner && !engine_.stopped()) {
+  loop.owner_ = loop.engine_.owned_shard() == loop.shard_;
+  if (!loop.owner_ && !loop.engine_.stopped()) {
     throw std::logic_error("tickwheel::EpollLoop::run_once: this thread does not own shard " +
-                           std::to_string(shard_) + "; the thread that built the loop does");
+                           std::to_string(loop.shard_) + "; the thread that built the loop does");
   }
-  running_ = true;
+  loop.running_ = true;
+}
+
+// The loop protocol of engine.hpp with the poll at the end of the turn rather than its start, so
+// that what the wait woke the loop for has run when run_once() returns (a loop that tests its own
+// state between turns sees it), and the turn's events can be handled before it.
+std::span<const epoll_event> EpollLoop::wait_turn() {
+  turn_ = EpollTurn{};
+  const Nanos start = monotonic();
   int n = 0;
   int error = 0;
-  try {
-    const std::optional<Nanos> until = owner ? engine_.next_deadline(shard_) : std::nullopt;
-    if (owner && engine_.prepare_wait(shard_, until)) {
-      std::optional<Nanos> left;
-      if (until) left = std::max(*until - engine_.now(), Nanos(0));
-      n = wait(left);
-      error = errno;
-      engine_.finish_wait(shard_);
-    } else {
-      n = wait(Nanos(0));  // hand-offs wait, or the engine stopped: look at the fds, don't sleep
-      error = errno;
-    }
-    if (owner) (void)engine_.poll(shard_, limit);
-  } catch (...) {
-    running_ = false;
-    throw;
+  const std::optional<Nanos> until = owner_ ? engine_.next_deadline(shard_) : std::nullopt;
+  if (owner_ && engine_.prepare_wait(shard_, until)) {
+    std::optional<Nanos> left;
+    if (until) left = std::max(*until - engine_.now(), Nanos(0));
+    turn_.slept = !left || *left > Nanos(0);
+    n = wait(left);
+    error = errno;
+    engine_.finish_wait(shard_);
+  } else {
+    n = wait(Nanos(0));  // hand-offs wait, or the engine stopped: look at the fds, don't sleep
+    error = errno;
   }
-  running_ = false;
+  woke_ = monotonic();
+  turn_.waited = woke_ - start;
   if (n < 0) {
     if (error == EINTR) return {};
     throw std::system_error(error, std::generic_category(), "tickwheel::EpollLoop::run_once: epoll wait");
   }
   const auto end = std::remove_if(events_.begin(), events_.begin() + n,
                                   [](const epoll_event& ev) { return ev.data.u64 == kWakeData; });
-  return {events_.data(), static_cast<std::size_t>(end - events_.begin())};
+  turn_.events = static_cast<std::size_t>(end - events_.begin());
+  return {events_.data(), turn_.events};
+}
+
+void EpollLoop::poll_turn(std::size_t limit) {
+  if (owner_) turn_.ran = engine_.poll(shard_, limit);
+  turn_.handled = monotonic() - woke_;
+}
+
+std::span<const epoll_event> EpollLoop::run_once(std::size_t limit) {
+  const Running running(*this);
+  const std::span<const epoll_event> ready = wait_turn();
+  poll_turn(limit);
+  return ready;
 }
 
 int EpollLoop::wait(std::optional<Nanos> left) {

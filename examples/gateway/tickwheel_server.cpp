@@ -5,8 +5,9 @@
 // Two ways to run the timers (--mode):
 //   manual   caller-driven (Threads::manual): each loop is a tickwheel::EpollLoop on its shard: it
 //            owns the shard (own_shard), so its schedules and cancels go straight into the wheel,
-//            and each run_once() polls the shard, then sleeps in epoll until the next deadline,
-//            timed in nanoseconds, woken by another thread's earlier hand-off (--wait ns, the
+//            and each run_once() sleeps in epoll until the next deadline, timed in nanoseconds,
+//            or until woken by another thread's earlier hand-off, handles the turn's events, then
+//            polls the shard, so an answer read in its timeout's tick is answered (--wait ns, the
 //            default). --wait ms is the comparison's control: the same protocol written out by hand
 //            (run_ms), its sleep rounded up to epoll_wait's milliseconds, which costs up to a
 //            millisecond past each tick when the tick is shorter (docs/gateway.md says what the
@@ -226,7 +227,8 @@ void Loop::run() {
   } else if (server_.opts.wait == "ns") {
     tickwheel::EpollLoop loop(engine_, index_, {.epoll_fd = ep_, .max_events = kEvents});
     while (!stopping_ && !engine_.stopped()) {
-      for (const epoll_event& ev : loop.run_once()) dispatch(ev);
+      (void)loop.run_once(
+          [this](const epoll_event& ev) { dispatch(ev); });  // the turn's I/O, then its timeouts
     }
   } else {
     run_ms();
