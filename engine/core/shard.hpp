@@ -209,8 +209,15 @@ class Shard {
   void* const on_pass_context_;
   const TickDivider ticks_;  // the engine's tick
   Arena arena_;
-  // The shard's thread only (and the stopping thread after join). Its policy holds the address of
-  // the claims counter, declared below: only stored until the first pass.
+
+ public:
+  // Written by the shard's thread, read by any (see the parts below); before the wheel, whose
+  // policy holds the address of its claims counter.
+  // NOLINTNEXTLINE(cppcoreguidelines-non-private-member-variables-in-classes,misc-non-private-member-variables-in-classes)
+  ShardCounters counters;
+
+ private:
+  // The shard's thread only (and the stopping thread after join).
   ShardWheel wheel_;
   std::optional<Nanos> planned_ns_;  // the deadline the last wait aimed at, for the tick lag
   bool cap_hit_ = false;             // the last pass left hand-offs beyond transfer_cap
@@ -224,13 +231,12 @@ class Shard {
   // keeps its own state private, and its callers name the part they use (shard.inbox.post_clear()),
   // where accessors would only repeat each name. ----
   // NOLINTBEGIN(cppcoreguidelines-non-private-member-variables-in-classes,misc-non-private-member-variables-in-classes)
-  ShardReserve reserve;    // the shard's thread: the reserve of free nodes, own_node()
-  ShardCounters counters;  // written by the shard's thread, read by any
-  Admission admission;     // any thread
-  ShardTasks tasks;        // the executor's side: the pass, producers, executor threads, stop()
-  ShardWorker worker;      // the worker thread, or a caller-driven shard's binding text
-  ShardInbox inbox;        // any thread posts and wakes, the shard's thread takes
-  ShardLoop loop;          // the caller-driven loop and the owner
+  ShardReserve reserve;  // the shard's thread: the reserve of free nodes, own_node()
+  Admission admission;   // any thread
+  ShardTasks tasks;      // the executor's side: the pass, producers, executor threads, stop()
+  ShardWorker worker;    // the worker thread, or a caller-driven shard's binding text
+  ShardInbox inbox;      // any thread posts and wakes, the shard's thread takes
+  ShardLoop loop;        // the caller-driven loop and the owner
   // NOLINTEND(cppcoreguidelines-non-private-member-variables-in-classes,misc-non-private-member-variables-in-classes)
 
  private:
