@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine_support.hpp"
 #include "thread_support.hpp"
 #include "tickwheel/engine.hpp"
 
@@ -21,18 +22,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-EngineOptions caller_driven(std::size_t shards = 1) {
-  EngineOptions o;
-  o.shards = shards;
-  o.threads = Threads::manual;
-  return o;
-}
-
 // Timers handed over by another thread run on the context's thread, each once, in deadline order;
 // a callback's own schedule goes straight into the wheel and runs too; stop() from another thread
 // ends the driver, and io.run() returns with nothing left to do.
 TEST(AsioDriver, OtherThreadsTimersRunOnTheContextsThreadAndStopEndsTheRun) {
-  Engine e(caller_driven());
+  Engine e(real_clock_manual());
   boost::asio::io_context io;
   asio::ShardDriver driver(io, e, 0);
   struct Seen {
@@ -76,7 +70,7 @@ TEST(AsioDriver, OtherThreadsTimersRunOnTheContextsThreadAndStopEndsTheRun) {
 // stop() on the driver's side ends its turns and lets the shard go, before the engine stops; the
 // context then runs out of work.
 TEST(AsioDriver, StopFromTheContextsSideLetsTheShardGo) {
-  Engine e(caller_driven());
+  Engine e(real_clock_manual());
   boost::asio::io_context io;
   asio::ShardDriver driver(io, e, 0);
   driver.start();
@@ -96,7 +90,7 @@ TEST(AsioDriver, AnEngineWithWorkersOrAMissingShardIsRefused) {
   workers.shards = 1;
   Engine w(workers);
   EXPECT_THROW(asio::ShardDriver(io, w, 0), std::logic_error);
-  Engine m(caller_driven());
+  Engine m(real_clock_manual());
   EXPECT_THROW(asio::ShardDriver(io, m, 1), std::out_of_range);
 }
 

@@ -255,15 +255,8 @@ class EpollLoop {
   std::thread thread_;
 };
 
-EngineOptions real_manual(std::size_t shards = 1) {
-  EngineOptions o;
-  o.shards = shards;
-  o.threads = Threads::manual;
-  return o;
-}
-
 TEST(EngineLoop, AnEpollLoopAsleepForAnHourWakesForATwoMillisecondTimer) {
-  Engine e(real_manual());
+  Engine e(real_clock_manual());
   ASSERT_TRUE(e.schedule_after(1h, [] {}));
   EpollLoop loop(e, 0, /*own=*/false);
   ASSERT_TRUE(loop.wait_asleep());
@@ -278,7 +271,7 @@ TEST(EngineLoop, AnEpollLoopAsleepForAnHourWakesForATwoMillisecondTimer) {
 // finish_wait() reads the wake-up fd only when a signal came since its last read: the fd must
 // still be clear after every wait that a producer woke, and stay clear across waits nobody woke.
 TEST(EngineLoop, FinishWaitClearsTheWakeupFdAfterEveryWakeAndReadsNothingElse) {
-  Engine e(real_manual());
+  Engine e(real_clock_manual());
   const int fd = e.wakeup_fd(0);
   const auto readable = [fd] {
     pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
@@ -561,7 +554,7 @@ TEST(EngineLoop, TheOwnersPollOfItsShardFromInsideThatShardsPassIsRefused) {
 }
 
 TEST(EngineLoop, StopFromAnotherThreadWakesTheOwnersLoopAndWaitsForItToLetGo) {
-  Engine e(real_manual());
+  Engine e(real_clock_manual());
   EpollLoop loop(e, 0, /*own=*/true);
   ASSERT_TRUE(loop.wait_asleep());
   loop.on_loop([&] { ASSERT_TRUE(e.schedule_after(1h, [] {})); });

@@ -243,6 +243,14 @@ inline EngineOptions workers(std::size_t shards, std::shared_ptr<Executor> execu
   return o;
 }
 
+// Caller-driven options on the real clock (CLOCK_MONOTONIC): `shards` shards, no worker thread.
+inline EngineOptions real_clock_manual(std::size_t shards = 1) {
+  EngineOptions o;
+  o.shards = shards;
+  o.threads = Threads::manual;
+  return o;
+}
+
 // The same on a 100 us tick, for the tests that want many periodic runs in little time.
 inline EngineOptions fine_tick_workers(std::size_t shards, std::shared_ptr<Executor> executor = {}) {
   EngineOptions o = workers(shards, std::move(executor));

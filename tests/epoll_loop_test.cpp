@@ -33,13 +33,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-EngineOptions real_clock_manual(std::size_t shards = 1) {
-  EngineOptions o;
-  o.shards = shards;
-  o.threads = Threads::manual;
-  return o;
-}
-
 long timer_slack() { return ::prctl(PR_GET_TIMERSLACK, 0UL, 0UL, 0UL, 0UL); }
 
 // A pipe whose read end a test adds to a loop's epoll set, under `tag`.
