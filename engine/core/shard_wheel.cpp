@@ -42,9 +42,11 @@ bool ShardWheel::retire(Node* node, std::uint32_t cancelled_gen) noexcept {
 void ShardWheel::rearm_returned(Node* node) noexcept {
   const std::uint64_t meta = callable_meta(node);
   assert(meta != 0);
-  catch_up();  // the misfire decision below reads target_: now_'s tick, not an older one (I1)
+  catch_up();  // the misfire decision below reads target_: now_'s tick, not an older one (I1: the tick in
+               // process)
   // Running, or cancelled during the run (running - 1): either way the running value is the
-  // lifetime's multiple of four, which rearm() expects. A returned node is unlinked (I10).
+  // lifetime's multiple of four, which rearm() expects. A returned node is unlinked (I10: linked means
+  // pending).
   const std::uint32_t gen = node->gen.load(std::memory_order_relaxed);
   const std::uint32_t running = (gen & 3) == 0 ? gen : gen + 1;
   assert(node->pprev == nullptr && ((gen & 3) == 0 || (gen & 3) == kCancelled));
@@ -58,7 +60,8 @@ void ShardWheel::move(Node* node, std::uint64_t due) noexcept {
   ++stats_.rescheduled;
   // Each write of `due` here is release, as every write of it that Timer::deadline() can race from
   // another thread (see detail::store_due): a reader racing the move gets the old or the new one.
-  if ((node->due & kMoving) != 0) {  // queued by move_own() (I11): it moves once, to its latest due
+  if ((node->due & kMoving) !=
+      0) {  // queued by move_own() (I11: a queued move): it moves once, to its latest due
     store_due(node, due | kMoving, std::memory_order_release);
     return;
   }

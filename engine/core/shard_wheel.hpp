@@ -92,7 +92,7 @@ class ShardWheel final : public WheelCore<ShardPolicy> {
   }
   // The rest of a cancel the shard's owner won outside a pass (its compare-and-swap made the node
   // cancelled): as Wheel::cancel() after its mark, the callable destroyed and the unlink done at
-  // once or queued with the standalone wheel's batch (I10), which every walk, pass and
+  // once or queued with the standalone wheel's batch (I10: linked means pending), which every walk, pass and
   // next_deadline() flushes first. Precondition: the node is linked, outside a pass.
   void cancel_own(Node* node) noexcept { (void)cancel_marked(node); }
   // Unlinks and recycles a node another thread cancelled, if it is still that lifetime and still

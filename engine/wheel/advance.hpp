@@ -71,7 +71,7 @@ std::size_t WheelCore<Policy>::step(std::uint64_t target, std::size_t budget) {
     assert(current_units_empty(top));
     const auto slot = static_cast<unsigned>(cur_ & (kSlots - 1));
     if ((*count_)[slot] <= budget - ran) {
-      // The budget covers every node the slot can hold (I4), so the slot is run where it is and
+      // The budget covers every node the slot can hold (I4: occupancy), so the slot is run where it is and
       // left empty: nothing a callback does can link into it (a due at or before cur_ goes to the
       // due slot, one after it to another slot). Only a throw leaves nodes in it, and they move
       // to the batch slot, where I1 keeps the leftovers of tick cur_.
@@ -100,7 +100,7 @@ std::size_t WheelCore<Policy>::step(std::uint64_t target, std::size_t budget) {
 // advance()'s quiet case when a look-ahead slot may need a share moved, or cur_ crosses a unit
 // boundary on its way to target (and the look-ahead slots change). pace() moves only nodes due
 // after target, to slots whose events link() keeps in next_event_, so nothing happens on the way to
-// target still (I7).
+// target still (I7: the next event).
 template <class Policy>
 void WheelCore<Policy>::quiet_advance(std::uint64_t target) noexcept {
   const unsigned top = top_level();
@@ -109,8 +109,8 @@ void WheelCore<Policy>::quiet_advance(std::uint64_t target) noexcept {
   plan_pace(top);  // I8, for the new cur_
 }
 
-// Brings cur_ and target_ to now_'s tick where inline advance() calls left them behind (I1):
-// first thing in advance_slow(), so that a pass starts where the wheel's time is, and in the
+// Brings cur_ and target_ to now_'s tick where inline advance() calls left them behind (I1: the tick in
+// process): first thing in advance_slow(), so that a pass starts where the wheel's time is, and in the
 // Engine's re-arm of a periodic node an executor gave back (its misfire decision reads target_).
 // Not after a pass cut short, where cur_ waits at what is due.
 template <class Policy>
@@ -124,16 +124,16 @@ void WheelCore<Policy>::catch_up() noexcept {
 }
 
 // advance() past its inline case: a nested call (refused), queued unlinks or moves to finish,
-// or a target at or past no_event_before_. Leaves no_event_before_ exact for the next call (I9), unless a
-// callback throws (then it stays 0 and the next call comes here).
+// or a target at or past no_event_before_. Leaves no_event_before_ exact for the next call (I9: no event
+// before), unless a callback throws (then it stays 0 and the next call comes here).
 template <class Policy>
 std::size_t WheelCore<Policy>::advance_slow(Nanos now, std::size_t limit) {
   if (in_advance_) return 0;
   ++stats_.passes;
   if ((unlink_queued_ | moves_queued_) != 0) flush_unlinks();
   // Late timers run first at the tick of the old now, so that what their callbacks schedule at or
-  // before it waits for the next call (I3): cur_ catches up to it (I1). Without them the pass
-  // steps from cur_ wherever it lags, as through any stretch with nothing on it.
+  // before it waits for the next call (I3: the due slot): cur_ catches up to it (I1: the tick in process).
+  // Without them the pass steps from cur_ wherever it lags, as through any stretch with nothing on it.
   if (((nonempty_words_ >> (kDueSlot / 64)) & 1) != 0) catch_up();
   assert(summary_exact());
   assert(next_event_ <= next_event_tick(top_level()));                        // I7
@@ -159,8 +159,9 @@ template <class Policy>
 std::size_t WheelCore<Policy>::pass(std::uint64_t target, std::size_t limit) {
   // From here callbacks run.
   const PassScope scope(*this);
-  set_no_event_before(0);  // a nested advance() from a callback must not take the inline case (I9)
-  lag_window_end_ = 0;     // and a callback's link is due by cur_, the tick being run (I1)
+  set_no_event_before(
+      0);  // a nested advance() from a callback must not take the inline case (I9: no event before)
+  lag_window_end_ = 0;  // and a callback's link is due by cur_, the tick being run (I1: the tick in process)
   const std::uint64_t moved_before = stats_.moved;
   // The staged prefetch hides DRAM misses; while the timers fit in L2 (the test cancel() makes)
   // it is only work, so it is skipped.
@@ -171,7 +172,7 @@ std::size_t WheelCore<Policy>::pass(std::uint64_t target, std::size_t limit) {
   try {
     // First what is due at or before cur_: late timers (I3; those a cut-short call left and those
     // due since, merged, so that what this call's callbacks make due waits for the next call)
-    // ahead of the leftovers of a pass cut short (I1). Then the ticks.
+    // ahead of the leftovers of a pass cut short (I1: the tick in process). Then the ticks.
     if (occupied(kDueSlot)) merge(kDueSlot, kLateSlot);
     if (occupied(kLateSlot)) ran = fire(kLateSlot, limit);
     if (!occupied(kLateSlot) && occupied(kBatchSlot)) ran += fire(kBatchSlot, limit - ran);
@@ -183,7 +184,7 @@ std::size_t WheelCore<Policy>::pass(std::uint64_t target, std::size_t limit) {
     // The callback that threw counts as fired and the rest resume in the next call. As after a
     // pass cut short by its limit, step on without firing so that cur_ does not lag behind time
     // that holds nothing due. The throw may have left step() after it crossed a unit boundary and
-    // before it planned the look-ahead cascade: planned here (I8).
+    // before it planned the look-ahead cascade: planned here (I8: the pace mark).
     step(target, 0);
     plan_pace(top_level());
     throw;
@@ -195,8 +196,9 @@ std::size_t WheelCore<Policy>::pass(std::uint64_t target, std::size_t limit) {
 
 // Whether this call's pass is the common one of a loop that advances tick by tick, which
 // pass_in_unit() runs: no limit (advance()'s default), no late, due or batch timers, no paced share
-// due, and target in cur_'s level-1 unit, so that only level-0 slots hold events on the way (I2)
-// and no cascade is crossed; and next_event_ after cur_ (I7), which a step leaves it.
+// due, and target in cur_'s level-1 unit, so that only level-0 slots hold events on the way (I2: slot
+// placement) and no cascade is crossed; and next_event_ after cur_ (I7: the next event), which a step leaves
+// it.
 template <class Policy>
 bool WheelCore<Policy>::pass_stays_in_unit(std::uint64_t target, std::size_t limit) const noexcept {
   return limit == std::numeric_limits<std::size_t>::max() &&
@@ -235,7 +237,7 @@ inline std::size_t WheelCore<Policy>::pass_in_unit(std::uint64_t target) {
     // What the callbacks linked is in the bitmap; what they unlinked can only make this early.
     next_event_ = level_empty(0) ? unit_end : std::min(unit_end, next_level0_tick());
   }
-  cur_ = target;  // nothing is due on the rest of the way (I7)
+  cur_ = target;  // nothing is due on the rest of the way (I7: the next event)
   if (!in_cache) prefetch_upcoming(/*successors=*/false);
   stats_.max_pass_work = std::max<std::uint64_t>(stats_.max_pass_work, ran);
   return ran;

@@ -13,7 +13,7 @@
 
 namespace tickwheel::detail {
 
-// Bit w set <=> sub-list w of the slot is non-empty (I5).
+// Bit w set <=> sub-list w of the slot is non-empty (I5: sub-list bits).
 template <class Policy>
 inline unsigned WheelCore<Policy>::ways_in_use(unsigned slot) const noexcept {
 #ifndef NDEBUG
@@ -119,7 +119,8 @@ bool WheelCore<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
   const std::uint64_t due = due_tick(deadline);
   ++stats_.rescheduled;
   if ((node->due & kMoving) != 0) {
-    // Already queued to move (I11): it moves once, to its latest deadline, when the queue is flushed.
+    // Already queued to move (I11: a queued move): it moves once, to its latest deadline, when the queue is
+    // flushed.
     node->due = due | kMoving;
     return true;
   }
@@ -135,7 +136,7 @@ bool WheelCore<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
   }
   // Inside a pass (the lists must be exact when the callback returns), or while the wheel lags
   // behind after a pass cut short: moved at once. It leaves its old slot's count_ an
-  // over-estimate, as a cancel does (I4).
+  // over-estimate, as a cancel does (I4: occupancy).
   unlink(node);
   node->due = due;
   link(node, move_slot(node, due));
@@ -150,8 +151,8 @@ bool WheelCore<Policy>::reschedule(TimerId id, Nanos deadline) noexcept {
 
 // Outside a pass, with the wheel caught up: a move is queued, like a cancel's unlink, so that the
 // neighbours' misses overlap with the calls until the flush (flush_moves()); the node stays where
-// it is, flagged, until then (I11). Its new due is set now, for deadline() (release in an Engine's
-// shard, whose Timer::deadline() reads it from other threads, see detail::store_due).
+// it is, flagged, until then (I11: a queued move). Its new due is set now, for deadline() (release in an
+// Engine's shard, whose Timer::deadline() reads it from other threads, see detail::store_due).
 template <class Policy>
 void WheelCore<Policy>::queue_move(Node* node, std::uint32_t gen, std::uint64_t due) noexcept {
   assert(cur_ == target_ && !in_advance_);
@@ -161,7 +162,7 @@ void WheelCore<Policy>::queue_move(Node* node, std::uint32_t gen, std::uint64_t 
   move_queue_[moves_queued_] = node;
   move_gen_[moves_queued_++] = gen;
   detail::prefetch_neighbours(node);
-  set_no_event_before(0);  // the next advance() moves it (I9)
+  set_no_event_before(0);  // the next advance() moves it (I9: no event before)
 }
 
 template <class Policy>
@@ -206,8 +207,8 @@ void WheelCore<Policy>::flush_unlinks() noexcept {
   unlink_queued_ = 0;
 }
 
-// Moves the nodes reschedule() queued to the slots of their new deadlines (I11). An entry whose
-// node is no longer that pending lifetime (cancelled since; perhaps recycled for another timer) is
+// Moves the nodes reschedule() queued to the slots of their new deadlines (I11: a queued move). An entry
+// whose node is no longer that pending lifetime (cancelled since; perhaps recycled for another timer) is
 // skipped: a cancel unlinks it from where it still is. Runs only while the wheel is caught up
 // (cur_ == target_; outside a pass, or at the start of advance() before anything moves), as when
 // the moves were queued, so a one-shot and a periodic timer are placed alike.

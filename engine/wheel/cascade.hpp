@@ -38,8 +38,8 @@ std::uint64_t WheelCore<Policy>::move_down(unsigned slot, std::uint64_t max_node
       if (due - cur_ < kSlots) {
         // To level 0 (due at cur_: to its slot, which the caller fires next), where every move
         // from level 1 goes: push() is all of link() that applies. The event bounds stand as they
-        // are: next_event_ is at or before the event of the slot the node leaves (I7), itself at
-        // or before the node's due; level 0 has no look-ahead slot to pace (I8); and every
+        // are: next_event_ is at or before the event of the slot the node leaves (I7: the next event), itself
+        // at or before the node's due; level 0 has no look-ahead slot to pace (I8: the pace mark); and every
         // caller runs with no_event_before_ 0 (a pass, a step) or sets it exactly after (quiet_advance(),
         // I9). Fewer instructions a move: more moves in the window the core overlaps their
         // nodes' misses with.
@@ -138,9 +138,9 @@ std::uint64_t WheelCore<Policy>::pace(std::uint64_t target, unsigned top) noexce
   return moved;
 }
 
-// Sets pace_at_ (I8) for where cur_ is now: for each occupied look-ahead slot, the tick by which
-// its share since paced_ reaches kPaceBatch nodes (all of them, if it holds fewer), at the earliest
-// the next tick. O(top), a division per occupied look-ahead slot.
+// Sets pace_at_ (I8: the pace mark) for where cur_ is now: for each occupied look-ahead slot, the tick by
+// which its share since paced_ reaches kPaceBatch nodes (all of them, if it holds fewer), at the earliest the
+// next tick. O(top), a division per occupied look-ahead slot.
 template <class Policy>
 void WheelCore<Policy>::plan_pace(unsigned top) noexcept {
   std::uint64_t at = ~std::uint64_t{0};
@@ -153,7 +153,7 @@ void WheelCore<Policy>::plan_pace(unsigned top) noexcept {
     const std::uint64_t from = std::max(paced_, start - (std::uint64_t{1} << shift));
     std::uint64_t when = cur_ + 1;
     if (from < start) {  // else a pass cut short paced past cur_: pace again next tick
-      // count_ >= 1 for an occupied slot (I4); the product is below 2^57 (a span below 2^54).
+      // count_ >= 1 for an occupied slot (I4: occupancy); the product is below 2^57 (a span below 2^54).
       const std::uint64_t count = std::max<std::uint64_t>((*count_)[slot], 1);
       when = std::max(when, from + std::min(count, kPaceBatch) * (start - from) / count);
     }
@@ -162,7 +162,7 @@ void WheelCore<Policy>::plan_pace(unsigned top) noexcept {
   pace_at_ = at;
 }
 
-// At tick t, every upper-level slot whose unit starts at t moves down in full (I2). Top level
+// At tick t, every upper-level slot whose unit starts at t moves down in full (I2: slot placement). Top level
 // first, so that its nodes can drop straight to the lowest level that holds them.
 template <class Policy>
 void WheelCore<Policy>::cascade_at(std::uint64_t t, unsigned top) noexcept {

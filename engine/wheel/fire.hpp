@@ -14,8 +14,8 @@ namespace tickwheel::detail {
 
 // Running -> pending, the generation unchanged (so the timer's id stays valid), and linked at
 // `next`: in the wheel if that is after this call's now, else in the due slot, for the next call
-// (I3), so a timer that is behind runs once per call and cannot livelock a pass. If a cancel came
-// while the callback ran, the re-arm is refused and the lifetime ends here instead.
+// (I3: the due slot), so a timer that is behind runs once per call and cannot livelock a pass. If a cancel
+// came while the callback ran, the re-arm is refused and the lifetime ends here instead.
 template <class Policy>
 void WheelCore<Policy>::rearm(Node* node, std::uint32_t running, std::uint64_t next) noexcept {
   // Before the re-arm makes the timer pending again, so that an Engine's Timer::deadline() on
@@ -98,7 +98,7 @@ std::size_t WheelCore<Policy>::fire_periodic(Node* node, std::uint64_t meta) {
     return 0;
   }
   const std::uint32_t running = gen - detail::kPending + detail::kRunning;
-  const std::uint64_t due = node->due;  // the tick this run is for: <= target_ (I3)
+  const std::uint64_t due = node->due;  // the tick this run is for: <= target_ (I3: the due slot)
   assert(due <= target_);
   ++stats_.rearmed;  // the period after this run or skip: linked then, or taken by a cancel
   if (Meta::cadence(meta) == static_cast<unsigned>(Cadence::fixed_rate) &&

@@ -91,15 +91,15 @@ std::uint64_t WheelCore<Policy>::next_level0_tick() const noexcept {
 // slot's unit starts. UINT64_MAX if the wheel levels are empty. O(levels).
 // With `dues` (next_deadline() only), the earliest due of a node instead: an upper level's
 // earliest slot is read for its nodes' dues (earliest_due()), and counts as its unit's start, a
-// lower bound of those dues (I2), only when it holds more than kDeadlineScan nodes. next_event_
-// and the passes step by the events, which a unit start must stop, since the slot moves down
+// lower bound of those dues (I2: slot placement), only when it holds more than kDeadlineScan nodes.
+// next_event_ and the passes step by the events, which a unit start must stop, since the slot moves down
 // there. O(levels * kDeadlineScan).
 template <class Policy>
 std::uint64_t WheelCore<Policy>::next_event_tick(unsigned top, bool dues) const noexcept {
   std::uint64_t best = ~std::uint64_t{0};
   if (!level_empty(0)) {
-    best = next_level0_tick();  // a level-0 slot's tick is its nodes' due (I2)
-    // An upper level's events are starts of its units after cur_'s (I2), all multiples of 256
+    best = next_level0_tick();  // a level-0 slot's tick is its nodes' due (I2: slot placement)
+    // An upper level's events are starts of its units after cur_'s (I2: slot placement), all multiples of 256
     // ticks: none comes before the next level-1 unit, so a level-0 event before it is the next.
     if (best < ((cur_ >> kLevelBits) + 1) << kLevelBits) return best;
   }
@@ -125,7 +125,8 @@ std::uint64_t WheelCore<Policy>::earliest_due(unsigned slot, std::uint64_t start
   for (const Node* head : (*slots_)[slot].head) {
     for (const Node* node = head; node != nullptr; node = node->next) {
       if (seen++ == kDeadlineScan) return start;
-      assert((node->due & kMoving) == 0 && node->due >= start);  // the move queue is flushed (I11)
+      assert((node->due & kMoving) == 0 &&
+             node->due >= start);  // the move queue is flushed (I11: a queued move)
       best = std::min(best, node->due);
     }
   }
@@ -138,7 +139,8 @@ std::optional<Nanos> WheelCore<Policy>::next_deadline() const noexcept {
   finish_unlinks();
   if (pending_ == 0) return std::nullopt;
   // From inside a callback, the rest of the tick being run may still sit in its level-0 slot
-  // (step() runs a slot in place when its limit allows); outside a pass that slot is empty (I2).
+  // (step() runs a slot in place when its limit allows); outside a pass that slot is empty (I2: slot
+  // placement).
   if (occupied(kDueSlot) || occupied(kLateSlot) || occupied(kBatchSlot) ||
       occupied(static_cast<unsigned>(cur_ & (kSlots - 1)))) {
     return now_;

@@ -4,18 +4,21 @@
 // Included only by the two files that compile them, once per policy: engine/wheel/wheel.cpp (the
 // standalone Wheel) and engine/core/shard_wheel.cpp (an Engine shard's wheel).
 //
-// Invariants (checked by assertions in debug builds and by tests/wheel_model_test.cpp outside):
+// Invariants (checked by assertions in debug builds and by tests/wheel_model_test.cpp outside).
+// Each has a short name, which the code cites beside its number: I1 the tick in process, I2 slot
+// placement, I3 the due slot, I4 occupancy, I5 sub-list bits, I6 the summary word, I7 the next
+// event, I8 the pace mark, I9 no event before, I10 linked means pending, I11 a queued move.
 //   I1  cur_ is the tick being processed. Every timer due before cur_ has run; the ones due at cur_
 //       have run or sit in the batch slot (a pass cut short by its limit, or by a throw), or,
 //       while step() runs them in place, in level-0 slot cur_ % S (for the callbacks' duration
 //       only: outside a pass that slot is empty, by I2). A pass
 //       that reaches its limit still moves cur_ on to the first tick with callbacks waiting (or to
 //       its target), so cur_ lags behind target_ only where something is due. Both may also lag
-//       behind now_'s tick after inline advance() calls, which met nothing on the way (I9) and
-//       moved only now_: nothing is linked in that stretch (a link due in it counts as due and
-//       goes to the due slot, due_now(): now_'s tick is below lag_window_end_), and it lies before the
-//       next unit boundary, so catch_up() may move both to now_'s tick at any time, and
-//       advance_slow() does before it runs late timers.
+//       behind now_'s tick after inline advance() calls, which met nothing on the way (I9: no event before)
+//       and moved only now_: nothing is linked in that stretch (a link due in it counts as due and goes to
+//       the due slot, due_now(): now_'s tick is below lag_window_end_), and it lies before the next unit
+//       boundary, so catch_up() may move both to now_'s tick at any time, and advance_slow() does before it
+//       runs late timers.
 //   I2  Let S = kSlots and b = kLevelBits. A node in level-0 slot i has due in (cur_, cur_ + S)
 //       and due % S == i. A node in level L >= 1 has (due >> bL) - (cur_ >> bL) in [1, S - 1], in
 //       the slot of that unit % S. So level L's slot for the current unit cur_ >> bL is empty: it
@@ -53,7 +56,8 @@
 //       leaves it), queueing and step() zero it (outside advance(), a cancel or move that ends a
 //       lag steps), advance_slow() and clear() set it exactly; everything else only raises what it
 //       is made of.
-//       And no_event_before_ <= lag_window_end_, which only those two and a pass or step set (I1).
+//       And no_event_before_ <= lag_window_end_, which only those two and a pass or step set (I1: the tick in
+//       process).
 //   I10 A linked node (pprev != nullptr) holds a live callable and is pending (a periodic node only
 //       between its runs: it is unlinked while it runs, state running), except: a node
 //       cancelled by Wheel::cancel() (or by an Engine shard's owner, ShardWheel::cancel_own)

@@ -161,7 +161,7 @@ class WheelCore {
   // at 8 nodes of about 60 instructions each a paced call stays well under a microsecond, and a
   // slot of a few dozen timers is not moved one node per call, each call paying the levels' scan.
   static constexpr std::uint64_t kPaceBatch = 8;
-  // Set in a node's due while a move reschedule() queued is pending (I11). A due
+  // Set in a node's due while a move reschedule() queued is pending (I11: a queued move). A due
   // in ticks is below 2^54 (horizon() at the smallest tick), so the bit is free.
   static constexpr std::uint64_t kMoving = std::uint64_t{1} << 63;
   static_assert(static_cast<std::uint64_t>(std::numeric_limits<Nanos::rep>::max() / kMinTick.count()) <
@@ -252,7 +252,7 @@ class WheelCore {
   bool cancel_running(Node* node, std::uint32_t pending_gen) noexcept;
   bool cancel_marked(Node* node) noexcept;
   bool finish_cancel(Node* node) noexcept;
-  // Queues a move of a linked node to `due` (I11): flagged in its due, moved by flush_moves().
+  // Queues a move of a linked node to `due` (I11: a queued move): flagged in its due, moved by flush_moves().
   // Precondition: the wheel caught up (cur_ == target_), outside a pass.
   void queue_move(Node* node, std::uint32_t gen, std::uint64_t due) noexcept;
   // Out of line (never inlined), so that cancel() itself makes no call and GCC gives it no
@@ -265,9 +265,9 @@ class WheelCore {
   // fetched meanwhile. Precondition: cur_ == target_ outside a pass, and the queue has room.
   void queue_unlink(Node* node) noexcept {
     assert(cur_ == target_ && !in_advance_ && unlink_queued_ < kUnlinkBatch);
-    // The next advance() finishes the queue (I9). Zeroed by the first unlink queued only: nothing
-    // raises no_event_before_ before the queue is flushed, and two stores fewer a cancel leave more room
-    // in the store buffer while the node's miss holds everything after it.
+    // The next advance() finishes the queue (I9: no event before). Zeroed by the first unlink queued only:
+    // nothing raises no_event_before_ before the queue is flushed, and two stores fewer a cancel leave more
+    // room in the store buffer while the node's miss holds everything after it.
     if (unlink_queued_ == 0) set_no_event_before(0);
     unlink_queue_[unlink_queued_++] = node;
     prefetch_neighbours(node);
@@ -361,22 +361,22 @@ class WheelCore {
   static constexpr unsigned slot_of(unsigned level, std::uint64_t unit) noexcept {
     return level * kSlots + static_cast<unsigned>(unit & (kSlots - 1));
   }
-  // Whether a node due at `due` counts as due already, so that it waits in the due slot (I3): at
-  // or before cur_, or, while inline advance() calls left cur_ behind now_'s tick, at or before
-  // that tick (I1). The second test is a multiplication, made only for a due before lag_window_end_:
-  // every later tick is after now_'s too.
+  // Whether a node due at `due` counts as due already, so that it waits in the due slot (I3: the due slot):
+  // at or before cur_, or, while inline advance() calls left cur_ behind now_'s tick, at or before that tick
+  // (I1: the tick in process). The second test is a multiplication, made only for a due before
+  // lag_window_end_: every later tick is after now_'s too.
   bool due_now(std::uint64_t due) const noexcept {
     return due <= cur_ ||
            (due < lag_window_end_ && due * ticks_.tick() <= static_cast<std::uint64_t>(now_.count()));
   }
-  // Whether inline advance() calls left cur_ behind now_'s tick (I1).
+  // Whether inline advance() calls left cur_ behind now_'s tick (I1: the tick in process).
   bool lags_now() const noexcept {
     return (cur_ + 1) * ticks_.tick() <= static_cast<std::uint64_t>(now_.count());
   }
   // The slot a node due at `due` is linked into outside a periodic re-arm: the due slot if it is
   // due already, else the wheel slot that holds it. A node beyond level 0 while cur_ lags behind
-  // now_'s tick (I1) first brings cur_ up to it, so that it lands where it would had the inline
-  // advance() calls moved cur_, and a timer less than 512 ticks ahead of now_ is in level 0, where
+  // now_'s tick (I1: the tick in process) first brings cur_ up to it, so that it lands where it would had the
+  // inline advance() calls moved cur_, and a timer less than 512 ticks ahead of now_ is in level 0, where
   // next_deadline() is exact: a multiplication for such a link, a division once per lag.
   unsigned slot_for(std::uint64_t due) noexcept {
     if (due_now(due)) return kDueSlot;
@@ -389,7 +389,7 @@ class WheelCore {
   }
   // The slot a moved (rescheduled) node goes to: where a schedule links it (slot_for()), except
   // that a periodic timer is linked as its re-arm is: due by this call's now means the next call,
-  // so it never runs twice in one call (I3). The two differ only while cur_ lags behind target_
+  // so it never runs twice in one call (I3: the due slot). The two differ only while cur_ lags behind target_
   // (inside advance(), or after a pass cut short).
   unsigned move_slot(const Node* node, std::uint64_t due) noexcept {
     if (cur_ != target_ && callable_meta(node) != 0) {
@@ -398,7 +398,7 @@ class WheelCore {
     return slot_for(due);
   }
   // Sets no_event_before_ exactly, and lag_window_end_ with it: where advance_slow() and clear() leave the
-  // wheel (I9).
+  // wheel (I9: no event before).
   void settle_no_event_before() noexcept {
     set_no_event_before(no_event_before());
     lag_window_end_ = no_event_before_;
@@ -460,18 +460,18 @@ class WheelCore {
   std::array<Slot, kAllSlots>* slots_ = nullptr;        // arrays_->heads: one cache line per slot
   std::array<std::uint64_t, kBitmapWords> occupied_{};  // bit s set <=> slot s has a node
   // Bit w set <=> occupied_[w] != 0: a level's emptiness and the top level in one load and a bit
-  // scan, instead of a walk of 8 words per level several times a pass (I6).
+  // scan, instead of a walk of 8 words per level several times a pass (I6: the summary word).
   std::uint64_t nonempty_words_ = 0;
-  // A lower bound of the next tick at which something happens in the wheel levels (I7), so that
-  // an advance() with nothing to do skips the level scans (quiet_until()).
+  // A lower bound of the next tick at which something happens in the wheel levels (I7: the next event), so
+  // that an advance() with nothing to do skips the level scans (quiet_until()).
   std::uint64_t next_event_ = 0;
   // The tick from which the look-ahead cascade (pace()) has a batch to move from an upper level's
-  // look-ahead slot (the one of the unit after cur_'s), UINT64_MAX if none is occupied (I8); so a
-  // quiet advance() that stays short of it and crosses no unit boundary looks at no level.
+  // look-ahead slot (the one of the unit after cur_'s), UINT64_MAX if none is occupied (I8: the pace mark);
+  // so a quiet advance() that stays short of it and crosses no unit boundary looks at no level.
   std::uint64_t pace_at_ = ~std::uint64_t{0};
   // The tick up to which the look-ahead cascade has moved its share: the target of the last pace().
   std::uint64_t paced_ = 0;
-  // The tick below which advance() has nothing to do but move time on (I9), and its first
+  // The tick below which advance() has nothing to do but move time on (I9: no event before), and its first
   // nanosecond, no_event_before_ * tick: the inline advance() compares a now with it, no division.
   std::uint64_t no_event_before_ = 0;
   std::uint64_t no_event_before_ns_ = 0;
@@ -488,9 +488,9 @@ class WheelCore {
   unsigned moves_queued_ = 0;
   std::array<Node*, kUnlinkBatch> move_queue_{};        // rescheduled nodes to move, see flush_moves()
   std::array<std::uint32_t, kUnlinkBatch> move_gen_{};  // the pending generation each was queued with
-  // Bit w of ways_[s] set <=> sub-list w of slot s is non-empty (I5): a walk, and an unlink that
-  // empties a sub-list, learn which sub-lists are in use from one byte instead of eight heads. Last,
-  // so that the fields every call touches stay together.
+  // Bit w of ways_[s] set <=> sub-list w of slot s is non-empty (I5: sub-list bits): a walk, and an unlink
+  // that empties a sub-list, learn which sub-lists are in use from one byte instead of eight heads. Last, so
+  // that the fields every call touches stay together.
   std::array<std::uint8_t, kAllSlots> ways_{};
 };
 

@@ -70,7 +70,7 @@ inline unsigned WheelCore<Policy>::upper_slot(std::uint64_t due) const noexcept 
   return slot_of(level, due >> (kLevelBits * level));
 }
 
-// Puts a node at the head of its sub-list of `slot`, with the slot's bits and count (I4).
+// Puts a node at the head of its sub-list of `slot`, with the slot's bits and count (I4: occupancy).
 template <class Policy>
 inline void WheelCore<Policy>::push(Node* node, unsigned slot) noexcept {
   // The sub-list by the node's pool index: spread as evenly as a counter would spread it (a fresh
@@ -82,7 +82,7 @@ inline void WheelCore<Policy>::push(Node* node, unsigned slot) noexcept {
   node->pprev = head;
   *head = node;
   if (first != nullptr) {
-    first->pprev = &node->next;  // the sub-list, so the slot, was in use: its bits are set (I4)
+    first->pprev = &node->next;  // the sub-list, so the slot, was in use: its bits are set (I4: occupancy)
   } else {
     ways_[slot] |= static_cast<std::uint8_t>(1U << way);
     set_occupied(slot);
@@ -97,25 +97,26 @@ inline void WheelCore<Policy>::link(Node* node, unsigned slot) noexcept {
   const std::uint64_t due = node->due;
   const std::uint64_t cur = cur_;
   push(node, slot);
-  if (slot < kWheelSlots) {  // the slot's event: its tick at level 0, its unit's start above (I7)
+  if (slot <
+      kWheelSlots) {  // the slot's event: its tick at level 0, its unit's start above (I7: the next event)
     const unsigned shift = kLevelBits * (slot >> kSlotBits);
     const std::uint64_t unit = due >> shift;
     const std::uint64_t event = unit << shift;
     // Branches, not a min and a store: a link rarely makes the earliest event. no_event_before_ <=
-    // next_event_ (I9), so a link that leaves next_event_ leaves no_event_before_ too.
+    // next_event_ (I9: no event before), so a link that leaves next_event_ leaves no_event_before_ too.
     assert(no_event_before_ <= next_event_);
     if (event < next_event_) [[unlikely]] {
       next_event_ = event;
       if (event < no_event_before_) set_no_event_before(event);  // I9
     }
-    // A look-ahead slot is paced from the next tick on (I8). At level 0 this also holds for the
-    // tick after cur_: a needless but harmless pace() call, cheaper than a test of the level.
+    // A look-ahead slot is paced from the next tick on (I8: the pace mark). At level 0 this also holds for
+    // the tick after cur_: a needless but harmless pace() call, cheaper than a test of the level.
     if (unit == (cur >> shift) + 1) [[unlikely]] {
       pace_at_ = std::min(pace_at_, cur + 1);
       if (cur + 1 < no_event_before_) set_no_event_before(cur + 1);
     }
   } else {
-    set_no_event_before(0);  // something is due (I9)
+    set_no_event_before(0);  // something is due (I9: no event before)
   }
 }
 
@@ -190,9 +191,9 @@ inline void WheelCore<Policy>::unlink(Node* node) noexcept {
 template <class Policy>
 inline bool WheelCore<Policy>::cancel(TimerId id) noexcept {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
-  // Only a pending generation matches (I10), so a failed id (gen 0) or a free node never does; an
-  // index never handed out has no node. Tested before the node is formed, so that no null test of
-  // its address follows.
+  // Only a pending generation matches (I10: linked means pending), so a failed id (gen 0) or a free node
+  // never does; an index never handed out has no node. Tested before the node is formed, so that no null test
+  // of its address follows.
   if (id.index_ >= pool_.touched() || (id.gen_ & 3) != kPending) [[unlikely]] {
     return false;
   }
@@ -242,8 +243,8 @@ inline bool WheelCore<Policy>::finish_cancel(Node* node) noexcept {
 
 // Whether advance() to `target` meets no callback and no cascade on the way: nothing due or left
 // from a pass cut short (the due, late and batch slots, which share the last bitmap word) and no
-// event up to target (I7). Then the call's only work is the look-ahead cascade's share (pace(),
-// once target reaches pace_at_, or a unit boundary is crossed and the look-ahead slots change).
+// event up to target (I7: the next event). Then the call's only work is the look-ahead cascade's share
+// (pace(), once target reaches pace_at_, or a unit boundary is crossed and the look-ahead slots change).
 template <class Policy>
 inline bool WheelCore<Policy>::quiet_until(std::uint64_t target) const noexcept {
   static_assert(kDueSlot / 64 == kBatchSlot / 64 && kDueSlot % 64 == 0, "the extra slots share one word");
@@ -251,7 +252,8 @@ inline bool WheelCore<Policy>::quiet_until(std::uint64_t target) const noexcept 
 }
 
 // The tick before which advance() has nothing to do but move time on (quiet_until() with no
-// share for pace() and no unit boundary crossed): what advance_slow() leaves in no_event_before_ (I9).
+// share for pace() and no unit boundary crossed): what advance_slow() leaves in no_event_before_ (I9: no
+// event before).
 template <class Policy>
 inline std::uint64_t WheelCore<Policy>::no_event_before() const noexcept {
   if (((nonempty_words_ >> (kDueSlot / 64)) & 1) != 0) return 0;
@@ -259,9 +261,9 @@ inline std::uint64_t WheelCore<Policy>::no_event_before() const noexcept {
 }
 
 // Inline for the call that only moves time on, the common case of a loop that advances every
-// tick or faster: one compare of the new now against no_event_before_ns_ (I9), and now_ is all it
-// changes; cur_ catches up in the next call that meets something (I1). Everything else is out of
-// line, in the library.
+// tick or faster: one compare of the new now against no_event_before_ns_ (I9: no event before), and now_ is
+// all it changes; cur_ catches up in the next call that meets something (I1: the tick in process). Everything
+// else is out of line, in the library.
 template <class Policy>
 inline std::size_t WheelCore<Policy>::advance(Nanos now, std::size_t limit) {
   assert(!visiting_ && "for_each_pending(): a visitor must not change the wheel");
