@@ -43,13 +43,11 @@ class ShardLoop {
   // stop() does). seq_cst, paired with poll()'s and own()'s exchange of polling_ and their load of
   // the shard's stopping flag: either they see the flag, or this sees them holding the shard.
   void wait_out_driver() const noexcept;
-  // Inside poll()'s pass (the polling thread).
-  bool in_pass() const noexcept { return in_pass_; }
 
  private:
   Shard& shard_;
   std::atomic<bool> polling_{false};
-  bool in_pass_ = false;
+  bool in_pass_ = false;  // inside poll()'s pass (the polling thread)
 };
 
 }  // namespace tickwheel::detail
