@@ -337,6 +337,40 @@ TEST(EngineLoop, TheOwnersCancelOfAHandOffNotTakenInYet) {
   EXPECT_EQ(o.engine.stats().cancelled, 2u);
 }
 
+// A loop that runs other handlers while its wait is announced (an io_context's thread) schedules
+// and moves timers from them: one earlier than its plan must end the wait, as another thread's
+// would, and nothing else may signal it. Callbacks of a pass and a loop that is not waiting never
+// signal.
+TEST(EngineLoop, TheOwnersOwnEarlierTimerWakesItsAnnouncedWaitAndNothingElseDoes) {
+  WakeCount w;
+  Engine e(counted(w));
+  e.own_shard(0);
+  ASSERT_TRUE(e.prepare_wait(0, fake_now() + 10ms));
+  ASSERT_TRUE(e.schedule_after(1h, [] {}));
+  Timer moved = e.schedule_after(20ms, [] {});
+  ASSERT_TRUE(moved);
+  ASSERT_TRUE(moved.reschedule_after(30ms));
+  EXPECT_EQ(w.calls.load(), 0) << "the owner's timer due after its own wait woke it";
+  ASSERT_TRUE(moved.reschedule_after(2ms));
+  EXPECT_EQ(w.calls.load(), 1) << "the owner's move to before its wait did not wake it";
+  ASSERT_TRUE(e.schedule_after(1ms, [] {}));
+  EXPECT_EQ(w.calls.load(), 1) << "one sleep was signalled twice";
+  e.finish_wait(0);
+
+  ASSERT_TRUE(e.prepare_wait(0, fake_now() + 10ms));
+  ASSERT_TRUE(e.schedule_after(1ms, [] {}));
+  EXPECT_EQ(w.calls.load(), 2) << "the owner's schedule before its next wait did not wake it";
+  e.finish_wait(0);
+  ASSERT_TRUE(e.schedule_after(1ms, [] {}));
+  advance_clock(2ms);
+  int inner = 0;
+  ASSERT_TRUE(e.schedule_after(0ns, [&e, &inner] { inner += e.schedule_after(0ns, [] {}) ? 1 : 0; }));
+  EXPECT_GE(e.poll(0), 4u);
+  EXPECT_EQ(inner, 1);
+  EXPECT_EQ(w.calls.load(), 2) << "a schedule of a loop not waiting, or of a pass's callback, signalled";
+  (void)e.stop();
+}
+
 // The owner's relative deadlines count from the shard's loop time (no clock read): the clock when
 // it took ownership, then the `now` of each poll, or the clock when its loop returns from
 // finish_wait(); another thread's count from the clock.

@@ -173,6 +173,7 @@ bool Shard::move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadl
   // or a posted record moves it at once.
   if (owned_here_outside_pass()) {
     wheel_.move_own(node, due);
+    inbox.wake_self_for(due);
   } else {
     wheel_.move(node, due);
   }

@@ -142,15 +142,19 @@ class Shard {
   template <class Visit>
   std::size_t walk_here(Visit&& visit);
   // Links a node from reserve.own_node(), its callable stored, at `deadline` (the engine's clock):
-  // its generation and deadline set, straight into the wheel, no queue. Returns the generation.
+  // its generation and deadline set, straight into the wheel, no queue; the owner's own loop, if
+  // its wait is announced past the new tick, signalled (an Asio-style loop schedules from other
+  // handlers while it waits). Returns the generation.
   std::uint32_t link_own(Node* node, Nanos deadline) noexcept {
     const std::uint32_t gen = next_lifetime(node->gen.load(std::memory_order_relaxed));
     // Relaxed: other threads get the node through the Timer this schedule returns, which the
     // caller passes on with its own ordering.
     node->gen.store(gen, std::memory_order_relaxed);
     // Release, after the generation: as EngineCore::commit() writes it (see there).
-    store_due(node, ticks_.due(deadline), std::memory_order_release);
+    const std::uint64_t due = ticks_.due(deadline);
+    store_due(node, due, std::memory_order_release);
     wheel_.link_new(node);
+    inbox.wake_self_for(due);
     // Release: pairs with EngineCore::pending()'s acquire. Only this thread writes it.
     bump(counters.direct, 1, std::memory_order_release);
     return gen;

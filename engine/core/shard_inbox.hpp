@@ -69,6 +69,9 @@ class ShardInbox {
   // among them, needs no signal. (A loop's plan may be any time: it then wakes by itself no later
   // than the timer's end, and its pass takes the node in.)
   void wake_for(std::uint64_t due_tick) noexcept { wake_.wake_if_before(due_tick * ticks_.tick()); }
+  // The shard's own thread linked or moved a timer to tick `due_tick` while its loop's wait is
+  // announced (Wakeup::wake_self_if_before): signals the loop iff that tick ends before its plan.
+  void wake_self_for(std::uint64_t due_tick) noexcept { wake_.wake_self_if_before(due_tick * ticks_.tick()); }
   // Up to n free nodes from the reserve; 0 if it is empty right now.
   std::size_t take_nodes(Node** out, std::size_t n) noexcept { return free_nodes_.try_dequeue_bulk(out, n); }
   moodycamel::ConcurrentQueue<Node*>& transfers() noexcept { return transfers_; }

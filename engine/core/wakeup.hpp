@@ -96,6 +96,15 @@ class Wakeup {
   bool sleeps_past(std::uint64_t due_ns) const noexcept {
     return due_ns < planned_ns_.load(std::memory_order_relaxed);
   }
+  // The sleeper's own thread linked work due at due_ns while its plan is out: a loop that runs
+  // other handlers between prepare() and finish() (an io_context's thread, tickwheel/asio.hpp)
+  // and schedules from them. Signals itself iff that is before the plan, so that its wait ends.
+  // Relaxed, no fence: the plan is this thread's own store.
+  void wake_self_if_before(std::uint64_t due_ns) noexcept {
+    if (due_ns < planned_ns_.load(std::memory_order_relaxed)) [[unlikely]] {
+      signal_once();
+    }
+  }
   // Signals unconditionally (stop, a moved clock): not once per sleep, since it may come while
   // the sleeper is awake, between a signal that set signalled_ and the next prepare().
   void signal() noexcept;

@@ -256,7 +256,9 @@ class Engine {
   // until `until` (nullopt: until woken), returns false if hand-offs already wait (poll instead);
   // otherwise, until finish_wait(), a producer whose timer is due before `until` wakes the loop
   // through wakeup_fd() or EngineOptions::wake_loop, and so do stop() and every 4096th hand-off or
-  // cancel of one thread. A producer makes a system call only to wake it. The polling thread, one
+  // cancel of one thread. So does the polling thread itself, if it schedules or moves a timer of
+  // the shard to before `until` while its wait is announced (a loop that runs other handlers
+  // between the two calls, as an io_context does). A producer makes a system call only to wake it. The polling thread, one
   // wait at a time; a store and a fence; finish_wait() reads the fd only if it was signalled.
   // Throw as poll().
   bool prepare_wait(std::size_t shard, std::optional<Nanos> until);
