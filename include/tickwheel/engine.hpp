@@ -258,9 +258,9 @@ class Engine {
   // through wakeup_fd() or EngineOptions::wake_loop, and so do stop() and every 4096th hand-off or
   // cancel of one thread. So does the polling thread itself, if it schedules or moves a timer of
   // the shard to before `until` while its wait is announced (a loop that runs other handlers
-  // between the two calls, as an io_context does). A producer makes a system call only to wake it. The polling thread, one
-  // wait at a time; a store and a fence; finish_wait() reads the fd only if it was signalled.
-  // Throw as poll().
+  // between the two calls, as an io_context does). A producer makes a system call only to wake it. The
+  // polling thread, one wait at a time; a store and a fence; finish_wait() reads the fd only if it was
+  // signalled. Throw as poll().
   bool prepare_wait(std::size_t shard, std::optional<Nanos> until);
   void finish_wait(std::size_t shard);
   // The shard's eventfd (non-blocking, the engine's): readable once a producer wakes the loop, for
