@@ -514,7 +514,8 @@ def report_text(r):
     return "\n".join(lines) + "\n"
 
 
-GATEWAY_COLOURS = {"manual": "#1f77b4", "workers": "#2ca02c", "manual-ms": "#9467bd", "asio": "#d62728"}
+GATEWAY_COLOURS = {"manual": "#1f77b4", "workers": "#2ca02c", "manual-ms": "#9467bd", "asio": "#d62728",
+                   "asio-tickwheel": "#ff7f0e"}
 
 
 def plot_gateway(plt, report, svg):

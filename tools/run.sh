@@ -191,7 +191,8 @@ case "$cmd" in
     (cd "$root" && cmake --build --preset gateway --parallel "$(nproc)")
     gw="$root/build-gateway/examples/gateway"
     exec python3 "$root/examples/gateway/run_gateway.py" --server "$gw/tickwheel-gateway" \
-      --load "$gw/tickwheel-gateway-load" --asio "$gw/tickwheel-gateway-asio" --out "$build/gateway-report" "$@"
+      --load "$gw/tickwheel-gateway-load" --asio "$gw/tickwheel-gateway-asio" \
+      --asio-tickwheel "$gw/tickwheel-gateway-asio-tickwheel" --out "$build/gateway-report" "$@"
     ;;
   check)
     sanitized_suite asan

@@ -15,6 +15,12 @@
 // CLOCK_MONOTONIC), is a violation. Asio's deadlines are exact (its epoll reactor times them with a
 // timerfd), so there is no tick and no "past the tick".
 //
+// Built twice: tickwheel-gateway-asio as above, and tickwheel-gateway-asio-tickwheel
+// (GATEWAY_TICKWHEEL_TIMER) with tickwheel::asio::timer in place of steady_timer: the program an
+// Asio user gets by swapping the type. The #if blocks below are all that differs: the type, the
+// engine and the driver per loop (the construction), and the report's tick and past-the-tick
+// lateness (the measurement; the tickwheel timer fires once the deadline's tick has ended).
+//
 // Stops on SIGINT or SIGTERM, or after --max-seconds, and writes its report (--json).
 #include <sys/prctl.h>
 
@@ -31,6 +37,10 @@
 
 #include "common.hpp"
 
+#if GATEWAY_TICKWHEEL_TIMER
+#include <tickwheel/asio.hpp>
+#endif
+
 namespace gateway {
 namespace {
 
@@ -38,7 +48,15 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
+#if GATEWAY_TICKWHEEL_TIMER
+using Timer = tickwheel::asio::timer;
+struct Options : ServerOptions {
+  std::int64_t tick_us = 1000;
+};
+#else
+using Timer = asio::steady_timer;
 using Options = ServerOptions;
+#endif
 
 class Server;
 
@@ -46,6 +64,9 @@ class Loop {
  public:
   Loop(Server& server, std::size_t index, std::uint16_t port);
   void start() {
+#if GATEWAY_TICKWHEEL_TIMER
+    driver_.start();
+#endif
     accept();
     thread_ = std::thread([this] {
       (void)::prctl(PR_SET_TIMERSLACK, 1UL);  // as tickwheel's loops; timerfd waits take no slack anyway
@@ -62,12 +83,16 @@ class Loop {
 
   Counts counts;
   Histogram lateness, idle_lateness;
+#if GATEWAY_TICKWHEEL_TIMER
+  Histogram past_tick;
+  Nanos tick_ceil(Nanos t) const;  // t rounded up to the engine's tick
+#endif
 
  private:
   struct Conn {
     explicit Conn(asio::io_context& io) : socket(io), idle(io) {}
     tcp::socket socket;
-    asio::steady_timer idle;
+    Timer idle;
     bool open = false;
     bool writing = false;
     bool released = false;       // given back: a later release_conn_if_done() must not again
@@ -80,7 +105,7 @@ class Loop {
   };
   struct Request {
     explicit Request(asio::io_context& io) : timer(io) {}
-    asio::steady_timer timer;
+    Timer timer;
     std::uint32_t conn = 0, conn_gen = 0;
     std::uint64_t id = 0;
     Nanos deadline{0};
@@ -128,6 +153,9 @@ class Loop {
   Server& server_;
   const std::size_t index_;
   asio::io_context io_{1};
+#if GATEWAY_TICKWHEEL_TIMER
+  tickwheel::asio::ShardDriver driver_;  // before the records: their timers go first
+#endif
   tcp::acceptor acceptor_;
   ServiceTime service_;
   bool warned_fds_ = false;
@@ -142,10 +170,23 @@ class Server {
   explicit Server(const Options& o) : opts(o), upstream(this) {}
   void deliver(const Ask& a);  // the upstream's answer (Upstream)
   const Options opts;
+#if GATEWAY_TICKWHEEL_TIMER
+  // A caller-driven shard per loop, owned by the loop's driver; declared before the loops.
+  tickwheel::Engine engine{tickwheel::EngineOptions{.shards = opts.loops,
+                                                    .tick = std::chrono::microseconds(opts.tick_us),
+                                                    .threads = tickwheel::Threads::manual}};
+#endif
   std::vector<std::unique_ptr<Loop>> loops;
   Upstream<Server> upstream;
   CpuSinceFirstConnection cpu;
 };
+
+#if GATEWAY_TICKWHEEL_TIMER
+Nanos Loop::tick_ceil(Nanos t) const {
+  const std::int64_t tick = std::chrono::microseconds(server_.opts.tick_us) / Nanos(1);
+  return Nanos((t.count() + tick - 1) / tick * tick);
+}
+#endif
 
 // On the upstream's thread: the answer is post()ed to the loop that owns the request.
 void Server::deliver(const Ask& a) {
@@ -156,6 +197,9 @@ void Server::deliver(const Ask& a) {
 Loop::Loop(Server& server, std::size_t index, std::uint16_t port)
     : server_(server),
       index_(index),
+#if GATEWAY_TICKWHEEL_TIMER
+      driver_(io_, server.engine, index),
+#endif
       acceptor_(io_),
       service_(server.opts.service_mean_us, server.opts.drop, server.opts.seed * 1000 + index) {
   const tcp::endpoint at_loopback(asio::ip::address_v4::loopback(), port);
@@ -297,6 +341,9 @@ void Loop::on_timeout(std::uint32_t slot, std::uint32_t gen, const boost::system
   } else {
     if (t < q.deadline) ++counts.early;
     lateness.record((t - q.deadline).count());
+#if GATEWAY_TICKWHEEL_TIMER
+    past_tick.record((t - tick_ceil(q.deadline)).count());
+#endif
     ++counts.timed_out;
     q.replied = true;
     reply(q.conn, q.conn_gen, q.id, kTimedOut);
@@ -402,14 +449,31 @@ int run(const Options& o) {
   wait_for_stop(o.max_seconds);
   const Usage end = usage_now();
   server.upstream.stop();
+#if GATEWAY_TICKWHEEL_TIMER
+  // Each loop's driver lets its shard go at its next turn, which stop() wakes and waits for.
+  const std::size_t pending = server.engine.stop().size();
+  const tickwheel::EngineStats stats = server.engine.stats();
+#endif
   for (auto& loop : server.loops) loop->stop();
 
   ServerReport r;
-  r.impl = "asio";
-  r.mode = "asio";
   r.wait = "-";
   r.loops = o.loops;
+#if GATEWAY_TICKWHEEL_TIMER
+  r.impl = "tickwheel";
+  r.mode = "asio-tickwheel";
+  r.tick_ns = std::chrono::microseconds(o.tick_us) / Nanos(1);
+  for (const auto& loop : server.loops) {
+    r.add_loop(loop->counts, loop->lateness, loop->idle_lateness, &loop->past_tick);
+  }
+  r.pending_at_stop = pending;
+  r.passes = stats.passes;
+  r.wakeups = stats.wakeups;
+#else
+  r.impl = "asio";
+  r.mode = "asio";
   for (const auto& loop : server.loops) r.add_loop(loop->counts, loop->lateness, loop->idle_lateness);
+#endif
   r.set_usage(server.cpu, end);
   return finish(r, o.json);
 }
@@ -419,10 +483,21 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   gateway::Options o;
+#if GATEWAY_TICKWHEEL_TIMER
+  const char* const program = "tickwheel-gateway-asio-tickwheel";
+  CLI::App app{
+      "tickwheel-gateway-asio-tickwheel: the Asio gateway with tickwheel::asio::timer for "
+      "steady_timer (examples/gateway/)"};
+  gateway::add_server_options(app, o, "loop threads, each an io_context with its acceptor and shard");
+  app.add_option("--tick-us", o.tick_us, "the engine's tick in microseconds")
+      ->check(CLI::Range(1, 1'000'000));
+#else
+  const char* const program = "tickwheel-gateway-asio";
   CLI::App app{
       "tickwheel-gateway-asio: the reference gateway on Boost.Asio's steady_timer (examples/gateway/)"};
   gateway::add_server_options(app, o, "loop threads, each an io_context with its acceptor");
+#endif
   CLI11_PARSE(app, argc, argv);
   gateway::block_stop_signals();
-  return gateway::run_or_report("tickwheel-gateway-asio", [&] { return gateway::run(o); });
+  return gateway::run_or_report(program, [&] { return gateway::run(o); });
 }
