@@ -141,8 +141,11 @@ class ShardDriver {
   // The end of a turn: the wait armed, or, once the engine is stopped, nothing more.
   void settle() {  // NOLINT(misc-no-recursion)
     if (engine_.stopped()) {
-      stopped_ = true;  // the poll after stop() began let the shard go
+      stopped_ = true;
       end_waits();
+      // A poll after stop() began let the shard go; one that ended just before, not: stop() then
+      // waits for this thread to let go, and no turn is left to do it.
+      if (engine_.owned_shard() == shard_) engine_.release_shard(shard_);
     } else {
       arm();
     }
