@@ -173,7 +173,9 @@ bool Shard::move_here(Node* node, std::uint32_t pending_gen, std::uint64_t deadl
   // or a posted record moves it at once.
   if (owned_here_outside_pass()) {
     wheel_.move_own(node, due);
-    inbox.wake_self_for(due);
+    if (loop_waits_) [[unlikely]] {
+      inbox.wake_self_for(due);
+    }
   } else {
     wheel_.move(node, due);
   }

@@ -154,7 +154,9 @@ class Shard {
     const std::uint64_t due = ticks_.due(deadline);
     store_due(node, due, std::memory_order_release);
     wheel_.link_new(node);
-    inbox.wake_self_for(due);
+    if (loop_waits_) [[unlikely]] {
+      inbox.wake_self_for(due);
+    }
     // Release: pairs with EngineCore::pending()'s acquire. Only this thread writes it.
     bump(counters.direct, 1, std::memory_order_release);
     return gen;
@@ -226,6 +228,7 @@ class Shard {
   std::optional<Nanos> planned_ns_;  // the deadline the last wait aimed at, for the tick lag
   bool cap_hit_ = false;             // the last pass left hand-offs beyond transfer_cap
   bool walking_ = false;             // inside walk_here()
+  bool loop_waits_ = false;          // the polling thread's wait is announced (ShardLoop)
   Nanos loop_now_{0};                // see loop_now()
   OwnLane lane_;                     // see open_lane(); t_own_lane points here on the shard's thread
 

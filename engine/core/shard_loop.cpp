@@ -81,12 +81,16 @@ std::optional<Nanos> ShardLoop::next_deadline(Nanos now) const noexcept {
 
 bool ShardLoop::prepare_wait(std::optional<Nanos> until) noexcept {
   (void)shard_.inbox.wake().prepare(wake_plan(until));
-  if (shard_.nothing_waits()) return true;
+  if (shard_.nothing_waits()) {
+    shard_.loop_waits_ = true;
+    return true;
+  }
   shard_.inbox.wake().finish();
   return false;
 }
 
 void ShardLoop::finish_wait() noexcept {
+  shard_.loop_waits_ = false;
   shard_.inbox.wake().finish();
   bump(shard_.counters.wakeups);
   // The loop's time after its wait (see Shard::loop_now()).
