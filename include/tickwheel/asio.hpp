@@ -120,9 +120,9 @@ class ShardDriver {
 
   // One turn: the due callbacks, the handlers of the waits completed so far (the ones it fired
   // among them, in the order they completed), then the wait armed until the next deadline or a
-  // wake-up. Once the engine is stopped, a last poll lets the shard go and nothing is armed. The next turn is
-  // a handler the context runs later, never a call from this one: no recursion, whatever the call graph
-  // reads.
+  // wake-up. Once the engine is stopped, a last poll lets the shard go and nothing is armed. The
+  // next turn is a handler the context runs later, never a call from this one: no recursion,
+  // whatever the call graph reads.
   void turn() {  // NOLINT(misc-no-recursion)
     if (stopped_) return;
     ++turns_;
@@ -199,7 +199,7 @@ class ShardDriver {
   }
 
   // ---- The timers' completed waits ----
-  // A wait of a timer completed (op->ec set): its handler runs after the turn's poll if one is under
+  // A wait of a timer completed (its result set): its handler runs after the turn's poll if one is under
   // way, else from a handler posted for it (never inside the timer's call that completed it).
   void completed(detail::WaitOp* op) {  // NOLINT(misc-no-recursion)
     completed_.push(op);
@@ -239,9 +239,9 @@ class ShardDriver {
   }
   // A timer going away: its completed waits not run yet are posted, so they still run.
   void forget(const void* owner) {
-    auto post = [this](detail::WaitOp* op) { op->run(io_.get_executor(), detail::WaitOp::Via::post); };
-    running_.remove_owned_by(owner, post);
-    completed_.remove_owned_by(owner, post);
+    auto repost = [this](detail::WaitOp* op) { op->run(io_.get_executor(), detail::WaitOp::Via::post); };
+    running_.remove_owned_by(owner, repost);
+    completed_.remove_owned_by(owner, repost);
   }
 
   boost::asio::io_context& io_;
@@ -269,12 +269,12 @@ class ShardDriver {
 // type and keeps its calls.
 //
 // As basic_waitable_timer: expires_at() / expires_after() cancel the pending waits and return how
-// many; cancel() completes every pending wait with error::operation_aborted and returns how many
-// (0 with none: a wait started after it is not aborted); a wait on an expiry already past completes
-// with success at once (at the driver's next turn); destroying the timer aborts its waits. A handler runs on
-// its associated executor (the context's by default), never inside the call that completed its wait,
-// async_wait() included: the driver runs the completed waits' handlers after its poll, or from a handler it
-// posts.
+// many; cancel() completes every pending wait with error::operation_aborted and returns how many (0
+// with none: a wait started after it is not aborted); a wait on an expiry already past completes
+// with success at once (at the driver's next turn); destroying the timer aborts its waits. A
+// handler runs on its associated executor (the context's by default), never inside the call that
+// completed its wait, async_wait() included: the driver runs the completed waits' handlers after
+// its poll, or from a handler it posts.
 //
 // Differences from steady_timer:
 //   - a wait ends once the expiry's tick has ended (EngineOptions::tick), never before the expiry:
