@@ -352,7 +352,7 @@ class timer {
 
   // Starts a wait for the expiry; the handler gets a boost::system::error_code: success once the
   // expiry's tick has ended, operation_aborted if cancelled or moved first. Any completion token
-  // Asio's async_initiate takes (a handler, use_future, use_awaitable).
+  // Asio's async_initiate takes (a handler; use_future, which the tests use; others alike).
   template <class Token>
   auto async_wait(Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
