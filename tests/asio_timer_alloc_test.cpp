@@ -54,8 +54,12 @@ class AsioTimerAlloc : public ::testing::Test {
     return news() - before;
   }
 
-  // Ours against steady_timer's over kRounds rounds, each count recorded in the test's report.
-  void expect_no_more(std::uint64_t asio_news, std::uint64_t our_news) {
+  // round(theirs) and round(ours) over kRounds rounds each, after as many of warm-up: ours must
+  // call operator new no more often. Both counts are recorded in the test's report.
+  template <class Theirs, class Ours, class Round>
+  void expect_no_more_news(Theirs& theirs, Ours& ours, Round round) {
+    const std::uint64_t asio_news = news_in(kRounds, [&] { round(theirs); });
+    const std::uint64_t our_news = news_in(kRounds, [&] { round(ours); });
     RecordProperty("steady_timer_news", std::to_string(asio_news));
     RecordProperty("tickwheel_timer_news", std::to_string(our_news));
     EXPECT_LE(our_news, asio_news) << "operator new calls: steady_timer " << asio_news << ", ours "
@@ -84,9 +88,7 @@ TEST_F(AsioTimerAlloc, WaitsThatExpireAllocateNoMoreThanSteadyTimers) {
     }
     run_until(done, want);
   };
-  const std::uint64_t asio_news = news_in(kRounds, [&] { round(theirs); });
-  const std::uint64_t our_news = news_in(kRounds, [&] { round(ours); });
-  expect_no_more(asio_news, our_news);
+  expect_no_more_news(theirs, ours, round);
 }
 
 TEST_F(AsioTimerAlloc, ACancelledWaitAllocatesNoMoreThanSteadyTimers) {
@@ -100,9 +102,7 @@ TEST_F(AsioTimerAlloc, ACancelledWaitAllocatesNoMoreThanSteadyTimers) {
     (void)t.cancel();
     run_until(done, want);
   };
-  const std::uint64_t asio_news = news_in(kRounds, [&] { round(theirs); });
-  const std::uint64_t our_news = news_in(kRounds, [&] { round(ours); });
-  expect_no_more(asio_news, our_news);
+  expect_no_more_news(theirs, ours, round);
 }
 
 // A connection's idle timeout pushed back by each message: the pending wait aborted by the new
@@ -120,9 +120,7 @@ TEST_F(AsioTimerAlloc, AWaitMovedByANewExpiryAllocatesNoMoreThanSteadyTimers) {
     (void)t.cancel();
     run_until(done, want);
   };
-  const std::uint64_t asio_news = news_in(kRounds, [&] { round(theirs); });
-  const std::uint64_t our_news = news_in(kRounds, [&] { round(ours); });
-  expect_no_more(asio_news, our_news);
+  expect_no_more_news(theirs, ours, round);
 }
 
 }  // namespace
