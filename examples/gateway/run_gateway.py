@@ -2,16 +2,17 @@
 """examples/gateway/run_gateway.py — the gateway side by side (tools/run.sh gateway runs it).
 
 Runs the reference gateway on tickwheel (caller-driven loops; engine workers + LoopExecutor), on
-Boost.Asio, and on Boost.Asio with tickwheel::asio::timer for steady_timer, under the same load, configuration after configuration, each driven and checked by
-tickwheel-gateway-load, and prints for each: requests/s, the request timeouts' lateness (p50, p99,
+Boost.Asio, and on Boost.Asio with tickwheel::asio::timer for steady_timer, under the same load,
+configuration after configuration, each driven and checked by tickwheel-gateway-load, and prints for each: requests/s, the request timeouts' lateness (p50, p99,
 p99.9, max; for tickwheel also "past the tick": lateness minus the tick's rounding), server CPU per
 request (getrusage of the whole server process, upstream thread included), the server's max RSS and
 the correctness counts. Writes a JSON report and an SVG of the lateness curves (stress/plot.py,
 matplotlib) into --out.
 
 Configurations: every shape (connections x requests/s per connection) x every mode; tickwheel
-modes (asio-tickwheel among them) once per tick. `manual-ms` is the caller-driven loop timing its sleep with epoll_wait's
-milliseconds instead of epoll_pwait2's nanoseconds: the cause of a 100 us tick's worse tail.
+modes (asio-tickwheel among them) once per tick. `manual-ms` is the caller-driven loop timing its
+sleep with epoll_wait's milliseconds instead of epoll_pwait2's nanoseconds: the cause of a 100 us
+tick's worse tail.
 With --runs N each configuration runs N times, interleaved (run 1 of every configuration, then run
 2, each run's order rotated by one, so slow drift of the machine spreads over all of them), and
 the table shows medians. Repeatable: the same arguments run the same configurations in the same
